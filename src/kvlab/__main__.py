@@ -1,0 +1,3 @@
+from kvlab.cli import main
+
+main()

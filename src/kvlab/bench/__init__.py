@@ -1,0 +1,1 @@
+"""The benchmark harness: requests, records, validation, metrics, statistics."""

@@ -1,0 +1,156 @@
+"""The Record: the raw facts of one request, and the append-only JSONL store.
+
+A Record holds only what was observed: client clock readings, what the server
+reported, the outcome and the generated text. Metrics (TTFT, ITL, ...) are derived
+later by pure functions in :mod:`kvlab.bench.metrics`.
+
+Clock fields are integer nanoseconds from ``time.perf_counter_ns()``, relative to the
+run's start (the ``t0_ns`` of its :class:`RunClock`). ``None`` means "not observed"
+(for example no first chunk on a non-streamed request, or no headers on a refused
+connection).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ApiKind(StrEnum):
+    """Which HTTP API a request used."""
+
+    LLAMACPP_COMPLETION = "llamacpp-completion"  # llama.cpp POST /completion
+    OPENAI_CHAT = "openai-chat"  # POST /v1/chat/completions
+    OPENAI_COMPLETION = "openai-completion"  # POST /v1/completions
+
+
+class Outcome(StrEnum):
+    """How a request ended, from the client's point of view."""
+
+    OK = "ok"
+    HTTP_ERROR = "http_error"  # a non-2xx status; see http_status and error
+    TIMEOUT = "timeout"  # no complete answer within the request timeout
+    DISCONNECTED = "disconnected"  # connection refused, reset or closed mid-stream
+    MALFORMED = "malformed"  # a body or event that does not follow the API
+
+
+class RunClock:
+    """Monotonic nanoseconds relative to a run's start (``perf_counter_ns``)."""
+
+    def __init__(self, t0_ns: int | None = None) -> None:
+        self.t0_ns = time.perf_counter_ns() if t0_ns is None else t0_ns
+
+    def now(self) -> int:
+        """Nanoseconds since the run started."""
+        return time.perf_counter_ns() - self.t0_ns
+
+
+class Record(BaseModel):
+    """One request's raw facts. See design.md, "The Record"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # identity
+    run_id: str
+    mode: str
+    capacity: int  # the context capacity this mode was configured with (tokens)
+    query_id: str
+    repetition: int = 0
+    position: int = 0  # index in the run's execution order
+    warmup: bool = False
+    load: str | None = None  # load point label, e.g. "c=8" or "rate=4.0"; None = sequential
+
+    # request
+    api: ApiKind
+    path: str  # URL path, e.g. "/completion"
+    stream: bool
+    body: dict[str, Any] = Field(default_factory=dict)  # request body, no secrets
+    prompt_sha256: str
+    prompt: str | None = None
+    requested_tokens: int
+
+    # client clock (ns since run start)
+    t_scheduled: int | None = None  # when the schedule wanted it sent (load tests)
+    t_sent: int
+    t_headers: int | None = None
+    t_first_chunk: int | None = None
+    t_first_content: int | None = None
+    t_last_content: int | None = None
+    t_end: int
+    chunk_ns: list[int] = Field(default_factory=list)  # arrival of each content chunk
+    chunk_tokens: list[int | None] = Field(default_factory=list)  # tokens in each chunk
+
+    # server-reported
+    prompt_tokens: int | None = None  # tokens_evaluated / usage.prompt_tokens
+    output_tokens: int | None = None  # tokens_predicted / usage.completion_tokens
+    cached_tokens: int | None = None
+    stop_type: str | None = None  # llama.cpp stop_type or OpenAI finish_reason
+    truncated: bool | None = None
+    timings: dict[str, Any] | None = None  # llama.cpp "timings", verbatim
+    saw_terminator: bool | None = None  # [DONE] or final stop:true; None if not streamed
+    saw_usage: bool | None = None  # usage object seen; None if not applicable
+
+    # outcome
+    outcome: Outcome
+    http_status: int | None = None
+    error: str | None = None  # short excerpt, never a secret
+    text: str = ""
+
+    @property
+    def key(self) -> tuple[str, int, str, int, bool, str | None]:
+        """Identity of the work a row did; resume skips keys already recorded."""
+        return (self.mode, self.capacity, self.query_id, self.repetition, self.warmup, self.load)
+
+
+class RecordStore:
+    """Append-only JSONL file of Records: one line per request, flushed as it lands."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def append(self, record: Record) -> None:
+        """Write one record and push it to disk before returning."""
+        self._file.write(record.model_dump_json() + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> RecordStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_records(path: Path) -> list[Record]:
+    """All records of a JSONL file; a torn last line (a crash mid-write) is skipped."""
+    return list(iter_records(path))
+
+
+def iter_records(path: Path) -> Iterator[Record]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield Record.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValueError):
+            if number == len(lines):
+                return  # torn final line from an interrupted write
+            raise
+
+
+def measured(records: Iterable[Record]) -> list[Record]:
+    """The records that count: warm-ups removed."""
+    return [r for r in records if not r.warmup]

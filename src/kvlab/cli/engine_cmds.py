@@ -1,0 +1,3 @@
+"""Commands over the reference engine: prove, kv-bench."""
+
+from __future__ import annotations

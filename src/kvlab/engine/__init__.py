@@ -1,0 +1,1 @@
+"""The reference engine: a small causal transformer with an explicit KV cache."""

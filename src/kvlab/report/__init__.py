@@ -1,0 +1,1 @@
+"""Reports of a run: markdown, HTML and plots, rebuilt from the run directory."""

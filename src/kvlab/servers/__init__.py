@@ -1,0 +1,1 @@
+"""Launch and stop inference servers, one mode after another."""
