@@ -1,0 +1,261 @@
+"""Experiment files: a TOML description of what to measure, validated once at the edge.
+
+An experiment names a workload (queries, capacities, output length), the request
+protocol (temperature, seed, ...), the modes to measure (each one server + one API)
+and the pairs of modes to compare. ``load_experiment(path)`` returns a validated
+:class:`Experiment` or raises :class:`~kvlab.errors.ExperimentError` with one line:
+file, key path, what is wrong.
+
+Example::
+
+    name = "quickstart"
+    [workload]
+    queries = 8                 # the first 8 built-in queries (or queries_file = "q.jsonl")
+    capacities = [256, 1024]
+    [[modes]]
+    name = "kv-cache"
+    server = "embedded"         # embedded | llamacpp | external
+    api = "llamacpp-completion" # llamacpp-completion | openai-chat | openai-completion
+    [modes.embedded]
+    preset = "toy"
+    compare = [["recompute", "kv-cache"]]
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kvlab.bench.records import ApiKind
+from kvlab.errors import ExperimentError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Workload(_Strict):
+    """What is sent: queries, the capacities to measure at, and the output length."""
+
+    queries: int = Field(default=30, ge=1, le=30)  # first N built-in queries
+    queries_file: str | None = None  # JSONL of {"id": ..., "text": ...}; overrides queries
+    capacities: list[int] = Field(default_factory=lambda: [512, 2048, 4096], min_length=1)
+    prompt_fraction: float = Field(default=0.5, gt=0.0, lt=1.0)  # target prompt / capacity
+    output_tokens: int = Field(default=64, ge=2)  # forced length (ITL needs >= 2)
+    warmup: int = Field(default=1, ge=0)  # warm-up requests per (mode, capacity)
+    repetitions: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _capacities_fit(self) -> Workload:
+        for capacity in self.capacities:
+            if capacity <= self.output_tokens + 16:
+                raise ValueError(
+                    f"capacity {capacity} leaves no room for a prompt and "
+                    f"{self.output_tokens} output tokens"
+                )
+        return self
+
+
+class Protocol(_Strict):
+    """Request parameters shared by every mode (design.md, protocol rules)."""
+
+    temperature: float = Field(default=0.0, ge=0.0)
+    seed: int = 42
+    ignore_eos: bool = True
+    cache_prompt: bool = False
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    ready_timeout_s: float = Field(default=180.0, gt=0)
+
+
+class EmbeddedSettings(_Strict):
+    """``kvlab serve`` options; ``--ctx-size`` is the capacity being measured."""
+
+    preset: str = "toy"
+    no_cache: bool = False
+    threads: int | None = Field(default=None, ge=1)
+
+
+class ExternalSettings(_Strict):
+    """An already running server: an endpoint name from .env, or explicit settings."""
+
+    endpoint: str | None = None  # resolved by kvlab.bench.endpoint_config
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None  # the NAME of the variable holding the key
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ExternalSettings:
+        if self.endpoint is None and self.base_url is None:
+            raise ValueError("give either endpoint (a name from .env) or base_url")
+        if self.endpoint is not None and self.base_url is not None:
+            raise ValueError("give endpoint or base_url, not both")
+        return self
+
+
+ServerKind = Literal["embedded", "llamacpp", "external"]
+
+
+class Mode(_Strict):
+    """One configuration to measure: a server, an API and how to call it."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    server: ServerKind = "embedded"
+    api: ApiKind = ApiKind.LLAMACPP_COMPLETION
+    stream: bool = True
+    body: dict[str, Any] = Field(default_factory=dict)  # extra request-body fields
+    capacities: list[int] | None = None  # overrides workload.capacities for this mode
+    embedded: EmbeddedSettings | None = None
+    llamacpp: dict[str, Any] | None = None  # validated by LlamaCppSettings
+    external: ExternalSettings | None = None
+
+    @model_validator(mode="after")
+    def _settings_match_server(self) -> Mode:
+        tables = {"embedded": self.embedded, "llamacpp": self.llamacpp, "external": self.external}
+        for kind, table in tables.items():
+            if table is not None and kind != self.server:
+                raise ValueError(f"[{kind}] settings given but server is {self.server!r}")
+        if self.server == "embedded" and self.embedded is None:
+            self.embedded = EmbeddedSettings()
+        if self.server == "external" and self.external is None:
+            raise ValueError("server 'external' needs an [external] table (endpoint or base_url)")
+        if self.server == "llamacpp":
+            if self.llamacpp is None:
+                raise ValueError("server 'llamacpp' needs a [llamacpp] table (at least model)")
+            self.llamacpp = _check_llamacpp(self.llamacpp)
+        return self
+
+    def llamacpp_settings(self) -> Any:
+        """The validated ``LlamaCppSettings`` of a llamacpp mode."""
+        from kvlab.servers.llamacpp import LlamaCppSettings
+
+        return LlamaCppSettings.model_validate(self.llamacpp)
+
+
+def _check_llamacpp(table: dict[str, Any]) -> dict[str, Any]:
+    """Validate a [llamacpp] table with the llama.cpp engineer's model when present."""
+    try:
+        from kvlab.servers.llamacpp import LlamaCppSettings
+    except ImportError:  # module not installed/landed: keep the table as given
+        return table
+    try:
+        return LlamaCppSettings.model_validate(table).model_dump(mode="json")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        path = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"llamacpp.{path}: {_describe_error(first)}") from None
+
+
+class Experiment(_Strict):
+    """A validated experiment file."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    workload: Workload = Field(default_factory=Workload)
+    protocol: Protocol = Field(default_factory=Protocol)
+    modes: list[Mode] = Field(min_length=1)
+    compare: list[tuple[str, str]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names(self) -> Experiment:
+        names = [m.name for m in self.modes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"modes: duplicate mode name {duplicates[0]!r}")
+        for i, (a, b) in enumerate(self.compare):
+            for name in (a, b):
+                if name not in names:
+                    raise ValueError(
+                        f"compare[{i}]: {name!r} is not a mode (modes: {', '.join(names)})"
+                    )
+            if a == b:
+                raise ValueError(f"compare[{i}]: compares {a!r} with itself")
+        return self
+
+    def mode(self, name: str) -> Mode:
+        """The mode called ``name``; ExperimentError if there is none."""
+        for mode in self.modes:
+            if mode.name == name:
+                return mode
+        names = ", ".join(m.name for m in self.modes)
+        raise ExperimentError(f"experiment {self.name!r} has no mode {name!r} (modes: {names})")
+
+    def capacities(self, mode: Mode) -> list[int]:
+        """The capacities this mode is measured at."""
+        return list(mode.capacities or self.workload.capacities)
+
+    def all_capacities(self) -> list[int]:
+        """Every capacity any mode uses, ascending."""
+        return sorted({c for m in self.modes for c in self.capacities(m)})
+
+    def request_params(self, mode: Mode) -> dict[str, Any]:
+        """Body fields every request of this mode carries; the mode's ``body`` wins."""
+        p = self.protocol
+        params: dict[str, Any] = {
+            "temperature": p.temperature,
+            "seed": p.seed,
+            "ignore_eos": p.ignore_eos,
+            "cache_prompt": p.cache_prompt,
+        }
+        params.update(mode.body)
+        return params
+
+
+def _describe_error(error: dict[str, Any]) -> str:
+    """One phrase for a pydantic error; never echoes a value except for choices."""
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if kind in ("literal_error", "enum"):
+        expected = str(error.get("ctx", {}).get("expected", ""))
+        choices = expected.replace("'", "").replace(" or ", ", ")
+        return f"{error['input']!r} is not one of {choices}"
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")
+
+
+def _key_path(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def parse_experiment(text: str, source: str = "<experiment>") -> Experiment:
+    """Validate TOML text; ``source`` names it in error messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{source}: not valid TOML: {exc}") from None
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        # A nested ValueError from a model validator has no loc inside that model.
+        loc = tuple(p for p in first["loc"] if p not in ("tuple[str, str]",))
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        where = f"{_key_path(loc)}: " if loc else ""  # top-level checks name their key
+        raise ExperimentError(f"{source}: {where}{_describe_error(first)}{more}") from None
+
+
+def load_experiment(path: Path | str) -> Experiment:
+    """Read and validate an experiment file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ExperimentError(f"{path}: cannot read the experiment file ({exc.strerror})") from None
+    experiment = parse_experiment(text, str(path))
+    if experiment.workload.queries_file is not None:
+        queries = Path(experiment.workload.queries_file)
+        if not queries.is_absolute():
+            experiment.workload.queries_file = str((path.parent / queries).resolve())
+    return experiment
