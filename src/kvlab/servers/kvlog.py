@@ -1,0 +1,187 @@
+"""Check kvlab's KV-cache prediction against what llama-server says it allocated.
+
+With ``-lv 4`` llama.cpp logs one line per KV cache it creates::
+
+    llama_kv_cache: size =   12.00 MiB (  4096 cells,   3 layers,  1/1 seqs),
+        K (f16):    6.00 MiB, V (f16):    6.00 MiB          (one line in the log)
+
+A sliding-window model (Gemma 3) gets two caches, announced by
+``llama_kv_cache_iswa: creating non-SWA KV cache, size = N cells`` and then
+``creating     SWA KV cache``; each is followed by its own ``size =`` line.
+
+The log prints MiB with two decimals, so the check rounds the predicted bytes the same
+way before comparing, and compares cells and layers exactly. A disagreement is kept in
+the result and shown; it is never hidden.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+MIB = 1024 * 1024
+RESOLUTION_NOTE = (
+    "llama-server logs sizes in MiB with 2 decimals; predicted bytes are rounded the same "
+    "way before comparing (resolution 0.01 MiB = 10,486 bytes); cells and layers are exact."
+)
+
+_SIZE_LINE = re.compile(
+    r"llama_kv_cache: size =\s*(?P<size>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*"
+    r"(?P<layers>\d+) layers,\s*(?P<seqs>\d+)/(?P<streams>\d+) seqs\), "
+    r"K \((?P<tk>\w+)\):\s*(?P<k>[\d.]+) MiB, V \((?P<tv>\w+)\):\s*(?P<v>[\d.]+) MiB"
+)
+_ISWA_LINE = re.compile(r"llama_kv_cache_iswa: creating\s+(?P<kind>non-SWA|SWA) KV cache")
+
+
+class LoggedKvCache(BaseModel):
+    """One ``llama_kv_cache: size = ...`` line, as logged."""
+
+    kind: str  # "non-SWA", "SWA", or "kv" for a model without sliding windows
+    cells: int  # per stream
+    layers: int
+    n_seq_max: int
+    n_stream: int
+    type_k: str
+    type_v: str
+    size_mib: float
+    k_mib: float
+    v_mib: float
+
+
+class PredictedKvCache(BaseModel):
+    """kvlab's prediction for one KV cache (bytes are exact)."""
+
+    kind: str
+    cells: int
+    layers: int
+    k_bytes: int
+    v_bytes: int
+
+    @property
+    def size_bytes(self) -> int:
+        return self.k_bytes + self.v_bytes
+
+
+class KvCacheComparison(BaseModel):
+    """Predicted vs logged for one cache; ``mismatches`` names every field that differs."""
+
+    kind: str
+    predicted: PredictedKvCache | None
+    logged: LoggedKvCache | None
+    match: bool
+    mismatches: list[str]
+
+
+class KvCheck(BaseModel):
+    """The whole check: one comparison per cache, an overall verdict and the caveat."""
+
+    caches: list[KvCacheComparison]
+    match: bool
+    note: str = RESOLUTION_NOTE
+    inputs: dict[str, Any] = {}  # capacity, slots, cache types, ubatch the prediction used
+
+
+def parse_kv_lines(lines: Iterable[str]) -> list[LoggedKvCache]:
+    """The KV caches a llama-server log reports, in the order they were created."""
+    caches: list[LoggedKvCache] = []
+    pending_kind: str | None = None
+    for line in lines:
+        iswa = _ISWA_LINE.search(line)
+        if iswa:
+            pending_kind = iswa["kind"]
+            continue
+        m = _SIZE_LINE.search(line)
+        if m:
+            caches.append(LoggedKvCache(
+                kind=pending_kind or "kv", cells=int(m["cells"]), layers=int(m["layers"]),
+                n_seq_max=int(m["seqs"]), n_stream=int(m["streams"]), type_k=m["tk"],
+                type_v=m["tv"], size_mib=float(m["size"]), k_mib=float(m["k"]),
+                v_mib=float(m["v"]),
+            ))
+            pending_kind = None
+    return caches
+
+
+def parse_kv_log(path: Path) -> list[LoggedKvCache]:
+    """Parse a server log file (see :func:`parse_kv_lines`)."""
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        return parse_kv_lines(handle)
+
+
+def _mib2(n_bytes: int) -> float:
+    """Bytes as the log prints them: MiB rounded to 2 decimals."""
+    return round(n_bytes / MIB, 2)
+
+
+def compare_cache(predicted: PredictedKvCache | None,
+                  logged: LoggedKvCache | None) -> KvCacheComparison:
+    """Compare one predicted cache with one logged cache (either may be missing)."""
+    kind = (predicted or logged).kind if (predicted or logged) else "kv"  # type: ignore[union-attr]
+    if predicted is None or logged is None:
+        missing = "predicted" if predicted is None else "logged"
+        return KvCacheComparison(kind=kind, predicted=predicted, logged=logged, match=False,
+                                 mismatches=[f"no {missing} cache"])
+    mismatches = []
+    pairs = [
+        ("cells", predicted.cells, logged.cells),
+        ("layers", predicted.layers, logged.layers),
+        ("K MiB", _mib2(predicted.k_bytes), logged.k_mib),
+        ("V MiB", _mib2(predicted.v_bytes), logged.v_mib),
+        ("size MiB", _mib2(predicted.size_bytes), logged.size_mib),
+    ]
+    for name, want, got in pairs:
+        if abs(want - got) > 1e-9:
+            mismatches.append(f"{name}: predicted {want}, logged {got}")
+    return KvCacheComparison(kind=kind, predicted=predicted, logged=logged,
+                             match=not mismatches, mismatches=mismatches)
+
+
+def build_check(predicted: list[PredictedKvCache], logged: list[LoggedKvCache],
+                inputs: dict[str, Any] | None = None) -> KvCheck:
+    """Pair caches by kind (non-SWA, SWA, kv) and compare each pair."""
+    kinds = list(dict.fromkeys([c.kind for c in logged] + [c.kind for c in predicted]))
+    by_kind_p = {c.kind: c for c in predicted}
+    by_kind_l = {c.kind: c for c in logged}
+    caches = [compare_cache(by_kind_p.get(k), by_kind_l.get(k)) for k in kinds]
+    inputs = dict(inputs or {})
+    for cache in caches:  # the log also names the cache types: they must be the ones asked
+        for field_name in ("type_k", "type_v"):
+            want = inputs.get(field_name)
+            got = getattr(cache.logged, field_name, None) if cache.logged else None
+            if want is not None and got is not None and want != got:
+                cache.mismatches.append(f"{field_name}: asked {want}, logged {got}")
+                cache.match = False
+    ok = bool(caches) and all(c.match for c in caches)
+    return KvCheck(caches=caches, match=ok, inputs=inputs)
+
+
+def render_markdown(check: KvCheck | dict[str, Any]) -> str:
+    """A markdown table of a KV check (accepts the model or its JSON form)."""
+    chk = check if isinstance(check, KvCheck) else KvCheck.model_validate(check)
+    rows = [
+        "| cache | cells pred / log | layers pred / log | K MiB pred / log "
+        "| V MiB pred / log | bytes predicted | match |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in chk.caches:
+        p, lg = c.predicted, c.logged
+        def pl(a: Any, b: Any) -> str:
+            def f(x: Any) -> str:
+                return "–" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
+            return f"{f(a)} / {f(b)}"
+        rows.append(
+            f"| {c.kind} | {pl(p and p.cells, lg and lg.cells)} "
+            f"| {pl(p and p.layers, lg and lg.layers)} "
+            f"| {pl(p and _mib2(p.k_bytes), lg and lg.k_mib)} "
+            f"| {pl(p and _mib2(p.v_bytes), lg and lg.v_mib)} "
+            f"| {p.size_bytes if p else '–'} | {'yes' if c.match else 'NO'} |"
+        )
+    verdict = "prediction matches the log" if chk.match else "PREDICTION DIFFERS FROM THE LOG"
+    lines = [*rows, "", f"KV check: {verdict}. {chk.note}"]
+    for c in chk.caches:
+        lines.extend(f"- {c.kind}: {m}" for m in c.mismatches)
+    return "\n".join(lines)
