@@ -1,0 +1,226 @@
+"""Generation: naive (recompute everything each step) or cached (prefill, then one token).
+
+Both paths share the sampler, so on the same weights and seed they choose the same
+tokens; only the reused work differs. The last chosen token is never fed back, so a
+cached generation of N tokens leaves prompt + N - 1 tokens in the cache.
+
+:func:`iter_generate` streams token ids as they are chosen (the embedded server's
+entry point); :func:`generate` collects them, with the per-step logits if asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from kvlab.engine.cache import KVCache
+from kvlab.engine.model import TinyLM
+from kvlab.engine.tokenizer import EOS_ID
+from kvlab.errors import CacheOverflowError, EngineError, PromptTooLongError
+
+Sampler = Callable[[torch.Tensor], int]
+
+
+def make_sampler(temperature: float, seed: int | None) -> Sampler:
+    """Greedy argmax when temperature is 0; otherwise sampling from softmax(logits/T)
+    with a private generator seeded from ``seed`` (None: a fresh random seed)."""
+    if temperature < 0:
+        raise EngineError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        return lambda logits: int(torch.argmax(logits))
+    gen = torch.Generator()
+    if seed is None:
+        gen.seed()
+    else:
+        gen.manual_seed(seed)
+
+    def sample(logits: torch.Tensor) -> int:
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=gen))
+
+    return sample
+
+
+def check_request(
+    model: TinyLM, prompt_ids: list[int], max_new_tokens: int, cache: KVCache | None = None
+) -> None:
+    """Refuse a request the model cannot serve, before any work is done."""
+    vocab = model.config.vocab_size
+    if not prompt_ids:
+        raise EngineError("the prompt is empty; give at least one token")
+    if max_new_tokens < 0:
+        raise EngineError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if any(not 0 <= t < vocab for t in prompt_ids):
+        raise EngineError(f"prompt token ids must lie in 0..{vocab - 1}")
+    needed = len(prompt_ids) + max(max_new_tokens - 1, 0)
+    if needed > model.config.max_len:
+        raise PromptTooLongError(
+            f"prompt of {len(prompt_ids)} tokens + {max_new_tokens} new tokens needs "
+            f"{needed} positions (prompt + new - 1) but the model's max_len is "
+            f"{model.config.max_len}; shorten the prompt or ask for fewer tokens"
+        )
+    if cache is not None and needed > cache.max_len:
+        raise CacheOverflowError(
+            f"the request needs {needed} cache slots but the given cache holds "
+            f"{cache.max_len}; allocate a larger KVCache or shorten the request"
+        )
+
+
+def _cached_steps(
+    model: TinyLM,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    sample: Sampler,
+    cache: KVCache,
+    prefill_chunk: int | None,
+    logits_out: list[torch.Tensor] | None,
+) -> Iterator[int]:
+    # inference_mode is entered per step, never held across a yield: the caller's
+    # code between two tokens must run in its own autograd mode.
+    cache.reset()
+    n = len(prompt_ids)
+    chunk = n if prefill_chunk is None else prefill_chunk
+    with torch.inference_mode():
+        ids = torch.tensor([prompt_ids], dtype=torch.long)  # (1, n)
+        for start in range(0, n, chunk):
+            logits = model(ids[:, start:start + chunk], cache, start_pos=cache.length)
+            cache.advance(logits.shape[1])
+        last = logits[0, -1]  # (vocab,)
+        step_ids = torch.zeros((1, 1), dtype=torch.long)  # reused for every decode step
+    for step in range(max_new_tokens):
+        with torch.inference_mode():
+            token = sample(last)
+        if logits_out is not None:
+            logits_out.append(last)
+        yield token
+        if step + 1 == max_new_tokens:
+            return
+        with torch.inference_mode():
+            step_ids[0, 0] = token
+            last = model(step_ids, cache, start_pos=cache.length)[0, -1]  # (vocab,)
+            cache.advance(1)
+
+
+def _naive_steps(
+    model: TinyLM,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    sample: Sampler,
+    logits_out: list[torch.Tensor] | None,
+) -> Iterator[int]:
+    n = len(prompt_ids)
+    with torch.inference_mode():
+        seq = torch.zeros((1, n + max_new_tokens), dtype=torch.long)  # (1, n + new)
+        seq[0, :n] = torch.tensor(prompt_ids, dtype=torch.long)
+    for _ in range(max_new_tokens):
+        with torch.inference_mode():
+            last = model(seq[:, :n])[0, -1]  # whole sequence again; (vocab,)
+            token = sample(last)
+        if logits_out is not None:
+            logits_out.append(last)
+        yield token
+        with torch.inference_mode():
+            seq[0, n] = token
+        n += 1
+
+
+def _stop_at_eos(tokens: Iterator[int]) -> Iterator[int]:
+    for token in tokens:
+        if token == EOS_ID:
+            return
+        yield token
+
+
+def _steps(
+    model: TinyLM,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    *,
+    use_cache: bool,
+    temperature: float,
+    seed: int | None,
+    ignore_eos: bool,
+    cache: KVCache | None,
+    prefill_chunk: int | None = None,
+    logits_out: list[torch.Tensor] | None = None,
+) -> Iterator[int]:
+    """Validate now, then return the lazy token stream."""
+    check_request(model, prompt_ids, max_new_tokens, cache)
+    if prefill_chunk is not None and prefill_chunk <= 0:
+        raise EngineError(f"prefill_chunk must be positive, got {prefill_chunk}")
+    sample = make_sampler(temperature, seed)
+    if max_new_tokens == 0:
+        return iter(())
+    if use_cache:
+        if cache is None:
+            cache = KVCache(model.config, max_len=len(prompt_ids) + max_new_tokens - 1)
+        tokens = _cached_steps(
+            model, prompt_ids, max_new_tokens, sample, cache, prefill_chunk, logits_out
+        )
+    else:
+        tokens = _naive_steps(model, prompt_ids, max_new_tokens, sample, logits_out)
+    return tokens if ignore_eos else _stop_at_eos(tokens)
+
+
+def iter_generate(
+    model: TinyLM,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    *,
+    use_cache: bool = True,
+    temperature: float = 0.0,
+    seed: int | None = 42,
+    ignore_eos: bool = True,
+    cache: KVCache | None = None,
+) -> Iterator[int]:
+    """Yield each new token id as soon as it is chosen.
+
+    The time to the first yield is the prompt processing (one prefill pass with the
+    cache; the first full pass without). With ``ignore_eos`` False, generation stops at
+    :data:`EOS_ID`, which is not yielded: fewer than ``max_new_tokens`` ids means EOS.
+    ``cache``: a preallocated cache to reuse (it is reset first); None allocates one
+    sized to the request. Bad requests raise here, before the first ``next()``.
+    """
+    return _steps(
+        model, prompt_ids, max_new_tokens, use_cache=use_cache, temperature=temperature,
+        seed=seed, ignore_eos=ignore_eos, cache=cache,
+    )
+
+
+@dataclass
+class Generation:
+    """A finished generation: the new token ids and, if kept, each step's logits."""
+
+    tokens: list[int]
+    logits: torch.Tensor | None  # (steps, vocab): the logits each token was chosen from
+    cache: KVCache | None  # the cache the cached path filled; None for naive
+
+
+def generate(
+    model: TinyLM,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    *,
+    use_cache: bool = True,
+    temperature: float = 0.0,
+    seed: int | None = 42,
+    ignore_eos: bool = True,
+    cache: KVCache | None = None,
+    prefill_chunk: int | None = None,
+    keep_logits: bool = False,
+) -> Generation:
+    """Run a whole generation. ``prefill_chunk`` splits the prompt into cached passes of
+    that many tokens (exercising the offset mask); None prefills in one pass."""
+    if use_cache and cache is None:
+        check_request(model, prompt_ids, max_new_tokens)
+        cache = KVCache(model.config, max_len=len(prompt_ids) + max(max_new_tokens - 1, 0))
+    logits_out: list[torch.Tensor] | None = [] if keep_logits else None
+    tokens = list(_steps(
+        model, prompt_ids, max_new_tokens, use_cache=use_cache, temperature=temperature,
+        seed=seed, ignore_eos=ignore_eos, cache=cache, prefill_chunk=prefill_chunk,
+        logits_out=logits_out,
+    ))
+    stacked = torch.stack(logits_out) if logits_out else None
+    return Generation(tokens=tokens, logits=stacked, cache=cache if use_cache else None)
