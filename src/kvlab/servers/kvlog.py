@@ -185,3 +185,51 @@ def render_markdown(check: KvCheck | dict[str, Any]) -> str:
     for c in chk.caches:
         lines.extend(f"- {c.kind}: {m}" for m in c.mismatches)
     return "\n".join(lines)
+
+
+# llama.cpp's batch defaults: n_batch = min(n_ctx, -b 2048), n_ubatch = min(n_batch, -ub 512)
+_DEFAULT_BATCH = 2048
+_DEFAULT_UBATCH = 512
+
+
+def effective_ubatch(capacity: int, ubatch: int | None) -> int:
+    """The micro-batch llama.cpp will use: it sizes the sliding-window cache."""
+    return min(capacity, _DEFAULT_BATCH, ubatch or _DEFAULT_UBATCH)
+
+
+def predict_for_server(model_path: Path, capacity: int, settings: Any) -> list[PredictedKvCache]:
+    """kvlab's prediction (kvlab.memory) for a llama-server launched with ``settings``.
+
+    Raises ImportError while the memory module's llama.cpp predictor is not available.
+    """
+    from kvlab.memory import predict_llamacpp_kv, shape_from_gguf
+
+    shape = shape_from_gguf(model_path)
+    caches = predict_llamacpp_kv(
+        shape, capacity, n_seq=settings.slots, kv_unified=False,
+        type_k=settings.cache_type_k, type_v=settings.cache_type_v,
+        n_ubatch=effective_ubatch(capacity, settings.ubatch),
+    )
+    return [
+        PredictedKvCache(kind=c.kind, cells=c.cells, layers=c.layers,
+                         k_bytes=c.k_bytes, v_bytes=c.v_bytes)
+        for c in caches
+    ]
+
+
+def check_server_log(log_path: Path, model_path: Path, capacity: int, settings: Any) -> KvCheck:
+    """Parse the server's log and compare it with kvlab's prediction."""
+    logged = parse_kv_log(log_path)
+    inputs: dict[str, Any] = {
+        "capacity": capacity, "slots": settings.slots, "kv_unified": False,
+        "type_k": settings.cache_type_k, "type_v": settings.cache_type_v,
+        "n_ubatch": effective_ubatch(capacity, settings.ubatch),
+    }
+    if settings.extra_args:
+        inputs["extra_args_not_modelled"] = list(settings.extra_args)
+    try:
+        predicted = predict_for_server(model_path, capacity, settings)
+    except ImportError as exc:
+        inputs["prediction_unavailable"] = f"kvlab.memory has no llama.cpp predictor yet ({exc})"
+        predicted = []
+    return build_check(predicted, logged, inputs)

