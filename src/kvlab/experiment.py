@@ -122,9 +122,7 @@ class Mode(_Strict):
         if self.server == "external" and self.external is None:
             raise ValueError("server 'external' needs an [external] table (endpoint or base_url)")
         if self.server == "llamacpp":
-            if self.llamacpp is None:
-                raise ValueError("server 'llamacpp' needs a [llamacpp] table (at least model)")
-            self.llamacpp = _check_llamacpp(self.llamacpp)
+            self.llamacpp = _check_llamacpp(self.llamacpp or {})
         return self
 
     def llamacpp_settings(self) -> Any:
