@@ -1,6 +1,6 @@
 """One request against one API -> one Record of raw facts.
 
-CONTRACT (fixed; the implementation is being written):
+CONTRACT (fixed):
 
     endpoint = Endpoint(base_url="http://127.0.0.1:8080", api=ApiKind.LLAMACPP_COMPLETION)
     spec = RequestSpec(prompt="...", max_tokens=64, stream=True,
@@ -14,14 +14,51 @@ CONTRACT (fixed; the implementation is being written):
 ``params`` are merged into the API-specific body last (so an experiment's extra body
 fields, e.g. vLLM's ``chat_template_kwargs``, win). ``send`` never raises for HTTP
 errors, timeouts or disconnects: they become a Record with the matching outcome.
+
+Outcomes (``records.Outcome``):
+
+- ``ok``: a 2xx answer that followed its API. A streamed answer is ``ok`` only once its
+  terminator arrived (``data: [DONE]`` for OpenAI, the final ``"stop": true`` event for
+  llama.cpp). Missing usage, wrong token counts or ``truncated`` stay ``ok``: they are
+  facts for validation, not transport failures.
+- ``http_error``: a non-2xx status; ``error`` holds a short excerpt of the body.
+- ``timeout``: the whole request (connect to last byte) took over ``endpoint.timeout_s``.
+- ``disconnected``: refused, reset, or a stream that ended (cleanly or not) before its
+  terminator. A body that stops early is treated as a broken connection, not as a
+  protocol error, because a client cannot tell a crashed worker from a cut socket.
+- ``malformed``: a body or event that is not the API's JSON, an ``error`` event inside
+  the stream, or a streamed answer that is not ``text/event-stream``.
+
+Timing: every clock field is ``RunClock`` ns. One timestamp is taken per network read,
+and every event parsed out of that read shares it (events that arrive together are
+indistinguishable to the client anyway). ``chunk_ns`` has one entry per stream event
+that carries generated output (non-empty text, or a non-empty llama.cpp ``tokens``
+list); ``chunk_tokens`` holds that event's token count when the API states it
+(llama.cpp), else ``None`` (OpenAI deltas).
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.bench.records import ApiKind
+import aiohttp
+
+from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.bench.sse import SSEParser
+from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
+
+ERROR_EXCERPT_CHARS = 300
+
+API_PATHS: dict[ApiKind, str] = {
+    ApiKind.LLAMACPP_COMPLETION: "/completion",
+    ApiKind.OPENAI_CHAT: "/v1/chat/completions",
+    ApiKind.OPENAI_COMPLETION: "/v1/completions",
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +71,13 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False)
     name: str = "endpoint"
     timeout_s: float = 120.0  # per request, whole response
+
+    def url(self, path: str) -> str:
+        """Absolute URL of an API path; a base URL ending in ``/v1`` is not doubled."""
+        base = self.base_url.rstrip("/")
+        if base.endswith("/v1") and path.startswith("/v1/"):
+            path = path[3:]
+        return base + path
 
 
 @dataclass(frozen=True)
@@ -53,3 +97,408 @@ class RequestSpec:
     warmup: bool = False
     load: str | None = None
     t_scheduled: int | None = None  # ns since run start, for scheduled (load) sends
+
+
+def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
+    """The JSON body for ``endpoint.api``; ``spec.params`` are merged last and win."""
+    if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
+        body: dict[str, Any] = {
+            "prompt": spec.prompt,
+            "n_predict": spec.max_tokens,
+            "stream": spec.stream,
+        }
+    elif endpoint.api is ApiKind.OPENAI_CHAT:
+        body = {
+            "model": endpoint.model,
+            "messages": [{"role": "user", "content": spec.prompt}],
+            "max_tokens": spec.max_tokens,
+            "stream": spec.stream,
+        }
+        if spec.stream:
+            body["stream_options"] = {"include_usage": True}
+    else:
+        body = {
+            "model": endpoint.model,
+            "prompt": spec.prompt,
+            "max_tokens": spec.max_tokens,
+            "stream": spec.stream,
+        }
+        if spec.stream:
+            body["stream_options"] = {"include_usage": True}
+    body.update(spec.params)
+    return body
+
+
+class _Facts:
+    """What one exchange observed; turned into a Record at the end."""
+
+    __slots__ = (
+        "cached",
+        "chunk_ns",
+        "chunk_tokens",
+        "error",
+        "outcome",
+        "output",
+        "prompt_tokens",
+        "saw_terminator",
+        "saw_usage",
+        "status",
+        "stop_type",
+        "t_first_chunk",
+        "t_first_content",
+        "t_headers",
+        "t_last_content",
+        "texts",
+        "timings",
+        "truncated",
+    )
+
+    def __init__(self) -> None:
+        self.outcome = Outcome.OK
+        self.status: int | None = None
+        self.error: str | None = None
+        self.t_headers: int | None = None
+        self.t_first_chunk: int | None = None
+        self.t_first_content: int | None = None
+        self.t_last_content: int | None = None
+        self.chunk_ns: list[int] = []
+        self.chunk_tokens: list[int | None] = []
+        self.texts: list[str] = []
+        self.prompt_tokens: int | None = None
+        self.output: int | None = None
+        self.cached: int | None = None
+        self.stop_type: str | None = None
+        self.truncated: bool | None = None
+        self.timings: dict[str, Any] | None = None
+        self.saw_terminator: bool | None = None
+        self.saw_usage: bool | None = None
+
+    def fail(self, outcome: Outcome, error: str) -> None:
+        self.outcome = outcome
+        self.error = error[:ERROR_EXCERPT_CHARS]
+
+    # -- llama.cpp /completion ------------------------------------------------------
+
+    def llama_final(self, obj: dict[str, Any]) -> None:
+        """Server facts of llama.cpp's final object (streamed) or whole answer."""
+        self.prompt_tokens = obj.get("tokens_evaluated")
+        self.output = obj.get("tokens_predicted")
+        self.truncated = obj.get("truncated")
+        self.stop_type = obj.get("stop_type")
+        timings = obj.get("timings")
+        self.timings = timings
+        # cache_n is "prompt tokens reused", the same meaning as OpenAI's cached_tokens;
+        # llama.cpp's tokens_cached counts prompt + generated tokens left in the slot.
+        if isinstance(timings, dict) and "cache_n" in timings:
+            self.cached = timings["cache_n"]
+        else:
+            self.cached = obj.get("tokens_cached")
+
+    def llama_events(self, events: list[bytes], t: int) -> bool:
+        """Handle llama.cpp stream events read at ``t``; True once the final event came."""
+        for data in events:
+            obj = json.loads(data)
+            if obj.get("stop"):
+                self.llama_final(obj)
+                self.saw_terminator = True
+                content = obj.get("content")  # normally "" (already streamed)
+                if content:
+                    self._content(content, t, len(obj.get("tokens") or ()) or None)
+                return True
+            if "error" in obj:
+                raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
+            content = obj.get("content")
+            tokens = obj.get("tokens")
+            if content or tokens:
+                self._content(content, t, len(tokens) if tokens is not None else None)
+        return False
+
+    # -- OpenAI /v1/chat/completions and /v1/completions ----------------------------
+
+    def openai_answer(self, obj: dict[str, Any], chat: bool) -> None:
+        """Facts of a non-streamed OpenAI answer."""
+        choices = obj.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise _StreamError("answer has no choices")
+        choice = choices[0]
+        text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
+        if text:
+            self.texts.append(text)
+        self.stop_type = choice.get("finish_reason")
+        self.openai_usage(obj.get("usage"))
+        if obj.get("timings") is not None:
+            self.timings = obj["timings"]
+
+    def openai_usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        self.prompt_tokens = usage.get("prompt_tokens")
+        self.output = usage.get("completion_tokens")
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            self.cached = details.get("cached_tokens")
+
+    def openai_events(self, events: list[bytes], t: int, chat: bool) -> bool:
+        """Handle OpenAI stream events read at ``t``; True once ``[DONE]`` came."""
+        for data in events:
+            if data == b"[DONE]":
+                self.saw_terminator = True
+                return True
+            obj = json.loads(data)
+            choices = obj.get("choices")
+            if choices:
+                choice = choices[0]
+                if chat:
+                    delta = choice.get("delta")
+                    content = delta.get("content") if delta else None
+                else:
+                    content = choice.get("text")
+                if content:
+                    self._content(content, t, None)
+                reason = choice.get("finish_reason")
+                if reason:
+                    self.stop_type = reason
+            elif "error" in obj:
+                raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
+            usage = obj.get("usage")
+            if usage:
+                self.saw_usage = True
+                self.openai_usage(usage)
+            timings = obj.get("timings")
+            if timings is not None:
+                self.timings = timings  # llama.cpp puts them on the last chunk
+        return False
+
+    def _content(self, text: str | None, t: int, tokens: int | None) -> None:
+        if text:
+            self.texts.append(text)
+            if self.t_first_content is None:
+                self.t_first_content = t
+            self.t_last_content = t
+        self.chunk_ns.append(t)
+        self.chunk_tokens.append(tokens)
+
+
+class _StreamError(Exception):
+    """A body or event that breaks its API (-> Outcome.MALFORMED)."""
+
+
+class HarnessClient:
+    """Owns one aiohttp session with at most ``max_connections`` open connections."""
+
+    def __init__(self, max_connections: int = 1, read_error_chars: int = ERROR_EXCERPT_CHARS):
+        if max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        self.max_connections = max_connections
+        self._excerpt = read_error_chars
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> HarnessClient:
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+        # No session-wide timeout: each send() bounds itself with endpoint.timeout_s.
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None),
+            auto_decompress=False,
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("use HarnessClient as 'async with HarnessClient() as c'")
+        return self._session
+
+    async def send(self, endpoint: Endpoint, spec: RequestSpec, clock: RunClock) -> Record:
+        """Send one request and return its Record; never raises for a failed request."""
+        path = API_PATHS[endpoint.api]
+        body = build_body(endpoint, spec)
+        payload = json.dumps(body).encode()
+        facts = _Facts()
+        t_sent = clock.now()
+        try:
+            async with asyncio.timeout(endpoint.timeout_s):
+                await self._exchange(endpoint, path, payload, spec.stream, clock, facts)
+        except TimeoutError:
+            facts.fail(Outcome.TIMEOUT, f"no complete answer within {endpoint.timeout_s:g} s")
+        except (aiohttp.ClientError, OSError) as exc:
+            facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
+        except (_StreamError, ValueError, AttributeError, TypeError, KeyError) as exc:
+            # JSONDecodeError is a ValueError; the others: JSON of the wrong shape
+            facts.fail(Outcome.MALFORMED, f"{type(exc).__name__}: {exc}")
+        t_end = clock.now()
+        error = facts.error
+        if error and endpoint.api_key:
+            error = error.replace(endpoint.api_key, "***")
+        return Record(
+            run_id=spec.run_id,
+            mode=spec.mode,
+            capacity=spec.capacity,
+            query_id=spec.query_id,
+            repetition=spec.repetition,
+            position=spec.position,
+            warmup=spec.warmup,
+            load=spec.load,
+            api=endpoint.api,
+            path=path,
+            stream=spec.stream,
+            body=body,
+            prompt_sha256=hashlib.sha256(spec.prompt.encode()).hexdigest(),
+            prompt=spec.prompt,
+            requested_tokens=spec.max_tokens,
+            t_scheduled=spec.t_scheduled,
+            t_sent=t_sent,
+            t_headers=facts.t_headers,
+            t_first_chunk=facts.t_first_chunk,
+            t_first_content=facts.t_first_content,
+            t_last_content=facts.t_last_content,
+            t_end=t_end,
+            chunk_ns=facts.chunk_ns,
+            chunk_tokens=facts.chunk_tokens,
+            prompt_tokens=facts.prompt_tokens,
+            output_tokens=facts.output,
+            cached_tokens=facts.cached,
+            stop_type=facts.stop_type,
+            truncated=facts.truncated,
+            timings=facts.timings,
+            saw_terminator=facts.saw_terminator,
+            saw_usage=facts.saw_usage,
+            outcome=facts.outcome,
+            http_status=facts.status,
+            error=error,
+            text="".join(facts.texts),
+        )
+
+    async def _exchange(
+        self,
+        endpoint: Endpoint,
+        path: str,
+        payload: bytes,
+        stream: bool,
+        clock: RunClock,
+        facts: _Facts,
+    ) -> None:
+        headers = {"Content-Type": "application/json"}
+        if stream:
+            headers["Accept"] = "text/event-stream"
+        if endpoint.api_key:
+            headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        async with self.session.post(endpoint.url(path), data=payload, headers=headers) as resp:
+            facts.t_headers = clock.now()
+            facts.status = resp.status
+            if resp.status >= 300:
+                raw = (await resp.read())[: 4 * self._excerpt]
+                facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
+                return
+            if not stream:
+                obj = json.loads(await resp.read())
+                if not isinstance(obj, dict):
+                    raise _StreamError(f"expected a JSON object, got {type(obj).__name__}")
+                if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
+                    if obj.get("content"):
+                        facts.texts.append(obj["content"])
+                    facts.llama_final(obj)
+                else:
+                    facts.openai_answer(obj, endpoint.api is ApiKind.OPENAI_CHAT)
+                return
+            ctype = resp.headers.get("Content-Type", "")
+            if not ctype.startswith("text/event-stream"):
+                raise _StreamError(
+                    f"streamed answer is {ctype or 'untyped'}, not text/event-stream"
+                )
+            await self._read_stream(resp, endpoint.api, clock, facts)
+
+    async def _read_stream(
+        self, resp: aiohttp.ClientResponse, api: ApiKind, clock: RunClock, facts: _Facts
+    ) -> None:
+        """Hot loop: one timestamp per network read, all its events share it."""
+        facts.saw_terminator = False
+        llama = api is ApiKind.LLAMACPP_COMPLETION
+        chat = api is ApiKind.OPENAI_CHAT
+        if not llama:
+            facts.saw_usage = False
+        parser = SSEParser()
+        content = resp.content
+        t0 = clock.t0_ns
+        now = time.perf_counter_ns
+        done = False
+        while True:
+            chunk = await content.readany()
+            if not chunk:
+                break
+            t = now() - t0
+            if facts.t_first_chunk is None:
+                facts.t_first_chunk = t
+            if done:
+                continue  # drain what follows the terminator so the connection is reused
+            events = parser.feed(chunk)
+            if events:
+                done = (
+                    facts.llama_events(events, t) if llama else facts.openai_events(events, t, chat)
+                )
+        if not done:
+            tail = parser.close()
+            if tail:
+                t = now() - t0
+                done = facts.llama_events(tail, t) if llama else facts.openai_events(tail, t, chat)
+        if not done:
+            what = "the final stop event" if llama else "data: [DONE]"
+            facts.fail(Outcome.DISCONNECTED, f"stream ended before {what}")
+
+    async def check_models(self, endpoint: Endpoint) -> list[str]:
+        """GET /v1/models with the key; return the ids; raise unless the model is listed.
+
+        Raises EndpointAuthError (401/403), EndpointUnreachable (no connection) or
+        EndpointError (other status, bad body, model missing; the message lists the ids).
+        """
+        url = endpoint.url("/v1/models")
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        try:
+            async with asyncio.timeout(min(endpoint.timeout_s, 30.0)):
+                async with self.session.get(url, headers=headers) as resp:
+                    status = resp.status
+                    raw = await resp.read()
+        except TimeoutError as exc:
+            raise EndpointUnreachable(
+                f"{endpoint.name}: {url} did not answer in time; is the server up and loaded?"
+            ) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise EndpointUnreachable(
+                f"{endpoint.name}: cannot connect to {url} ({type(exc).__name__}); check the "
+                "base URL (host, port, /v1) and that the server is running"
+            ) from exc
+        if status in (401, 403):
+            hint = "the API key was rejected" if endpoint.api_key else "no API key is set"
+            raise EndpointAuthError(
+                f"{endpoint.name}: GET /v1/models answered {status}: {hint}; check the key "
+                "variable for this endpoint (kvlab endpoints list)"
+            )
+        if status != 200:
+            raise EndpointError(f"{endpoint.name}: GET /v1/models answered HTTP {status}")
+        try:
+            ids = [str(item["id"]) for item in json.loads(raw)["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EndpointError(
+                f"{endpoint.name}: GET /v1/models is not an OpenAI model list"
+            ) from exc
+        if endpoint.model is not None and endpoint.model not in ids:
+            raise EndpointError(
+                f"{endpoint.name}: model {endpoint.model!r} is not served; /v1/models lists "
+                f"{ids}; fix the model id setting"
+            )
+        return ids
+
+
+def check_models(endpoint: Endpoint) -> list[str]:
+    """Synchronous :meth:`HarnessClient.check_models` (for the CLI)."""
+
+    async def _run() -> list[str]:
+        async with HarnessClient() as client:
+            return await client.check_models(endpoint)
+
+    return asyncio.run(_run())

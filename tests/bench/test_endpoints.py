@@ -1,0 +1,228 @@
+"""HarnessClient against a real HTTP server on 127.0.0.1 (tests/bench/fakeserver.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+
+import pytest
+
+from kvlab.bench.endpoints import Endpoint, HarnessClient, RequestSpec, check_models
+from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
+from tests.bench.fakeserver import FakeServer
+
+KEY = "sk-test-SECRET-0123456789"
+ALL_APIS = list(ApiKind)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeServer(api_key=KEY, model="m1") as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _reset(server):
+    server.fault = None
+    server.crlf = False
+    yield
+
+
+def endpoint(server: FakeServer, api: ApiKind, **kw) -> Endpoint:
+    return Endpoint(base_url=server.base_url, api=api, model="m1", api_key=KEY, **kw)
+
+
+def send(ep: Endpoint, spec: RequestSpec) -> Record:
+    async def go() -> Record:
+        async with HarnessClient(max_connections=2) as client:
+            return await client.send(ep, spec, RunClock())
+
+    return asyncio.run(go())
+
+
+def spec(n: int = 8, stream: bool = True, **params) -> RequestSpec:
+    return RequestSpec(
+        prompt="a b c d e",
+        max_tokens=n,
+        stream=stream,
+        params=params,
+        run_id="r",
+        mode="m",
+        capacity=512,
+        query_id="q01",
+    )
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_stream_ok_records_facts(server, api):
+    rec = send(endpoint(server, api), spec(8))
+    assert rec.outcome is Outcome.OK, rec.error
+    assert rec.text == "".join(f"t{i} " for i in range(8))
+    assert rec.output_tokens == 8 and rec.prompt_tokens == 5
+    assert rec.saw_terminator is True
+    assert rec.saw_usage is (None if api is ApiKind.LLAMACPP_COMPLETION else True)
+    assert len(rec.chunk_ns) == 8
+    expected = 1 if api is ApiKind.LLAMACPP_COMPLETION else None
+    assert rec.chunk_tokens == [expected] * 8
+    assert rec.timings is not None and rec.timings["prompt_n"] == 5
+    assert rec.cached_tokens == 0
+    assert rec.stop_type in ("limit", "length")
+    clock = [
+        rec.t_sent,
+        rec.t_headers,
+        rec.t_first_chunk,
+        rec.t_first_content,
+        rec.t_last_content,
+        rec.t_end,
+    ]
+    assert all(t is not None for t in clock)
+    assert clock == sorted(clock)
+    assert rec.chunk_ns == sorted(rec.chunk_ns)
+    assert rec.prompt_sha256 == hashlib.sha256(b"a b c d e").hexdigest()
+    assert rec.http_status == 200
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_non_stream_ok(server, api):
+    rec = send(endpoint(server, api), spec(6, stream=False))
+    assert rec.outcome is Outcome.OK, rec.error
+    assert rec.text.startswith("t0 ") and rec.output_tokens == 6
+    assert rec.saw_terminator is None and rec.saw_usage is None
+    assert rec.chunk_ns == [] and rec.t_first_chunk is None
+    assert rec.timings is not None
+
+
+def test_bodies_sent(server):
+    server.requests.clear()
+    send(endpoint(server, ApiKind.LLAMACPP_COMPLETION), spec(4, temperature=0, n_predict=5))
+    send(endpoint(server, ApiKind.OPENAI_CHAT), spec(4, seed=42))
+    send(endpoint(server, ApiKind.OPENAI_COMPLETION), spec(4, stream=False))
+    llama, chat, compl = (r["body"] for r in server.requests)
+    assert llama == {"prompt": "a b c d e", "n_predict": 5, "stream": True, "temperature": 0}
+    assert chat["messages"] == [{"role": "user", "content": "a b c d e"}]
+    assert chat["model"] == "m1" and chat["max_tokens"] == 4 and chat["seed"] == 42
+    assert chat["stream_options"] == {"include_usage": True}
+    assert compl == {"model": "m1", "prompt": "a b c d e", "max_tokens": 4, "stream": False}
+    assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in server.requests)
+
+
+def test_base_url_with_v1_is_not_doubled(server):
+    ep = Endpoint(
+        base_url=server.base_url + "/v1/", api=ApiKind.OPENAI_CHAT, model="m1", api_key=KEY
+    )
+    assert send(ep, spec(2)).outcome is Outcome.OK
+
+
+def test_key_never_in_repr_or_record(server):
+    ep = endpoint(server, ApiKind.OPENAI_CHAT)
+    assert KEY not in repr(ep)
+    for rec in (
+        send(ep, spec(3)),
+        send(Endpoint(server.base_url, ApiKind.OPENAI_CHAT, "m1", "wrong-" + KEY), spec(3)),
+    ):
+        assert KEY not in rec.model_dump_json()
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_stream_cut_is_disconnected(server, api):
+    rec = send(endpoint(server, api), spec(8, fake_fault="cut"))
+    assert rec.outcome is Outcome.DISCONNECTED
+    assert rec.saw_terminator is False
+    assert rec.text == "t0 t1 t2 t3 "  # what arrived is kept
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_missing_terminator_is_disconnected(server, api):
+    rec = send(endpoint(server, api), spec(4, fake_fault="no_done"))
+    assert rec.outcome is Outcome.DISCONNECTED and rec.saw_terminator is False
+    assert "stream ended before" in rec.error
+
+
+@pytest.mark.parametrize("api", [ApiKind.OPENAI_CHAT, ApiKind.OPENAI_COMPLETION])
+def test_missing_usage_is_recorded_not_failed(server, api):
+    rec = send(endpoint(server, api), spec(4, fake_fault="no_usage"))
+    assert rec.outcome is Outcome.OK
+    assert rec.saw_usage is False and rec.output_tokens is None
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+@pytest.mark.parametrize("fault", ["malformed", "error_event", "not_sse"])
+def test_malformed(server, api, fault):
+    rec = send(endpoint(server, api), spec(4, fake_fault=fault))
+    assert rec.outcome is Outcome.MALFORMED, rec.error
+    assert rec.error
+
+
+def test_http_400_context_exceeded(server):
+    rec = send(endpoint(server, ApiKind.LLAMACPP_COMPLETION), spec(4, fake_fault="ctx_exceeded"))
+    assert rec.outcome is Outcome.HTTP_ERROR and rec.http_status == 400
+    assert json.loads(rec.error)["error"]["type"] == "exceed_context_size_error"
+
+
+def test_http_401(server):
+    ep = Endpoint(server.base_url, ApiKind.OPENAI_CHAT, "m1", api_key="nope")
+    rec = send(ep, spec(2))
+    assert rec.outcome is Outcome.HTTP_ERROR and rec.http_status == 401
+    assert "authentication_error" in rec.error
+
+
+def test_timeout(server):
+    server.slow_s = 2.0
+    rec = send(
+        endpoint(server, ApiKind.LLAMACPP_COMPLETION, timeout_s=0.2), spec(2, fake_fault="slow")
+    )
+    assert rec.outcome is Outcome.TIMEOUT
+    assert 0.15e9 < rec.t_end - rec.t_sent < 1.5e9
+
+
+def test_refused_is_disconnected():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rec = send(Endpoint(f"http://127.0.0.1:{port}", ApiKind.LLAMACPP_COMPLETION), spec(2))
+    assert rec.outcome is Outcome.DISCONNECTED and rec.t_headers is None
+
+
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_wrong_tokens_and_truncated_are_reported(server, api):
+    rec = send(endpoint(server, api), spec(6, fake_fault="wrong_tokens"))
+    assert rec.outcome is Outcome.OK and rec.output_tokens == 5
+    if api is ApiKind.LLAMACPP_COMPLETION:
+        rec = send(endpoint(server, api), spec(6, fake_fault="truncated"))
+        assert rec.outcome is Outcome.OK and rec.truncated is True
+
+
+def test_crlf_and_pings(server):
+    server.crlf = True
+    for api in ALL_APIS:
+        rec = send(endpoint(server, api), spec(5))
+        assert rec.outcome is Outcome.OK and len(rec.chunk_ns) == 5
+
+
+def test_concurrent_sends_share_one_client(server):
+    async def go() -> list[Record]:
+        async with HarnessClient(max_connections=4) as client:
+            ep = endpoint(server, ApiKind.OPENAI_CHAT)
+            return await asyncio.gather(*(client.send(ep, spec(5), RunClock()) for _ in range(12)))
+
+    recs = asyncio.run(go())
+    assert [r.outcome for r in recs] == [Outcome.OK] * 12
+
+
+def test_check_models(server):
+    assert check_models(endpoint(server, ApiKind.OPENAI_CHAT)) == ["m1"]
+    with pytest.raises(EndpointAuthError, match="401"):
+        check_models(Endpoint(server.base_url, ApiKind.OPENAI_CHAT, "m1", api_key="bad"))
+    with pytest.raises(EndpointError, match=r"'other'.*\['m1'\]"):
+        check_models(Endpoint(server.base_url, ApiKind.OPENAI_CHAT, "other", api_key=KEY))
+
+
+def test_check_models_unreachable():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(EndpointUnreachable, match="cannot connect"):
+        check_models(Endpoint(f"http://127.0.0.1:{port}", ApiKind.OPENAI_CHAT, "m"))
