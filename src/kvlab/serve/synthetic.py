@@ -1,0 +1,409 @@
+"""A synthetic inference server: streams tokens on an exact schedule and logs its sends.
+
+It speaks llama.cpp ``POST /completion`` and OpenAI ``POST /v1/chat/completions`` /
+``/v1/completions`` (plus ``/health`` and ``/v1/models``) but generates nothing: each
+request is answered on the schedule its body asks for, so a benchmark client can be
+measured against a clock it does not own. The schedule (all fields optional, defaults
+from the server's flags)::
+
+    "synthetic": {"ttft_ms": 20, "itl_ms": 50, "tokens": 64,
+                  "tokens_per_event": 1, "events_per_write": 1, "id": "q1"}
+
+- ``ttft_ms``: request fully received -> first content write.
+- ``itl_ms``: gap between successive content *writes* (= inter-token latency when
+  ``tokens_per_event`` and ``events_per_write`` are 1). 0 means "as fast as the socket
+  takes it" (ingest tests).
+- ``tokens_per_event``: tokens in one SSE event; ``events_per_write``: SSE events in
+  one socket write (both let a client's ingest be measured without this server being
+  the limit). Without ``tokens`` the request's ``n_predict``/``max_tokens`` is used.
+
+Send times: ``time.perf_counter_ns()`` read just before each ``transport.write`` of
+content. On Linux ``perf_counter`` is ``clock_gettime(CLOCK_MONOTONIC)``, one clock for
+every process on the machine, so a client on the same host can subtract them from its
+own readings (``GET /synthetic/clock`` lets it check). They are kept per request id in
+``GET /synthetic/log?id=...`` (all of them without ``id``; ``&clear=1`` empties the log)
+and, when the schedule sets ``"echo_sends": true``, in the final event as
+``synthetic_send_ns``. ``GET /synthetic/stats`` gives the server's CPU time and its
+lateness against the schedule, which is how one checks it was not the bottleneck.
+
+Deadlines are absolute (``t_received + ttft + k * itl``) so drift does not add up; a
+write that finds later deadlines already due sends them in the same write (catch-up).
+It runs on raw asyncio with a minimal HTTP/1.1 parser (keep-alive, chunked responses)
+because a framework's per-event cost would make it the limit at 1024 streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, fields, replace
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from kvlab.serve.synthetic_http import Conn, http_response
+
+LOG_LIMIT = 20_000  # requests kept in the send log; the oldest are dropped
+MODEL_ID = "synthetic"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When and how a synthetic answer is written (times in ms)."""
+
+    ttft_ms: float = 20.0
+    itl_ms: float = 50.0
+    tokens: int = 64
+    tokens_per_event: int = 1
+    events_per_write: int = 1
+    prompt_tokens: int = 8  # reported as tokens_evaluated / usage.prompt_tokens
+
+    @property
+    def n_events(self) -> int:
+        return math.ceil(self.tokens / self.tokens_per_event)
+
+    def override(self, body: dict[str, Any]) -> Schedule:
+        """This schedule with the request's ``synthetic`` fields (and max tokens) applied."""
+        given = body.get("synthetic") or {}
+        known = {f.name for f in fields(self)}
+        changes = {k: type(getattr(self, k))(v) for k, v in given.items() if k in known}
+        if "tokens" not in changes:
+            for key in ("n_predict", "max_completion_tokens", "max_tokens"):
+                if isinstance(body.get(key), int) and body[key] > 0:
+                    changes["tokens"] = body[key]
+                    break
+        out = replace(self, **changes)
+        if out.tokens < 1 or out.tokens_per_event < 1 or out.events_per_write < 1:
+            raise ValueError("tokens, tokens_per_event and events_per_write must be >= 1")
+        if out.ttft_ms < 0 or out.itl_ms < 0:
+            raise ValueError("ttft_ms and itl_ms must be >= 0")
+        return out
+
+
+# -- event bodies --------------------------------------------------------------------
+# Partial events are formatted with % on prebuilt templates: json.dumps per event
+# would cost more than the client we measure.
+
+_TOKEN_TEXT = " a"
+
+
+def _llama_partial(first_token: int, n: int, predicted: int, prompt: int) -> bytes:
+    ids = ",".join(str(1000 + first_token + i) for i in range(n))
+    return (
+        b'data: {"index":0,"content":"%s","tokens":[%s],"stop":false,"id_slot":0,'
+        b'"tokens_predicted":%d,"tokens_evaluated":%d}\n\n'
+        % ((_TOKEN_TEXT * n).encode(), ids.encode(), predicted, prompt)
+    )
+
+
+def _chat_partial(rid: bytes, created: int, n: int) -> bytes:
+    return (
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":"%s"}}],'
+        b'"created":%d,"id":"%s","model":"synthetic","system_fingerprint":"synthetic",'
+        b'"object":"chat.completion.chunk"}\n\n' % ((_TOKEN_TEXT * n).encode(), created, rid)
+    )
+
+
+def _text_partial(rid: bytes, created: int, n: int) -> bytes:
+    return (
+        b'data: {"choices":[{"finish_reason":null,"index":0,"text":"%s"}],"created":%d,'
+        b'"id":"%s","model":"synthetic","object":"text_completion"}\n\n'
+        % ((_TOKEN_TEXT * n).encode(), created, rid)
+    )
+
+
+def _event(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _timings(sched: Schedule, t_recv: int, sends: list[int]) -> dict[str, Any]:
+    """llama.cpp-shaped timings from the actual send times."""
+    prompt_ms = (sends[0] - t_recv) / 1e6 if sends else 0.0
+    predicted_ms = (sends[-1] - sends[0]) / 1e6 if sends else 0.0
+    n = sched.tokens
+    return {
+        "cache_n": 0,
+        "prompt_n": sched.prompt_tokens,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / sched.prompt_tokens,
+        "prompt_per_second": 1000 * sched.prompt_tokens / prompt_ms if prompt_ms else 0.0,
+        "predicted_n": n,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": predicted_ms / (n - 1) if n > 1 else 0.0,
+        "predicted_per_second": 1000 * (n - 1) / predicted_ms if predicted_ms else 0.0,
+    }
+
+
+class SyntheticServer:
+    """The server state: default schedule, send log and statistics."""
+
+    def __init__(self, default: Schedule | None = None) -> None:
+        self.default = default or Schedule()
+        self.log: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.lateness_ns: list[int] = []  # per write: send time - its deadline
+        self.requests = 0
+        self.events = 0
+        self.writes = 0
+        self._seq = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._loop_offset_s = 0.0  # loop.time() - perf_counter(); 0 on Linux
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Listen; return the bound port."""
+        loop = asyncio.get_running_loop()
+        self._loop_offset_s = loop.time() - time.perf_counter()
+        self._server = await loop.create_server(
+            lambda: Conn(self.handle), host, port, backlog=4096, reuse_address=True
+        )
+        return self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    # -- routing -------------------------------------------------------------------
+
+    async def handle(self, conn: Conn, method: str, target: str, body: bytes) -> None:
+        """Answer one request on ``conn`` (streams are written as they are due)."""
+        t_recv = time.perf_counter_ns()
+        url = urlsplit(target)
+        path, query = url.path, parse_qs(url.query)
+        if method == "GET":
+            conn.write(http_response(200, self._get(path, query)))
+            return
+        api = {
+            "/completion": "llama",
+            "/completions": "llama",
+            "/v1/chat/completions": "chat",
+            "/chat/completions": "chat",
+            "/v1/completions": "text",
+        }.get(path)
+        if method != "POST" or api is None:
+            conn.write(http_response(404, {"error": {"message": f"no route {method} {path}"}}))
+            return
+        try:
+            req = json.loads(body or b"{}")
+            sched = self.default.override(req)
+        except (ValueError, TypeError) as exc:
+            conn.write(http_response(400, {"error": {"message": str(exc), "code": 400}}))
+            return
+        await self._answer(conn, api, req, sched, t_recv)
+
+    def _get(self, path: str, query: dict[str, list[str]]) -> Any:
+        if path in ("/health", "/v1/health"):
+            return {"status": "ok"}
+        if path in ("/v1/models", "/models"):
+            return {"object": "list", "data": [{"id": MODEL_ID, "object": "model",
+                                                "owned_by": "kvlab", "created": 0}]}
+        if path == "/synthetic/clock":
+            return {"perf_counter_ns": time.perf_counter_ns()}
+        if path == "/synthetic/stats":
+            stats = self.stats()
+            if query.get("reset"):
+                self.lateness_ns.clear()
+                self.requests = self.events = self.writes = 0
+            return stats
+        if path == "/synthetic/log":
+            ids = query.get("id")
+            out = {i: self.log[i] for i in ids if i in self.log} if ids else dict(self.log)
+            if query.get("clear"):
+                self.log.clear()
+            return out
+        return {"error": {"message": f"no route GET {path}"}}
+
+    def stats(self) -> dict[str, Any]:
+        """CPU seconds used so far and lateness of writes against their deadlines (ms)."""
+        late = sorted(self.lateness_ns)
+
+        def pct(q: float) -> float | None:
+            return late[min(len(late) - 1, int(q * len(late)))] / 1e6 if late else None
+
+        return {
+            "cpu_s": time.process_time(),
+            "requests": self.requests,
+            "events": self.events,
+            "writes": self.writes,
+            "lateness_ms": {"p50": pct(0.5), "p99": pct(0.99),
+                            "max": late[-1] / 1e6 if late else None},
+        }
+
+    # -- one streamed (or whole) answer ----------------------------------------------
+
+    async def _answer(
+        self, conn: Conn, api: str, req: dict[str, Any], sched: Schedule, t_recv: int
+    ) -> None:
+        self.requests += 1
+        self._seq += 1
+        rid = str((req.get("synthetic") or {}).get("id") or f"s{self._seq}")
+        created = int(time.time())
+        ridb = f"chatcmpl-{rid}".encode()
+        stream = bool(req.get("stream"))
+        sends: list[int] = []
+        tokens: list[int] = []
+        if stream:
+            conn.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache"
+                b"\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            if api == "chat":
+                conn.write_chunk(_event({
+                    "choices": [{"finish_reason": None, "index": 0,
+                                 "delta": {"role": "assistant", "content": None}}],
+                    "created": created, "id": ridb.decode(), "model": MODEL_ID,
+                    "system_fingerprint": "synthetic", "object": "chat.completion.chunk"}))
+        await self._emit(conn, api, sched, t_recv, ridb, created, stream, sends, tokens)
+        if conn.closed:
+            return
+        entry = {"id": rid, "api": api, "t_recv_ns": t_recv, "send_ns": sends,
+                 "tokens": tokens, "schedule": sched.__dict__}
+        self.log[rid] = entry
+        while len(self.log) > LOG_LIMIT:
+            self.log.popitem(last=False)
+        echo = sched.n_events and (req.get("synthetic") or {}).get("echo_sends")
+        finals = self._finals(api, req, sched, t_recv, sends, ridb, created, bool(echo))
+        if stream:
+            conn.write_chunk(b"".join(finals))
+            conn.write(b"0\r\n\r\n")
+        else:
+            conn.write(http_response(200, finals))
+
+    async def _emit(self, conn: Conn, api: str, sched: Schedule, t_recv: int, ridb: bytes,
+                    created: int, stream: bool, sends: list[int], tokens: list[int]) -> None:
+        """Write the content events on schedule; append each event's send time."""
+        loop = asyncio.get_running_loop()
+        k, per_write, n_events = sched.tokens_per_event, sched.events_per_write, sched.n_events
+        n_writes = math.ceil(n_events / per_write)
+        itl_ns = round(sched.itl_ms * 1e6)
+        t_first = t_recv + round(sched.ttft_ms * 1e6)
+        event, written, w = 0, 0, 0  # next event, tokens written, next write
+        while w < n_writes:
+            deadline = t_first + w * itl_ns
+            delay_s = (deadline - time.perf_counter_ns()) / 1e9
+            if delay_s > 0:
+                fut = loop.create_future()
+                handle = loop.call_at(
+                    deadline / 1e9 + self._loop_offset_s, _wake, fut
+                )
+                try:
+                    await fut
+                finally:
+                    handle.cancel()
+            elif itl_ns == 0 and w:
+                await asyncio.sleep(0)  # let other streams in between back-to-back writes
+            if conn.paused:
+                await conn.drain()
+            if conn.closed:
+                return
+            now = time.perf_counter_ns()
+            due = w + 1 if itl_ns == 0 else min(n_writes, (now - t_first) // itl_ns + 1)
+            due = max(due, w + 1)
+            last = min(n_events, due * per_write)
+            parts = []
+            for _ in range(event, last):
+                n = min(k, sched.tokens - written)
+                written += n
+                tokens.append(n)
+                if not stream:
+                    continue
+                if api == "llama":
+                    parts.append(_llama_partial(written - n, n, written, sched.prompt_tokens))
+                elif api == "chat":
+                    parts.append(_chat_partial(ridb, created, n))
+                else:
+                    parts.append(_text_partial(ridb, created, n))
+            t = time.perf_counter_ns()
+            if stream:
+                conn.write_chunk(b"".join(parts))
+            self.lateness_ns.append(t - deadline)
+            sends.extend([t] * (last - event))
+            self.writes += 1
+            self.events += last - event
+            event, w = last, due
+
+    def _finals(self, api: str, req: dict[str, Any], sched: Schedule, t_recv: int,
+                sends: list[int], ridb: bytes, created: int, echo: bool) -> Any:
+        """The closing event(s) of a stream, or the whole non-streamed answer."""
+        n, p = sched.tokens, sched.prompt_tokens
+        timings = _timings(sched, t_recv, sends)
+        text = _TOKEN_TEXT * n
+        usage = {"completion_tokens": n, "prompt_tokens": p, "total_tokens": n + p,
+                 "prompt_tokens_details": {"cached_tokens": 0}}
+        stream = bool(req.get("stream"))
+        if api == "llama":
+            final: dict[str, Any] = {
+                "index": 0, "content": "" if stream else text, "tokens": [], "id_slot": 0,
+                "stop": True, "model": MODEL_ID, "tokens_predicted": n, "tokens_evaluated": p,
+                "generation_settings": {"n_predict": n, "stream": stream},
+                "prompt": "", "has_new_line": False, "truncated": False,
+                "stop_type": "limit", "stopping_word": "", "tokens_cached": p + n,
+                "timings": timings}
+            if echo:
+                final["synthetic_send_ns"] = sends
+            return [_event(final)] if stream else final
+        base = {"created": created, "id": ridb.decode(), "model": MODEL_ID,
+                "system_fingerprint": "synthetic"}
+        if not stream:
+            choice: dict[str, Any] = {"finish_reason": "length", "index": 0}
+            if api == "chat":
+                choice["message"] = {"role": "assistant", "content": text}
+            else:
+                choice["text"] = text
+            obj = "chat.completion" if api == "chat" else "text_completion"
+            return {**base, "object": obj, "choices": [choice], "usage": usage,
+                    "timings": timings}
+        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+        if api == "chat":
+            finish = {**base, "object": "chat.completion.chunk",
+                      "choices": [{"finish_reason": "length", "index": 0, "delta": {}}]}
+            last: dict[str, Any] = finish
+            out = [finish]
+            if include_usage:
+                last = {**base, "object": "chat.completion.chunk", "choices": [],
+                        "usage": usage}
+                out.append(last)
+        else:  # /v1/completions: the final chunk always carries usage
+            last = {**base, "object": "text_completion", "usage": usage,
+                    "choices": [{"finish_reason": "length", "index": 0, "text": ""}]}
+            out = [last]
+        last["timings"] = timings
+        if echo:
+            last["synthetic_send_ns"] = sends
+        return [_event(o) for o in out] + [b"data: [DONE]\n\n"]
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def serve(host: str, port: int, default: Schedule) -> None:
+    """Run until cancelled; print one ``listening on http://host:port`` line first."""
+    server = SyntheticServer(default)
+    bound = await server.start(host, port)
+    print(f"kvlab synthetic server listening on http://{host}:{bound}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m kvlab.serve.synthetic``: the server as its own process."""
+    ap = argparse.ArgumentParser(prog="kvlab-synthetic", description=__doc__.split("\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8080)
+    for f in fields(Schedule):
+        ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    args = ap.parse_args(argv)
+    default = Schedule(**{f.name: getattr(args, f.name) for f in fields(Schedule)})
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args.host, args.port, default))
+
+
+if __name__ == "__main__":
+    main()
