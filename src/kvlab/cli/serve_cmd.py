@@ -1,0 +1,42 @@
+"""``kvlab serve``: the reference engine behind llama.cpp- and OpenAI-shaped HTTP APIs."""
+
+from __future__ import annotations
+
+import typer
+
+from kvlab.cli._app import app, console
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
+    port: int = typer.Option(8080, help="TCP port; 0 picks a free one (the URL is printed)."),
+    api_key: str | None = typer.Option(
+        None, "--api-key", envvar="KVLAB_API_KEY", show_default=False,
+        help="Require this key (Authorization: Bearer or X-Api-Key) on all but /health."),
+    preset: str = typer.Option("toy", help="Model preset served (its name is the model id)."),
+    ctx_size: int | None = typer.Option(
+        None, "--ctx-size", "-c", show_default=False,
+        help="Context capacity in tokens (default: the preset's max_len; at most that)."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Decode by full recomputation (no KV cache)."),
+    seed: int = typer.Option(42, help="Sampling seed of requests that send none (-1: random)."),
+    threads: int = typer.Option(2, "--threads", "-t", help="torch CPU threads."),
+) -> None:
+    """Serve the reference engine: /completion, /v1/chat/completions, /v1/completions...
+
+    Generation is serialized, one slot. The model loads after the listener starts;
+    /health answers 503 until it is ready.
+    """
+    from kvlab.serve import ServeSettings, create_app
+    from kvlab.serve import serve as run
+
+    settings = ServeSettings(preset=preset, n_ctx=ctx_size, use_cache=not no_cache,
+                             seed=seed, threads=threads, api_key=api_key)
+    application = create_app(settings)  # ConfigError (exit 2) before binding anything
+
+    def announce(url: str) -> None:
+        console.print(f"kvlab serve: listening on {url}", markup=False, highlight=False,
+                      soft_wrap=True)
+
+    run(application, host, port, announce)

@@ -1,0 +1,141 @@
+"""Request bodies -> typed generation parameters, with llama.cpp's field rules.
+
+Field names, aliases and defaults follow llama-server's ``/completion`` schema:
+``n_predict`` (aliases ``max_completion_tokens``, ``max_tokens``; the first present
+wins, in that order; -1 = until the context is full), ``temperature`` (default 0.8,
+clamped to >= 0), ``seed`` (-1 = random), ``ignore_eos`` (default false),
+``cache_prompt`` (default true), ``stream``, ``stream_options.include_usage``.
+A ``null`` value means "use the default"; unknown fields are ignored; a field with
+the wrong type is a 400 ``Field 'x': ...``. Sampling is plain temperature sampling:
+``top_k``, ``top_p``, ``min_p`` and the other samplers are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kvlab.serve.api_errors import invalid_request
+
+DEFAULT_TEMPERATURE = 0.8  # llama.cpp's default; the benchmark harness always sends 0
+RANDOM_SEEDS = (-1, 0xFFFFFFFF)  # llama.cpp: -1 (or its uint32 form) = a random seed
+
+
+@dataclass(frozen=True)
+class GenParams:
+    """What one request asks the slot to do. ``n_predict`` -1 = until the context is full."""
+
+    n_predict: int
+    temperature: float
+    seed: int
+    ignore_eos: bool
+    cache_prompt: bool
+    stream: bool
+    include_usage: bool
+
+    def settings(self) -> dict[str, Any]:
+        """The ``generation_settings`` subset echoed in responses."""
+        out = asdict(self)
+        out.pop("include_usage")
+        out["max_tokens"] = self.n_predict
+        return out
+
+
+def parse_json_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or 400 ``invalid_request_error``."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise invalid_request(f"invalid JSON in request body: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid_request("the request body must be a JSON object")
+    return body
+
+
+def _field(body: dict[str, Any], name: str, kinds: tuple[type, ...], what: str) -> Any:
+    """``body[name]`` if present and not null, checked against ``kinds``; else None."""
+    value = body.get(name)
+    if value is None:
+        return None
+    # bool is an int subclass: refuse true/false where a number is expected.
+    if isinstance(value, bool) and bool not in kinds:
+        raise invalid_request(f"Field '{name}': expected {what}, got {value!r}")
+    if not isinstance(value, kinds):
+        raise invalid_request(f"Field '{name}': expected {what}, got {value!r}")
+    return value
+
+
+def parse_gen_params(body: dict[str, Any], default_seed: int) -> GenParams:
+    """Read the generation fields of a llama.cpp or OpenAI request body."""
+    n_predict = -1
+    for name in ("n_predict", "max_completion_tokens", "max_tokens"):
+        value = _field(body, name, (int,), "an integer")
+        if value is not None:
+            n_predict = value
+            break
+    if n_predict < -1:
+        raise invalid_request(f"Field 'n_predict': must be >= -1, got {n_predict}")
+
+    temperature = _field(body, "temperature", (int, float), "a number")
+    temperature = DEFAULT_TEMPERATURE if temperature is None else max(0.0, float(temperature))
+
+    seed = _field(body, "seed", (int,), "an integer")
+    seed = default_seed if seed is None else seed
+    if seed in RANDOM_SEEDS:
+        seed = random.randrange(2**32)
+    if not 0 <= seed < 2**32:
+        raise invalid_request(f"Field 'seed': must be -1 or in 0..4294967295, got {seed}")
+
+    ignore_eos = _field(body, "ignore_eos", (bool,), "a boolean")
+    cache_prompt = _field(body, "cache_prompt", (bool,), "a boolean")
+    stream = _field(body, "stream", (bool,), "a boolean")
+    options = _field(body, "stream_options", (dict,), "an object") or {}
+    include_usage = options.get("include_usage") is True
+    return GenParams(
+        n_predict=n_predict,
+        temperature=temperature,
+        seed=seed,
+        ignore_eos=bool(ignore_eos),
+        cache_prompt=True if cache_prompt is None else cache_prompt,
+        stream=bool(stream),
+        include_usage=include_usage,
+    )
+
+
+def chat_prompt(body: dict[str, Any]) -> str:
+    """OpenAI ``messages`` -> one prompt with kvlab's chat template.
+
+    The template: each message becomes ``"<role>: <content>\\n"``, then
+    ``"assistant: "`` is appended for the reply. Content may be a string or a list of
+    ``{"type": "text", "text": ...}`` parts (other part types are refused).
+    """
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid_request("'messages' is required and must be a non-empty array")
+    lines = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise invalid_request(f"messages[{i}] must be an object with a string 'role'")
+        lines.append(f"{message['role']}: {_message_text(message.get('content'), i)}\n")
+    return "".join(lines) + "assistant: "
+
+
+CHAT_TEMPLATE = 'each message as "<role>: <content>\\n", then "assistant: "'
+
+
+def _message_text(content: Any, i: int) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not (isinstance(part, dict) and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)):
+                raise invalid_request(f"messages[{i}].content: only text parts are supported")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise invalid_request(f"messages[{i}].content must be a string or an array of text parts")

@@ -1,0 +1,199 @@
+"""The single generation slot: the model, a worker thread, and server-side timings.
+
+Requests are serialized, one slot: every generation runs on one dedicated worker
+thread (torch work never blocks the event loop, so ``/health`` stays responsive) and
+its tokens come back to the event loop through an asyncio queue as they are sampled.
+A request waiting for the slot is not timed; its clock starts when the worker picks
+it up (llama.cpp does not count queueing either).
+
+Timings follow llama.cpp's definitions (``perf_counter_ns`` inside the server):
+``prompt_ms`` runs from the slot start to the first sampled token (so the first
+token's time is in it), ``predicted_ms`` from the first sampled token to the last.
+
+Prompt reuse (``cache_prompt``) is accepted but not implemented: every request
+recomputes its whole prompt, and ``timings.cache_n`` is always 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvlab.serve.params import GenParams
+
+
+@dataclass
+class Timings:
+    """Server-side durations of one generation, in llama.cpp's ``timings`` shape."""
+
+    cache_n: int = 0  # prompt tokens reused from the KV cache
+    prompt_n: int = 0  # prompt tokens computed
+    prompt_ns: int = 0  # slot start -> first sampled token
+    predicted_n: int = 0  # sampled tokens, EOS included
+    predicted_ns: int = 0  # first sampled token -> last sampled token
+
+    def to_json(self) -> dict[str, float | int]:
+        """llama.cpp's ``timings`` object (ms; per_second excludes the first token)."""
+        prompt_ms = self.prompt_ns / 1e6
+        predicted_ms = self.predicted_ns / 1e6
+        steps = self.predicted_n - 1  # decode steps after the first token
+        return {
+            "cache_n": self.cache_n,
+            "prompt_n": self.prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": prompt_ms / self.prompt_n if self.prompt_n else 0.0,
+            "prompt_per_second": 1e3 * self.prompt_n / prompt_ms if prompt_ms > 0 else 0.0,
+            "predicted_n": self.predicted_n,
+            "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": predicted_ms / steps if steps > 0 else 0.0,
+            "predicted_per_second": 1e3 * steps / predicted_ms if steps > 0 else 0.0,
+        }
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One sampled token and the text it completes ("" mid-character)."""
+
+    token_id: int
+    text: str
+
+
+@dataclass
+class Finished:
+    """The end of a generation: why it stopped and how long it took."""
+
+    n_prompt: int
+    tokens: list[int] = field(default_factory=list)  # every sampled token, EOS included
+    text: str = ""  # the whole generated text (EOS excluded)
+    tail: str = ""  # text not yet streamed: the decoder's flush (a cut character)
+    stop_type: str = "limit"  # "eos" or "limit"
+    truncated: bool = False  # stopped because the context was full
+    tokens_cached: int = 0  # KV cells the slot holds at the end (0 without a cache)
+    timings: Timings = field(default_factory=Timings)
+
+
+class Slot:
+    """One model, one worker thread; :meth:`generate` streams one request at a time.
+
+    ``n_ctx`` is the context capacity in tokens: prompt plus generated tokens never
+    exceed it. ``use_cache`` False decodes by full recomputation at every step.
+    """
+
+    def __init__(
+        self, preset: str, n_ctx: int, use_cache: bool, threads: int,
+        weights_seed: int = 42,
+    ) -> None:
+        self.preset = preset
+        self.n_ctx = n_ctx
+        self.use_cache = use_cache
+        self.threads = threads
+        self.weights_seed = weights_seed
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.cache: Any = None
+        self.ready = threading.Event()
+        self.load_error: BaseException | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlab-slot")
+
+    def load(self) -> None:
+        """Build the model (blocking; run it off the event loop). Sets ``ready``."""
+        import torch
+
+        from kvlab.engine import ByteTokenizer, KVCache, build_model, get_preset
+
+        torch.set_num_threads(self.threads)
+        self.tokenizer = ByteTokenizer()
+        config = get_preset(self.preset)
+        self.model = build_model(config, seed=self.weights_seed)
+        # One preallocated cache of the whole context, reused (reset) by every request.
+        self.cache = KVCache(config, max_len=self.n_ctx) if self.use_cache else None
+        self.ready.set()
+
+    def close(self) -> None:
+        """Stop the worker thread once the running generation (if any) ends."""
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+    async def generate(
+        self, prompt_ids: list[int], params: GenParams
+    ) -> AsyncIterator[TokenEvent | Finished]:
+        """Yield a TokenEvent per sampled token (EOS excluded), then one Finished.
+
+        The caller checks ``len(prompt_ids) < n_ctx`` first. Closing the iterator early
+        (client gone) stops the generation at its next token.
+        """
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[TokenEvent | Finished | BaseException] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def put(item: TokenEvent | Finished | BaseException) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def work() -> None:
+            try:
+                put(self._run(prompt_ids, params, put, cancel))
+            except BaseException as exc:  # handed to the request, which answers 500
+                put(exc)
+
+        self._worker.submit(work)
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Finished):
+                    return
+        finally:
+            cancel.set()
+
+    def _run(self, prompt_ids: list[int], params: GenParams, put: Any,
+             cancel: threading.Event) -> Finished:
+        """The generation itself, on the worker thread."""
+        from kvlab.engine import EOS_ID, iter_generate
+
+        n_prompt = len(prompt_ids)
+        room = self.n_ctx - n_prompt  # tokens that still fit in the context
+        limit = room if params.n_predict < 0 else min(params.n_predict, room)
+        done = Finished(n_prompt=n_prompt)
+        done.timings.prompt_n = n_prompt
+        decoder = self.tokenizer.incremental_decoder()
+        pieces: list[str] = []
+        t_start = time.perf_counter_ns()
+        t_first = t_last = t_start
+        if limit > 0:
+            # The engine never sees ignore_eos=False: stopping here instead lets EOS be
+            # counted in tokens_predicted, as llama.cpp counts it.
+            tokens = iter_generate(
+                self.model, prompt_ids, limit, use_cache=self.use_cache,
+                temperature=params.temperature, seed=params.seed, ignore_eos=True,
+                cache=self.cache,
+            )
+            for token_id in tokens:
+                t_last = time.perf_counter_ns()
+                if not done.tokens:
+                    t_first = t_last
+                done.tokens.append(token_id)
+                if token_id == EOS_ID and not params.ignore_eos:
+                    done.stop_type = "eos"
+                    break
+                text = decoder.push(token_id)
+                pieces.append(text)
+                put(TokenEvent(token_id, text))
+                if cancel.is_set():
+                    break
+        done.tail = decoder.flush()
+        pieces.append(done.tail)
+        n_out = len(done.tokens)
+        done.text = "".join(pieces)
+        done.truncated = done.stop_type == "limit" and n_out >= room
+        done.tokens_cached = n_prompt + n_out if self.use_cache else 0
+        done.timings.prompt_ns = t_first - t_start
+        done.timings.predicted_n = n_out
+        # llama.cpp counts at least 1 µs once decoding started.
+        done.timings.predicted_ns = max(t_last - t_first, 1000) if n_out else 0
+        return done

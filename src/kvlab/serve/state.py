@@ -1,0 +1,144 @@
+"""The server's settings and shared state: one preset, one slot, one context size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvlab import __version__
+from kvlab.errors import ConfigError
+from kvlab.serve.api_errors import exceed_context, invalid_request
+from kvlab.serve.slot import Slot
+
+CONCURRENCY = "serialized, one slot"
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What ``kvlab serve`` was started with.
+
+    ``n_ctx`` None means the preset's ``max_len``. ``seed`` is the default sampling
+    seed of requests that send none (llama.cpp's ``--seed``; -1 = random). ``api_key``
+    never appears in repr, logs or responses.
+    """
+
+    preset: str = "toy"
+    n_ctx: int | None = None
+    use_cache: bool = True
+    seed: int = 42
+    threads: int = 2
+    api_key: str | None = None
+    weights_seed: int = 42
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else "none"
+        return (f"ServeSettings(preset={self.preset!r}, n_ctx={self.n_ctx}, "
+                f"use_cache={self.use_cache}, seed={self.seed}, threads={self.threads}, "
+                f"api_key={key})")
+
+    def resolved_n_ctx(self) -> int:
+        """The context size in tokens, checked against the preset (ConfigError if not)."""
+        from kvlab.engine import get_preset
+
+        max_len = get_preset(self.preset).max_len
+        if self.n_ctx is None:
+            return max_len
+        if not 1 < self.n_ctx <= max_len:
+            raise ConfigError(
+                f"--ctx-size {self.n_ctx} is out of range for preset {self.preset!r}: "
+                f"use 2..{max_len} (the preset's max_len)"
+            )
+        return self.n_ctx
+
+
+class ServerState:
+    """Everything the handlers share: settings, the slot and the model's identity."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        if settings.threads < 1:
+            raise ConfigError(f"--threads must be >= 1, got {settings.threads}")
+        self.settings = settings
+        self.n_ctx = settings.resolved_n_ctx()
+        self.model_id = settings.preset
+        self.slot = Slot(settings.preset, self.n_ctx, settings.use_cache, settings.threads,
+                         weights_seed=settings.weights_seed)
+
+    def prompt_ids(self, prompt: Any, field: str = "prompt") -> list[int]:
+        """Token ids of a prompt given as a string or as an array of token ids."""
+        tokenizer = self.slot.tokenizer
+        if isinstance(prompt, str):
+            ids = tokenizer.encode(prompt)
+        elif isinstance(prompt, list) and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in prompt
+        ):
+            if any(not 0 <= t < tokenizer.vocab_size for t in prompt):
+                raise invalid_request(
+                    f"'{field}': token ids must be in 0..{tokenizer.vocab_size - 1}")
+            ids = list(prompt)
+        elif prompt is None:
+            raise invalid_request(f"'{field}' is required")
+        else:
+            raise invalid_request(
+                f"'{field}' must be a string or an array of token ids (one prompt per request)")
+        if not ids:
+            raise invalid_request(f"'{field}' is empty")
+        if len(ids) >= self.n_ctx:  # llama.cpp refuses a prompt that fills the slot
+            raise exceed_context(len(ids), self.n_ctx)
+        return ids
+
+    def props(self) -> dict[str, Any]:
+        """The ``GET /props`` document (llama.cpp's keys plus a ``kvlab`` object)."""
+        from kvlab.serve.params import CHAT_TEMPLATE, DEFAULT_TEMPERATURE
+
+        config = self.model_config()
+        return {
+            "default_generation_settings": {
+                "n_ctx": self.n_ctx,
+                "params": {
+                    "n_predict": -1,
+                    "temperature": DEFAULT_TEMPERATURE,
+                    "seed": self.settings.seed,
+                    "ignore_eos": False,
+                    "cache_prompt": True,
+                },
+            },
+            "total_slots": 1,
+            "model_alias": self.model_id,
+            "model_path": self.model_id,
+            "modalities": {"vision": False, "audio": False},
+            "chat_template": CHAT_TEMPLATE,
+            "bos_token": "",
+            "eos_token": "\u0000",
+            "build_info": f"kvlab-{__version__}",
+            "is_sleeping": False,
+            "kvlab": {
+                "preset": self.settings.preset,
+                "kv_cache": self.settings.use_cache,
+                "n_ctx": self.n_ctx,
+                "max_len": config.max_len,
+                "concurrency": CONCURRENCY,
+                "prompt_reuse": False,
+                "threads": self.settings.threads,
+                "weights_seed": self.settings.weights_seed,
+                "default_seed": self.settings.seed,
+                "chat_template": CHAT_TEMPLATE,
+            },
+        }
+
+    def model_config(self) -> Any:
+        """The preset's ModelConfig."""
+        from kvlab.engine import get_preset
+
+        return get_preset(self.settings.preset)
+
+    def model_meta(self) -> dict[str, Any]:
+        """``meta`` of the ``/v1/models`` entry (llama.cpp's keys)."""
+        config = self.model_config()
+        return {
+            "vocab_type": "byte",
+            "n_vocab": config.vocab_size,
+            "n_ctx": self.n_ctx,
+            "n_ctx_train": config.max_len,
+            "n_embd": config.d_model,
+            "n_params": self.slot.model.num_parameters() if self.slot.model is not None else 0,
+        }
