@@ -3,11 +3,27 @@
 ``kvlab serve`` runs :func:`create_app` with uvicorn. Generation is serialized, one
 slot. Routes: ``/health``, ``/props``, ``/tokenize``, ``/detokenize``,
 ``/completion`` (``/completions``), ``/v1/models``, ``/v1/chat/completions``,
-``/v1/completions``.
+``/v1/completions``. The names below are imported lazily so that importing a sibling
+module (``kvlab.serve.synthetic``) does not pull in FastAPI.
 """
 
-from kvlab.serve.app import create_app
-from kvlab.serve.runner import BackgroundServer, serve
-from kvlab.serve.state import ServeSettings
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["BackgroundServer", "ServeSettings", "create_app", "serve"]
+
+_HOMES = {
+    "BackgroundServer": "kvlab.serve.runner",
+    "serve": "kvlab.serve.runner",
+    "ServeSettings": "kvlab.serve.state",
+    "create_app": "kvlab.serve.app",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'kvlab.serve' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_HOMES[name]), name)
