@@ -1,0 +1,251 @@
+"""``kvlab memory``: KV-cache bytes per model and context, by formula or llama.cpp's rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from kvlab.cli._app import app, console, print_json
+from kvlab.errors import ConfigError
+from kvlab.memory import (
+    ModelShape,
+    compare_mha,
+    kv_bytes,
+    llama_mib,
+    predict_llamacpp_kv,
+    shape_from_gguf,
+    shape_from_hf_config,
+    shape_from_preset,
+)
+
+DEFAULT_PRESETS = ["llama-3.1-8b", "qwen2.5-7b"]  # the notebook's two projections
+DEFAULT_CONTEXTS = [2048, 8192, 32768]
+
+
+@app.command("memory")
+def memory(
+    preset: list[str] = typer.Option(
+        None,
+        "--preset",
+        "-p",
+        help="Model preset (repeatable). Default: llama-3.1-8b and "
+        "qwen2.5-7b, or none when --config/--gguf is given.",
+    ),
+    config: list[Path] = typer.Option(None, "--config", help="Hugging Face config.json."),
+    gguf: list[Path] = typer.Option(None, "--gguf", help="GGUF model file (metadata only)."),
+    dtype: str = typer.Option(
+        None,
+        "--dtype",
+        help="Cache type for K and V: f32, f16, bf16, q8_0, q4_0, q4_1, "
+        "q5_0, q5_1, iq4_nl. Default bf16 (the formula, as HF models run), f16 with "
+        "--llamacpp (llama.cpp's default).",
+    ),
+    type_k: str = typer.Option(None, "--type-k", help="K cache type (overrides --dtype)."),
+    type_v: str = typer.Option(None, "--type-v", help="V cache type (overrides --dtype)."),
+    context: list[int] = typer.Option(
+        None,
+        "-L",
+        "--context",
+        help="Context length in tokens (repeatable; with "
+        "--llamacpp the -c value). Default 2048, 8192, 32768.",
+    ),
+    seqs: int = typer.Option(1, "--seqs", "--slots", help="Sequences (llama.cpp: -np)."),
+    llamacpp: bool = typer.Option(False, "--llamacpp", help="Use llama.cpp's cell rule."),
+    unified: bool = typer.Option(False, "--unified", help="llama.cpp -kvu (one shared pool)."),
+    ubatch: int = typer.Option(512, "--ubatch", help="llama.cpp -ub."),
+    batch: int = typer.Option(2048, "--batch", help="llama.cpp -b."),
+    swa_full: bool = typer.Option(False, "--swa-full", help="llama.cpp --swa-full."),
+    measure: bool = typer.Option(
+        False, "--measure", help="Allocate the cache with torch and compare with the formula."
+    ),
+    mha: bool = typer.Option(
+        False, "--compare-mha", help="Compare with the same model using one KV head per query head."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document last."),
+) -> None:
+    """Predict KV-cache bytes per model and context length."""
+    if measure and llamacpp:
+        raise ConfigError("--measure checks the plain formula; drop --llamacpp")
+    shapes = _load_shapes(preset or [], config or [], gguf or [])
+    contexts = context or DEFAULT_CONTEXTS
+    for n in [*contexts, seqs, ubatch, batch]:
+        if n <= 0:
+            raise ConfigError(
+                f"context lengths, --seqs, --ubatch and --batch must be positive, got {n}"
+            )
+    base = dtype or ("f16" if llamacpp else "bf16")
+    tk, tv = type_k or base, type_v or base
+
+    docs = []
+    for shape in shapes:
+        if llamacpp:
+            doc = _llamacpp_view(shape, contexts, seqs, unified, tk, tv, ubatch, batch, swa_full)
+        else:
+            doc = _formula_view(shape, contexts, seqs, tk, tv, measure)
+        if mha:
+            doc["compare_mha"] = _mha_view(shape, contexts, seqs, tk, tv)
+        docs.append(doc)
+        if not json_out:
+            console.print(doc.pop("_table"))
+            if "compare_mha" in doc:
+                console.print(doc["compare_mha"].pop("_table"))
+                console.print(doc["compare_mha"]["reading"])
+    if json_out:
+        for d in docs:
+            d.pop("_table", None)
+            if "compare_mha" in d:
+                d["compare_mha"].pop("_table", None)
+        print_json(
+            {
+                "mode": "llamacpp" if llamacpp else "formula",
+                "type_k": tk,
+                "type_v": tv,
+                "models": docs,
+            }
+        )
+
+
+def _load_shapes(presets: list[str], configs: list[Path], ggufs: list[Path]) -> list[ModelShape]:
+    if not (presets or configs or ggufs):
+        presets = DEFAULT_PRESETS
+    shapes = [shape_from_preset(p) for p in presets]
+    shapes += [shape_from_hf_config(c) for c in configs]
+    shapes += [shape_from_gguf(g) for g in ggufs]
+    return shapes
+
+
+def _title(shape: ModelShape) -> str:
+    kv = sorted(set(shape.kv_heads))
+    heads = str(kv[0]) if len(kv) == 1 else "/".join(map(str, kv))
+    window = f", window {shape.n_swa} on {shape.n_swa_layers} layers" if shape.n_swa else ""
+    return escape(
+        f"{shape.name}: {shape.n_layers} layers, {heads} KV heads x {shape.head_dim_k}"
+        f"{window} [{shape.source}]"
+    )
+
+
+def _formula_view(
+    shape: ModelShape, contexts: list[int], seqs: int, tk: str, tv: str, measure: bool
+) -> dict[str, Any]:
+    table = Table(title=_title(shape))
+    for col in ("tokens", "seqs", "cells/layer", "K/V type", "bytes", "MiB", "GiB"):
+        table.add_column(col, justify="right")
+    if measure:
+        table.add_column("measured bytes", justify="right")
+        table.add_column("match", justify="center")
+    rows = []
+    for n in contexts:
+        est = kv_bytes(shape, n, type_k=tk, type_v=tv, n_seq=seqs)
+        row: dict[str, Any] = est.as_dict()
+        cells = f"{est.cells_global}" + (f" / {est.cells_swa} swa" if est.cells_swa else "")
+        cells_row = [
+            str(n),
+            str(seqs),
+            cells,
+            f"{est.type_k}/{est.type_v}",
+            f"{est.total_bytes:,}",
+            f"{est.mib:.2f}",
+            f"{est.gib:.3f}",
+        ]
+        if measure:
+            if tk != tv:
+                raise ConfigError("--measure allocates one type for K and V; drop --type-k/-v")
+            from kvlab.memory.measure import measure_kv_bytes
+
+            m = measure_kv_bytes(shape, n, dtype=tk, n_seq=seqs)
+            row.update(measured_bytes=m.measured_bytes, measure_method=m.method, matches=m.matches)
+            cells_row += [f"{m.measured_bytes:,}", "==" if m.matches else "DIFFERS"]
+        table.add_row(*cells_row)
+        rows.append(row)
+    return {"shape": shape.describe(), "rows": rows, "_table": table}
+
+
+def _llamacpp_view(
+    shape: ModelShape,
+    contexts: list[int],
+    seqs: int,
+    unified: bool,
+    tk: str,
+    tv: str,
+    ubatch: int,
+    batch: int,
+    swa_full: bool,
+) -> dict[str, Any]:
+    table = Table(title=f"{_title(shape)} - llama.cpp allocation, K {tk}, V {tv}")
+    for col in ("-c", "cache", "cells", "layers", "seqs", "K MiB", "V MiB", "size MiB", "bytes"):
+        table.add_column(col, justify="right")
+    rows = []
+    for n in contexts:
+        pred = predict_llamacpp_kv(
+            shape,
+            n,
+            n_seq=seqs,
+            kv_unified=unified,
+            type_k=tk,
+            type_v=tv,
+            n_ubatch=ubatch,
+            n_batch=batch,
+            swa_full=swa_full,
+        )
+        for c in pred.caches:
+            table.add_row(
+                str(n),
+                c.kind,
+                str(c.cells),
+                str(c.n_layers),
+                f"{c.n_seq_max}/{c.n_stream}",
+                llama_mib(c.k_bytes),
+                llama_mib(c.v_bytes),
+                llama_mib(c.size_bytes),
+                f"{c.size_bytes:,}",
+            )
+        if len(pred.caches) > 1:
+            table.add_row(
+                str(n),
+                "total",
+                "",
+                "",
+                "",
+                "",
+                "",
+                llama_mib(pred.total_bytes),
+                f"{pred.total_bytes:,}",
+                end_section=True,
+            )
+        rows.append(pred.as_dict())
+    return {"shape": shape.describe(), "rows": rows, "_table": table}
+
+
+def _mha_view(
+    shape: ModelShape, contexts: list[int], seqs: int, tk: str, tv: str
+) -> dict[str, Any]:
+    table = Table(title=f"{shape.name}: grouped-query vs multi-head attention (same d_model)")
+    for col in ("tokens", "KV heads", "GQA GiB", "MHA KV heads", "MHA GiB", "ratio"):
+        table.add_column(col, justify="right")
+    rows = []
+    cmp = None
+    for n in contexts:
+        cmp = compare_mha(shape, n, type_k=tk, type_v=tv, n_seq=seqs)
+        kv = max(shape.kv_heads)
+        table.add_row(
+            str(n),
+            str(kv),
+            f"{cmp.gqa.gib:.3f}",
+            str(shape.n_heads),
+            f"{cmp.mha.gib:.3f}",
+            f"{cmp.ratio:g}",
+        )
+        rows.append(
+            {
+                "context": n,
+                "gqa_bytes": cmp.gqa.total_bytes,
+                "mha_bytes": cmp.mha.total_bytes,
+                "ratio": cmp.ratio,
+            }
+        )
+    assert cmp is not None  # contexts is never empty
+    return {"rows": rows, "reading": cmp.reading(), "_table": table}

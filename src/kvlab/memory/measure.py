@@ -1,0 +1,95 @@
+"""Allocate a KV cache for real and count its bytes, to check the formula.
+
+For a shape that is one of the reference engine's presets (``toy``...), the engine's
+own :class:`kvlab.engine.KVCache` is allocated and its ``nbytes`` (element_size x
+numel of the real K and V tensors) is the measurement. Any other shape gets one K and
+one V tensor per layer, ``[n_seq, kv_heads, cells, head_dim]``, allocated with
+``torch.zeros`` (so the pages are really touched). Only plain types (f32, f16, bf16)
+can be allocated; shapes over :data:`MAX_MEASURE_BYTES` are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvlab.errors import ConfigError
+from kvlab.memory.dtypes import get_dtype
+from kvlab.memory.formula import GIB, kv_bytes, layer_cells
+from kvlab.memory.shapes import ModelShape
+
+MAX_MEASURE_BYTES = 1 * GIB
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Bytes held by real tensors, next to the formula's prediction."""
+
+    model: str
+    context: int
+    n_seq: int
+    dtype: str
+    measured_bytes: int
+    formula_bytes: int
+    method: str  # "kvlab.engine.KVCache" or "torch.zeros per layer"
+
+    @property
+    def matches(self) -> bool:
+        return self.measured_bytes == self.formula_bytes
+
+
+def measure_kv_bytes(
+    shape: ModelShape, context: int, *, dtype: str = "f32", n_seq: int = 1
+) -> Measurement:
+    """Allocate the cache of ``shape`` for ``n_seq`` x ``context`` tokens and count bytes."""
+    import torch
+
+    dt = get_dtype(dtype)
+    torch_dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    if dt.name not in torch_dtypes:
+        raise ConfigError(
+            f"--measure allocates torch tensors, which have no {dt.name} type; use f32, f16 or bf16"
+        )
+    predicted = kv_bytes(shape, context, type_k=dt.name, n_seq=n_seq).total_bytes
+    if predicted > MAX_MEASURE_BYTES:
+        raise ConfigError(
+            f"{shape.name} at {context} tokens needs {predicted / GIB:.2f} GiB; --measure "
+            f"allocates at most {MAX_MEASURE_BYTES / GIB:.0f} GiB (try the toy preset)"
+        )
+    tdt = torch_dtypes[dt.name]
+    engine_cfg = _engine_config(shape)
+    if engine_cfg is not None:
+        from kvlab.engine import KVCache
+
+        cache = KVCache(engine_cfg, batch=n_seq, max_len=context, dtype=tdt)
+        measured, method = cache.nbytes, "kvlab.engine.KVCache"
+        del cache
+    else:
+        measured, method = 0, "torch.zeros per layer"
+        for il, cells in enumerate(layer_cells(shape, context)):
+            heads = shape.kv_heads[il]
+            if heads == 0:
+                continue
+            for width in (shape.k_width(il), shape.v_width(il)):
+                t = torch.zeros((n_seq, heads, cells, width // heads), dtype=tdt)
+                measured += t.element_size() * t.numel()
+                del t
+    return Measurement(shape.name, context, n_seq, dt.name, measured, predicted, method)
+
+
+def _engine_config(shape: ModelShape):  # -> kvlab.engine.ModelConfig | None
+    """The engine's config when ``shape`` is one of its presets with the same geometry."""
+    if shape.source != "preset":
+        return None
+    try:
+        from kvlab.engine import PRESETS
+    except ImportError:  # the engine is optional for accounting
+        return None
+    cfg = PRESETS.get(shape.name)
+    if cfg is None or any(shape.is_swa):
+        return None
+    same = (
+        cfg.n_layers == shape.n_layers
+        and all(kv == cfg.n_kv_heads for kv in shape.kv_heads)
+        and cfg.head_dim == shape.head_dim_k == shape.head_dim_v
+    )
+    return cfg if same else None
