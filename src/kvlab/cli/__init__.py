@@ -14,6 +14,7 @@ from kvlab.errors import KvlabError
 
 # Command modules register themselves on import.
 from kvlab.cli import engine_cmds  # noqa: E402,F401  isort: skip
+from kvlab.cli import memory_cmd  # noqa: E402,F401  isort: skip
 from kvlab.cli import serve_cmd  # noqa: E402,F401  isort: skip
 from kvlab.cli import llamacpp_cmds  # noqa: E402,F401  isort: skip
 
