@@ -1,0 +1,102 @@
+"""A run directory, read back for reports: manifest, records and where to write.
+
+Reports are rebuilt from the files alone (design.md: "a run directory is the unit of
+truth"). ``load_run`` refuses anything that is not a run directory with one line that
+says what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvlab.bench.records import Record, read_records
+from kvlab.errors import ConfigError
+
+RECORDS_FILE = "records.jsonl"
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass
+class RunDir:
+    """What a report needs from a run directory. ``manifest`` is {} when absent."""
+
+    path: Path
+    records: list[Record]
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        """The run id of the records (else the manifest's, else the folder name)."""
+        if self.records:
+            return self.records[0].run_id
+        return str(self.manifest.get("run_id") or self.path.name)
+
+
+def load_run(path: Path | str) -> RunDir:
+    """Read ``records.jsonl`` (required) and ``manifest.json`` (optional) of a run.
+
+    Raises ConfigError when ``path`` is not a directory, has no records file, or a
+    file cannot be parsed.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a run directory (give the folder a run wrote)")
+    records_path = path / RECORDS_FILE
+    if not records_path.is_file():
+        raise ConfigError(f"{path}: no {RECORDS_FILE}; is this a run directory?")
+    try:
+        records = read_records(records_path)
+    except (ValueError, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{records_path}: cannot read the records ({first})") from None
+    manifest: dict[str, Any] = {}
+    manifest_path = path / MANIFEST_FILE
+    if manifest_path.is_file():
+        try:
+            loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, OSError) as exc:
+            raise ConfigError(f"{manifest_path}: not valid JSON ({exc})") from None
+        manifest = loaded if isinstance(loaded, dict) else {}
+    return RunDir(path=path, records=records, manifest=manifest)
+
+
+def kv_checks(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every non-empty ``kv_check`` found in the manifest, with where it was found.
+
+    The llama.cpp server facts carry one per server; we search the whole manifest so
+    the report does not depend on where the runner nests those facts.
+    """
+    return list(_find_key(manifest, "kv_check", ""))
+
+
+def _find_key(node: Any, key: str, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        for name, value in node.items():
+            here = f"{where}.{name}" if where else str(name)
+            if name == key and isinstance(value, dict) and value:
+                yield where or "manifest", value
+            else:
+                yield from _find_key(value, key, here)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _find_key(item, key, f"{where}[{i}]")
+
+
+def compare_pairs(run: RunDir) -> list[tuple[str, str]] | None:
+    """The experiment's ``compare`` pairs from the manifest; None when not recorded."""
+    experiment = run.manifest.get("experiment")
+    pairs: Any = None
+    if isinstance(experiment, dict):
+        pairs = experiment.get("compare")
+        if pairs is None and isinstance(experiment.get("parsed"), dict):
+            pairs = experiment["parsed"].get("compare")
+    if pairs is None:
+        pairs = run.manifest.get("compare")
+    if not isinstance(pairs, list):
+        return None
+    out = [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list | tuple) and len(p) == 2]
+    return out or None

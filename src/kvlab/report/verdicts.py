@@ -1,0 +1,84 @@
+"""Comparisons as text: ratios with their 95 % interval and verdict, for markdown.
+
+``comparisons_markdown`` is what report.md shows under "Comparisons (intervals)";
+the HTML report uses the same cell formatting so both read alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kvlab.bench.stats import MIN_BOOTSTRAP_VALUES
+from kvlab.report.analysis import MetricComparison, PairComparison
+
+
+def fmt_num(x: float | None, digits: int = 2) -> str:
+    """A number with ``digits`` decimals and thousands separators; "–" for None."""
+    return "–" if x is None else f"{x:,.{digits}f}"
+
+
+def fmt_interval(c: MetricComparison) -> str:
+    """"[low, high]" of the ratio, or "–" when too few values for an interval."""
+    if c.interval is None:
+        return "–"
+    return f"[{c.interval.low:.3f}, {c.interval.high:.3f}]"
+
+
+def verdict_text(c: MetricComparison, mode_b: str) -> str:
+    """"B faster" / "B slower" / "no detectable difference" / "too few rows"."""
+    v = c.verdict
+    if v is None:
+        return f"too few rows (< {MIN_BOOTSTRAP_VALUES})"
+    if str(v) == "no detectable difference":
+        return str(v)
+    return f"{mode_b} {v}"
+
+
+def load_label(load: str | None) -> str:
+    return "sequential" if load is None else load
+
+
+def comparison_rows(p: PairComparison) -> list[dict[str, Any]]:
+    """One dict of display strings per metric of a pair (shared with the HTML table)."""
+    rows = []
+    for c in p.metrics:
+        rows.append({
+            "metric": c.metric,
+            "mean_a": fmt_num(c.mean_a),
+            "mean_b": fmt_num(c.mean_b),
+            "ratio": f"{c.ratio:.3f}",
+            "interval": fmt_interval(c),
+            "reduction": f"{100 * c.reduction:+.1f} %",
+            "verdict": verdict_text(c, p.mode_b),
+            "n": f"{c.n}{' paired' if c.paired else ''}",
+        })
+    return rows
+
+
+def comparisons_markdown(comparisons: Sequence[PairComparison]) -> str:
+    """Markdown section body: one table per pair of modes at a capacity and load."""
+    if not comparisons:
+        return "No comparison: the run has a single mode at every capacity."
+    lines = [
+        "Ratio = mean A / mean B of a time; above 1, B took less time. The 95 % interval "
+        "is a bootstrap (BCa) interval; the verdict is read from it alone (containing 1: "
+        "no detectable difference, which is not proof of equality). Reduction = 1 − B/A.",
+        "",
+    ]
+    for p in comparisons:
+        title = (f"**{p.mode_a}** (A) vs **{p.mode_b}** (B) at capacity {p.capacity}, "
+                 f"{load_label(p.load)}")
+        lines.append(title)
+        lines.append("")
+        if p.refused:
+            lines.extend([f"Refused: {p.refused}", ""])
+            continue
+        lines.append("| metric | mean A (ms) | mean B (ms) | ratio A/B | 95 % interval "
+                     "| reduction | verdict | n |")
+        lines.append("|---|---:|---:|---:|---|---:|---|---:|")
+        for r in comparison_rows(p):
+            lines.append(f"| {r['metric']} | {r['mean_a']} | {r['mean_b']} | {r['ratio']} "
+                         f"| {r['interval']} | {r['reduction']} | {r['verdict']} | {r['n']} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
