@@ -49,7 +49,7 @@ from typing import Any
 import aiohttp
 
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
-from kvlab.bench.sse import SSEParser
+from kvlab.bench.sse import SSEParser, loads
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
 
 ERROR_EXCERPT_CHARS = 300
@@ -197,7 +197,7 @@ class _Facts:
     def llama_events(self, events: list[bytes], t: int) -> bool:
         """Handle llama.cpp stream events read at ``t``; True once the final event came."""
         for data in events:
-            obj = json.loads(data)
+            obj = loads(data)
             if obj.get("stop"):
                 self.llama_final(obj)
                 self.saw_terminator = True
@@ -244,7 +244,7 @@ class _Facts:
             if data == b"[DONE]":
                 self.saw_terminator = True
                 return True
-            obj = json.loads(data)
+            obj = loads(data)
             choices = obj.get("choices")
             if choices:
                 choice = choices[0]
