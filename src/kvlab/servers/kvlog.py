@@ -23,6 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kvlab.errors import KvlabError
+from kvlab.memory.llamacpp import llama_mib
+
 MIB = 1024 * 1024
 RESOLUTION_NOTE = (
     "llama-server logs sizes in MiB with 2 decimals; predicted bytes are rounded the same "
@@ -34,6 +37,7 @@ _SIZE_LINE = re.compile(
     r"(?P<layers>\d+) layers,\s*(?P<seqs>\d+)/(?P<streams>\d+) seqs\), "
     r"K \((?P<tk>\w+)\):\s*(?P<k>[\d.]+) MiB, V \((?P<tv>\w+)\):\s*(?P<v>[\d.]+) MiB"
 )
+_FA_LINE = re.compile(r"(?:Flash Attention was auto, set to|flash_attn =) (?P<fa>enabled|disabled)")
 _ISWA_LINE = re.compile(r"llama_kv_cache_iswa: creating\s+(?P<kind>non-SWA|SWA) KV cache")
 
 
@@ -58,6 +62,8 @@ class PredictedKvCache(BaseModel):
     kind: str
     cells: int
     layers: int
+    n_seq_max: int = 1
+    n_stream: int = 1
     k_bytes: int
     v_bytes: int
 
@@ -113,8 +119,8 @@ def parse_kv_log(path: Path) -> list[LoggedKvCache]:
 
 
 def _mib2(n_bytes: int) -> float:
-    """Bytes as the log prints them: MiB rounded to 2 decimals."""
-    return round(n_bytes / MIB, 2)
+    """Bytes as the log prints them: MiB with 2 decimals, via llama.cpp's float math."""
+    return float(llama_mib(n_bytes))
 
 
 def compare_cache(predicted: PredictedKvCache | None,
@@ -129,6 +135,8 @@ def compare_cache(predicted: PredictedKvCache | None,
     pairs = [
         ("cells", predicted.cells, logged.cells),
         ("layers", predicted.layers, logged.layers),
+        ("seqs", predicted.n_seq_max, logged.n_seq_max),
+        ("streams", predicted.n_stream, logged.n_stream),
         ("K MiB", _mib2(predicted.k_bytes), logged.k_mib),
         ("V MiB", _mib2(predicted.v_bytes), logged.v_mib),
         ("size MiB", _mib2(predicted.size_bytes), logged.size_mib),
@@ -197,39 +205,55 @@ def effective_ubatch(capacity: int, ubatch: int | None) -> int:
     return min(capacity, _DEFAULT_BATCH, ubatch or _DEFAULT_UBATCH)
 
 
-def predict_for_server(model_path: Path, capacity: int, settings: Any) -> list[PredictedKvCache]:
-    """kvlab's prediction (kvlab.memory) for a llama-server launched with ``settings``.
+def flash_attn_from_log(lines: Iterable[str]) -> bool | None:
+    """Whether the server ran with flash attention, as its log says (None if unsaid).
 
-    Raises ImportError while the memory module's llama.cpp predictor is not available.
+    It matters for the prediction: without it llama.cpp stores V transposed, padded to
+    the widest layer.
     """
+    for line in lines:
+        m = _FA_LINE.search(line)
+        if m:
+            return m["fa"] == "enabled"
+    return None
+
+
+def predict_for_server(model_path: Path, capacity: int, settings: Any,
+                       flash_attn: bool | None = None) -> list[PredictedKvCache]:
+    """kvlab.memory's prediction for a llama-server launched with ``settings``."""
     from kvlab.memory import predict_llamacpp_kv, shape_from_gguf
 
-    shape = shape_from_gguf(model_path)
-    caches = predict_llamacpp_kv(
-        shape, capacity, n_seq=settings.slots, kv_unified=False,
+    if flash_attn is None:  # not in the log: "auto" is taken as on, as on CPU builds
+        flash_attn = settings.flash_attn != "off"
+    prediction = predict_llamacpp_kv(
+        shape_from_gguf(model_path), capacity, n_seq=settings.slots, kv_unified=False,
         type_k=settings.cache_type_k, type_v=settings.cache_type_v,
-        n_ubatch=effective_ubatch(capacity, settings.ubatch),
+        n_ubatch=settings.ubatch or _DEFAULT_UBATCH, n_batch=_DEFAULT_BATCH,
+        flash_attn=flash_attn,
     )
     return [
-        PredictedKvCache(kind=c.kind, cells=c.cells, layers=c.layers,
-                         k_bytes=c.k_bytes, v_bytes=c.v_bytes)
-        for c in caches
+        PredictedKvCache(kind=c.kind, cells=c.cells, layers=c.n_layers, n_seq_max=c.n_seq_max,
+                         n_stream=c.n_stream, k_bytes=c.k_bytes, v_bytes=c.v_bytes)
+        for c in prediction.caches
     ]
 
 
 def check_server_log(log_path: Path, model_path: Path, capacity: int, settings: Any) -> KvCheck:
     """Parse the server's log and compare it with kvlab's prediction."""
-    logged = parse_kv_log(log_path)
+    text = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
+    logged = parse_kv_lines(text)
+    flash_attn = flash_attn_from_log(text)
     inputs: dict[str, Any] = {
         "capacity": capacity, "slots": settings.slots, "kv_unified": False,
         "type_k": settings.cache_type_k, "type_v": settings.cache_type_v,
         "n_ubatch": effective_ubatch(capacity, settings.ubatch),
+        "flash_attn": flash_attn,
     }
     if settings.extra_args:
         inputs["extra_args_not_modelled"] = list(settings.extra_args)
     try:
-        predicted = predict_for_server(model_path, capacity, settings)
-    except ImportError as exc:
-        inputs["prediction_unavailable"] = f"kvlab.memory has no llama.cpp predictor yet ({exc})"
+        predicted = predict_for_server(model_path, capacity, settings, flash_attn)
+    except KvlabError as exc:  # e.g. an architecture the shape reader does not know
+        inputs["prediction_unavailable"] = str(exc)
         predicted = []
     return build_check(predicted, logged, inputs)
