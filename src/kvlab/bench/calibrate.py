@@ -1,0 +1,435 @@
+"""Measure the measurer: the harness client against the synthetic server's own clock.
+
+The synthetic server (:mod:`kvlab.serve.synthetic`) runs in its own process and logs
+``perf_counter_ns`` at each content write; the harness client stamps each network read
+with the same clock (CLOCK_MONOTONIC on Linux, checked via ``/synthetic/clock``). So:
+
+- TTFT error: first-content arrival - its send time (ms)
+- latency error: each content chunk's arrival - its send time (ms)
+- gap error: |client gap between successive chunks - server gap between their sends|
+
+Ingest: (1) a burst with no inter-token delay, harness vs a plain aiohttp client
+(``async for line in resp.content`` + ``json.loads``), both in this process; (2) a ramp
+of paced rates whose highest rate with on-time timestamps is the client's limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from kvlab.bench.endpoints import Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.errors import ConfigError, ServerLaunchError
+
+
+@dataclass(frozen=True)
+class CalibrateSettings:
+    """What ``kvlab calibrate`` runs. Times in ms unless the name says otherwise."""
+
+    concurrency: tuple[int, ...] = (1, 64, 256, 1024)
+    duration_s: float = 6.0  # per accuracy level: no new request starts after this
+    ttft_ms: float = 20.0
+    itl_ms: float = 50.0
+    tokens: int = 32
+    api: ApiKind = ApiKind.LLAMACPP_COMPLETION
+    known_delay_ms: float = 0.0  # every client timestamp read this much late (self-test)
+    ingest: bool = True
+    ingest_streams: int = 64
+    ingest_duration_s: float = 3.0
+    ingest_tokens: int = 1024  # per request in the burst
+    events_per_write: int = 16  # server-side batching so the server is not the limit
+    ramp_rates: tuple[float, ...] = (25e3, 50e3, 100e3, 150e3, 200e3, 300e3)  # events/s
+    ramp_duration_s: float = 2.0
+    lag_limit_ms: float = 2.0  # ramp: p99 latency error above this = "error grows"
+
+
+@dataclass
+class Errors:
+    """Client timestamp errors against the server's send times (ms; p50/p99 of |error|)."""
+
+    requests: int = 0
+    failed: int = 0
+    unmatched: int = 0  # records whose chunks could not be paired with logged sends
+    events: int = 0
+    tokens: int = 0
+    ttft_ms: dict[str, float | None] = field(default_factory=dict)
+    latency_ms: dict[str, float | None] = field(default_factory=dict)
+    gap_ms: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class LoadResult:
+    """One load level: errors plus client and server resource use."""
+
+    label: str
+    concurrency: int
+    wall_s: float
+    errors: Errors
+    events_per_s: float
+    tokens_per_s: float
+    client_cpu_us_per_token: float | None
+    server_cpu_frac: float | None  # server CPU seconds per wall second (1.0 = a core)
+    server_lateness_p99_ms: float | None
+    offered_events_per_s: float | None = None
+    ok: bool | None = None  # ramp: on time and keeping up
+
+
+@dataclass
+class IngestResult:
+    """Events a client process took in per second in the burst test."""
+
+    client: str  # "kvlab" or "aiohttp-baseline"
+    events: int
+    tokens: int
+    wall_s: float
+    events_per_s: float
+    tokens_per_s: float
+    cpu_us_per_event: float
+    server_cpu_frac: float | None
+
+
+@dataclass
+class CalibrationReport:
+    clock: dict[str, Any]
+    accuracy: list[LoadResult]
+    ingest: list[IngestResult]
+    ramp: list[LoadResult]
+    max_events_per_s: float | None
+    max_tokens_per_s: float | None
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- the server process --------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def synthetic_process(host: str = "127.0.0.1", timeout_s: float = 20.0) -> Iterator[str]:
+    """Start ``python -m kvlab.serve.synthetic`` on a free port; yield its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvlab.serve.synthetic", "--host", host, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = ""
+        while time.monotonic() < deadline and "listening on" not in line:
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                break
+        if "listening on" not in line:
+            err = proc.stderr.read()[-500:] if proc.stderr and proc.poll() is not None else ""
+            raise ServerLaunchError(f"the synthetic server did not start: {err or line!r}")
+        yield line.rsplit(" ", 1)[-1].strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> Any:
+    async with session.get(url) as resp:
+        return await resp.json()
+
+
+async def check_clock(base_url: str) -> dict[str, Any]:
+    """Is the server's perf_counter the client's? (its reading must fall between ours)."""
+    async with aiohttp.ClientSession() as session:
+        before = time.perf_counter_ns()
+        server = (await _get(session, base_url + "/synthetic/clock"))["perf_counter_ns"]
+        after = time.perf_counter_ns()
+    shared = before <= server <= after
+    return {"shared": shared, "implementation": time.get_clock_info("perf_counter").implementation,
+            "round_trip_ms": (after - before) / 1e6}
+
+
+# -- error figures ---------------------------------------------------------------------
+
+
+def _pcts(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None, "max": None}
+    a = np.abs(np.asarray(values, dtype=np.float64))
+    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+            "max": float(a.max())}
+
+
+def timestamp_errors(records: list[Record], log: dict[str, Any], t0_ns: int) -> Errors:
+    """Pair each record's chunks with the server's logged sends (by request id) -> Errors.
+
+    ``t0_ns`` is the RunClock origin the records are relative to. The i-th content
+    chunk of a record is the server's i-th content event (the harness keeps one entry
+    per event, even when several share a network read).
+    """
+    out = Errors(requests=len(records))
+    ttft: list[float] = []
+    lat: list[float] = []
+    gaps: list[float] = []
+    for rec in records:
+        if rec.outcome is not Outcome.OK:
+            out.failed += 1
+            continue
+        entry = log.get(str((rec.body.get("synthetic") or {}).get("id")))
+        if entry is None or len(entry["send_ns"]) != len(rec.chunk_ns) or not rec.chunk_ns:
+            out.unmatched += 1
+            continue
+        sends = np.asarray(entry["send_ns"], dtype=np.int64)
+        arrivals = np.asarray(rec.chunk_ns, dtype=np.int64) + t0_ns
+        diff = (arrivals - sends) / 1e6
+        ttft.append(float(diff[0]))
+        lat.extend(diff.tolist())
+        gaps.extend(np.diff(diff).tolist())
+        out.events += len(sends)
+        out.tokens += int(sum(entry["tokens"]))
+    out.ttft_ms, out.latency_ms, out.gap_ms = _pcts(ttft), _pcts(lat), _pcts(gaps)
+    return out
+
+
+# -- load against the synthetic server --------------------------------------------------
+
+
+async def run_level(
+    base_url: str,
+    label: str,
+    concurrency: int,
+    duration_s: float,
+    schedule: dict[str, Any],
+    api: ApiKind = ApiKind.LLAMACPP_COMPLETION,
+    known_delay_ms: float = 0.0,
+) -> LoadResult:
+    """``concurrency`` closed-loop streams for ``duration_s`` through the harness client.
+
+    Stream i starts i/concurrency of a write interval after the first, so streams are
+    spread over time rather than all written in the same instant.
+    ``known_delay_ms`` shifts the client's clock origin so every timestamp it takes
+    reads that much late: a known error the figures must report.
+    """
+    endpoint = Endpoint(base_url=base_url, api=api, model="synthetic", timeout_s=120.0)
+    clock = RunClock(time.perf_counter_ns() - round(known_delay_ms * 1e6))
+    true_t0 = clock.t0_ns + round(known_delay_ms * 1e6)
+    tokens = int(schedule["tokens"])
+    records: list[Record] = []
+    stop_at = time.perf_counter() + duration_s
+    spread_s = schedule.get("itl_ms", 0.0) / 1e3
+
+    async def worker(i: int, client: HarnessClient) -> None:
+        await asyncio.sleep(spread_s * i / concurrency)
+        j = 0
+        while time.perf_counter() < stop_at:
+            spec = RequestSpec(
+                prompt="calibrate", max_tokens=tokens, stream=True, run_id="calibrate",
+                mode=label, query_id=f"w{i}", repetition=j,
+                params={"synthetic": {**schedule, "id": f"{label}-{i}-{j}"}},
+            )
+            records.append(await client.send(endpoint, spec, clock))
+            j += 1
+
+    async with aiohttp.ClientSession() as session:
+        await _get(session, base_url + "/synthetic/log?clear=1")
+        await _get(session, base_url + "/synthetic/stats?reset=1")
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        async with HarnessClient(max_connections=concurrency) as client:
+            await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        stats = await _get(session, base_url + "/synthetic/stats")
+        log = await _get(session, base_url + "/synthetic/log?clear=1")
+    errors = timestamp_errors(records, log, true_t0)
+    first = min((r.t_sent for r in records), default=0)
+    last = max((r.t_end for r in records), default=0)
+    span_s = max((last - first) / 1e9, 1e-9)
+    return LoadResult(
+        label=label, concurrency=concurrency, wall_s=wall, errors=errors,
+        events_per_s=errors.events / span_s, tokens_per_s=errors.tokens / span_s,
+        client_cpu_us_per_token=cpu / errors.tokens * 1e6 if errors.tokens else None,
+        server_cpu_frac=None,  # filled by _level_with_cpu
+        server_lateness_p99_ms=stats["lateness_ms"]["p99"],
+    )
+
+
+async def _server_cpu(base_url: str) -> float:
+    async with aiohttp.ClientSession() as session:
+        return float((await _get(session, base_url + "/synthetic/stats"))["cpu_s"])
+
+
+# -- ingest: the harness against a plain aiohttp client ----------------------------------
+
+
+async def _baseline_stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
+                           llama: bool) -> tuple[int, int]:
+    """The plain client: read lines, json.loads each ``data:`` event; (events, tokens)."""
+    events = tokens = 0
+    async with session.post(url, json=body) as resp:
+        async for line in resp.content:
+            if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                continue
+            obj = json.loads(line[6:])
+            if llama:
+                if obj.get("stop"):
+                    continue
+                events += 1
+                tokens += len(obj.get("tokens") or ())
+            elif obj.get("choices") and obj["choices"][0].get("delta", {}).get("content"):
+                events += 1
+                tokens += 1
+    return events, tokens
+
+
+async def ingest_burst(base_url: str, client: str, settings: CalibrateSettings) -> IngestResult:
+    """Streams with no delay between writes for ``ingest_duration_s``; one client's rate."""
+    streams = settings.ingest_streams
+    schedule = {"ttft_ms": 0.0, "itl_ms": 0.0, "tokens": settings.ingest_tokens,
+                "tokens_per_event": 1, "events_per_write": settings.events_per_write}
+    api = settings.api
+    llama = api is ApiKind.LLAMACPP_COMPLETION
+    path = "/completion" if llama else "/v1/chat/completions"
+    events = tokens = 0
+    stop_at = time.perf_counter() + settings.ingest_duration_s
+    scpu0 = await _server_cpu(base_url)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    if client == "kvlab":
+        endpoint = Endpoint(base_url=base_url, api=api, model="synthetic", timeout_s=120.0)
+        clock = RunClock()
+
+        async def worker(i: int, hc: HarnessClient) -> None:
+            nonlocal events, tokens
+            while time.perf_counter() < stop_at:
+                spec = RequestSpec(prompt="ingest", max_tokens=settings.ingest_tokens,
+                                   params={"synthetic": schedule})
+                rec = await hc.send(endpoint, spec, clock)
+                events += len(rec.chunk_ns)
+                tokens += rec.output_tokens or 0
+
+        async with HarnessClient(max_connections=streams) as hc:
+            await asyncio.gather(*(worker(i, hc) for i in range(streams)))
+    else:
+        connector = aiohttp.TCPConnector(limit=streams)
+
+        async def plain(session: aiohttp.ClientSession) -> None:
+            nonlocal events, tokens
+            body = {"prompt": "ingest", "n_predict": settings.ingest_tokens, "stream": True,
+                    "model": "synthetic", "max_tokens": settings.ingest_tokens,
+                    "messages": [{"role": "user", "content": "ingest"}],
+                    "synthetic": schedule}
+            while time.perf_counter() < stop_at:
+                e, t = await _baseline_stream(session, base_url + path, body, llama)
+                events += e
+                tokens += t
+
+        async with aiohttp.ClientSession(connector=connector) as session:
+            await asyncio.gather(*(plain(session) for _ in range(streams)))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    scpu = await _server_cpu(base_url) - scpu0
+    return IngestResult(
+        client=client, events=events, tokens=tokens, wall_s=wall,
+        events_per_s=events / wall, tokens_per_s=tokens / wall,
+        cpu_us_per_event=cpu / events * 1e6 if events else math.inf,
+        server_cpu_frac=scpu / wall,
+    )
+
+
+# -- the whole calibration -------------------------------------------------------------
+
+
+async def _level_with_cpu(base_url: str, *args: Any, **kwargs: Any) -> LoadResult:
+    scpu0 = await _server_cpu(base_url)
+    result = await run_level(base_url, *args, **kwargs)
+    result.server_cpu_frac = (await _server_cpu(base_url) - scpu0) / result.wall_s
+    return result
+
+
+async def calibrate_against(base_url: str, settings: CalibrateSettings,
+                            progress: Any = None) -> CalibrationReport:
+    """Run every phase against a synthetic server already listening at ``base_url``."""
+    say = progress or (lambda _msg: None)
+    clock = await check_clock(base_url)
+    if not clock["shared"]:
+        raise ConfigError(
+            "the synthetic server's perf_counter is not this process's clock "
+            f"({clock['implementation']}); calibrate needs client and server on one Linux host"
+        )
+    schedule = {"ttft_ms": settings.ttft_ms, "itl_ms": settings.itl_ms,
+                "tokens": settings.tokens, "tokens_per_event": 1, "events_per_write": 1}
+    accuracy = []
+    for c in settings.concurrency:
+        say(f"accuracy: concurrency {c}, {settings.itl_ms:g} ms ITL")
+        accuracy.append(await _level_with_cpu(
+            base_url, f"c={c}", c, settings.duration_s, schedule, settings.api,
+            settings.known_delay_ms))
+    ingest: list[IngestResult] = []
+    ramp: list[LoadResult] = []
+    notes: list[str] = []
+    max_events = max_tokens = None
+    if settings.ingest:
+        for name in ("kvlab", "aiohttp-baseline"):
+            say(f"ingest burst: {name}")
+            ingest.append(await ingest_burst(base_url, name, settings))
+        for res in ingest:
+            if res.server_cpu_frac is not None and res.server_cpu_frac > 0.85:
+                notes.append(f"ingest burst ({res.client}): the server used "
+                             f"{res.server_cpu_frac:.0%} of a core and may have been the limit")
+        ramp, max_events, max_tokens = await _ramp(base_url, settings, say)
+    return CalibrationReport(clock, accuracy, ingest, ramp, max_events, max_tokens, notes)
+
+
+async def _ramp(base_url: str, settings: CalibrateSettings,
+                say: Any) -> tuple[list[LoadResult], float | None, float | None]:
+    """Paced rates, lowest first; the limit is the last rate kept on time and in full."""
+    streams, per_write = settings.ingest_streams, settings.events_per_write
+    levels: list[LoadResult] = []
+    best: LoadResult | None = None
+    for rate in settings.ramp_rates:
+        interval_ms = streams * per_write / rate * 1e3
+        writes = max(2, math.ceil(1000.0 / interval_ms))  # ~1 s per request
+        schedule = {"ttft_ms": interval_ms, "itl_ms": interval_ms, "tokens": writes * per_write,
+                    "tokens_per_event": 1, "events_per_write": per_write}
+        say(f"ingest ramp: {rate:,.0f} events/s offered")
+        res = await _level_with_cpu(base_url, f"ramp={rate:g}", streams,
+                                    settings.ramp_duration_s, schedule, settings.api)
+        res.offered_events_per_s = rate
+        p99 = res.errors.latency_ms.get("p99")
+        res.ok = (res.errors.failed == 0 and p99 is not None and p99 <= settings.lag_limit_ms
+                  and res.events_per_s >= 0.9 * rate)
+        levels.append(res)
+        if not res.ok:
+            break
+        best = res
+    if best is None:
+        return levels, None, None
+    return levels, best.events_per_s, best.tokens_per_s
+
+
+def calibrate(settings: CalibrateSettings, progress: Any = None) -> CalibrationReport:
+    """Start the synthetic server in its own process and run :func:`calibrate_against`."""
+    _raise_fd_limit()
+    with synthetic_process() as base_url:
+        return asyncio.run(calibrate_against(base_url, settings, progress))
+
+
+def _raise_fd_limit() -> None:
+    """1024 streams need more than the common default of 1024 open files."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 8192:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, hard), hard))

@@ -1,0 +1,138 @@
+"""Was the client the bottleneck? Calibrated ingest limits and the saturation warning.
+
+``kvlab calibrate`` measures how many stream events (and tokens) per second one client
+process ingests before its timestamps start to lag, and saves those limits in a small
+JSON file: ``$KVLAB_CALIBRATION`` if set, else ``~/.cache/kvlab/calibration.json``.
+:func:`saturation_warning` compares a run's busiest second with that limit: a run
+whose client ingested near its limit measured the client as much as the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvlab.bench.records import Record
+
+DEFAULT_THRESHOLD = 0.7  # fraction of the calibrated limit that triggers the warning
+DEFAULT_WINDOW_S = 1.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Ingest limits of one client process on one machine.
+
+    ``max_events_per_s`` / ``max_tokens_per_s``: the highest rate at which the client's
+    timestamps still matched the server's send times (see ``kvlab calibrate``).
+    ``measured_at`` is an ISO time, ``host`` the machine's name.
+    """
+
+    max_events_per_s: float
+    max_tokens_per_s: float
+    measured_at: str = ""
+    host: str = ""
+    kvlab_version: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        return cls(
+            max_events_per_s=float(data["max_events_per_s"]),
+            max_tokens_per_s=float(data["max_tokens_per_s"]),
+            measured_at=str(data.get("measured_at", "")),
+            host=str(data.get("host", "")),
+            kvlab_version=str(data.get("kvlab_version", "")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def calibration_path() -> Path:
+    """Where the calibration lives: ``$KVLAB_CALIBRATION`` or ~/.cache/kvlab/calibration.json."""
+    env = os.environ.get("KVLAB_CALIBRATION")
+    return Path(env) if env else Path.home() / ".cache" / "kvlab" / "calibration.json"
+
+
+def save_calibration(calibration: Calibration, path: Path | None = None) -> Path:
+    """Write the limits as JSON; return the path written."""
+    target = Path(path) if path is not None else calibration_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(calibration.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return target
+
+
+def load_calibration(path: Path | None = None) -> Calibration | None:
+    """The saved limits, or None when no (readable) calibration file exists."""
+    source = Path(path) if path is not None else calibration_path()
+    try:
+        return Calibration.from_dict(json.loads(source.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def busiest_rate(
+    records: Iterable[Record], window_s: float = DEFAULT_WINDOW_S
+) -> tuple[float, float]:
+    """(events/s, tokens/s) the client ingested in its busiest ``window_s`` window.
+
+    Events are the stream chunks of every record (``chunk_ns``); a chunk whose token
+    count is unknown counts as one token. Warm-ups are included: they loaded the client too.
+    """
+    times: list[int] = []
+    tokens: list[int] = []
+    for record in records:
+        times.extend(record.chunk_ns)
+        tokens.extend(1 if n is None else n for n in record.chunk_tokens)
+    if not times:
+        return 0.0, 0.0
+    order = np.argsort(np.asarray(times, dtype=np.int64), kind="stable")
+    t = np.asarray(times, dtype=np.int64)[order]
+    cum = np.concatenate(([0], np.cumsum(np.asarray(tokens, dtype=np.int64)[order])))
+    window_ns = int(window_s * 1e9)
+    ends = np.searchsorted(t, t + window_ns, side="left")  # window [t_i, t_i + w)
+    starts = np.arange(len(t))
+    events = int((ends - starts).max())
+    toks = int((cum[ends] - cum[starts]).max())
+    return events / window_s, toks / window_s
+
+
+def saturation_warning(
+    records: Iterable[Record],
+    calibration: Calibration | Mapping[str, Any] | None,
+    threshold: float = DEFAULT_THRESHOLD,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> str | None:
+    """A one-line warning if the client ingested > ``threshold`` of its calibrated limit.
+
+    Returns None when the run stayed below (or no calibration is given). The rate is
+    taken over the busiest ``window_s`` window of the run, for events and for tokens.
+    """
+    if calibration is None:
+        return None
+    cal = (
+        calibration
+        if isinstance(calibration, Calibration)
+        else Calibration.from_dict(calibration)
+    )
+    events_s, tokens_s = busiest_rate(records, window_s)
+    worst = max(
+        (events_s / cal.max_events_per_s if cal.max_events_per_s > 0 else 0.0, "events", events_s,
+         cal.max_events_per_s),
+        (tokens_s / cal.max_tokens_per_s if cal.max_tokens_per_s > 0 else 0.0, "tokens", tokens_s,
+         cal.max_tokens_per_s),
+    )
+    share, what, rate, limit = worst
+    if share <= threshold:
+        return None
+    return (
+        f"client near saturation: it ingested {rate:,.0f} {what}/s in its busiest "
+        f"{window_s:g} s, {share:.0%} of the {limit:,.0f} {what}/s this machine's client "
+        f"handles before its timestamps lag (kvlab calibrate); latencies of this run "
+        f"include client delay - use fewer streams or more client processes"
+    )

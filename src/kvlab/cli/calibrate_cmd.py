@@ -1,0 +1,154 @@
+"""``kvlab calibrate`` (how exact is the harness's clock here?) and ``kvlab serve-synthetic``."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.errors import ConfigError
+
+
+def _floats(text: str, what: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise ConfigError(f"{what} must list positive numbers, got {text!r}")
+    return values
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _render(report: Any) -> None:
+    acc = Table(title="Timestamp error vs the server's send times (|error|, ms)")
+    for col in ("streams", "requests", "events", "TTFT p50", "TTFT p99", "gap p50", "gap p99",
+                "latency p50", "latency p99", "client CPU µs/token", "server CPU",
+                "server late p99"):
+        acc.add_column(col, justify="right")
+    for r in report.accuracy:
+        e = r.errors
+        acc.add_row(
+            str(r.concurrency), f"{e.requests} ({e.failed + e.unmatched} bad)", str(e.events),
+            _ms(e.ttft_ms["p50"]), _ms(e.ttft_ms["p99"]), _ms(e.gap_ms["p50"]),
+            _ms(e.gap_ms["p99"]), _ms(e.latency_ms["p50"]), _ms(e.latency_ms["p99"]),
+            "-" if r.client_cpu_us_per_token is None else f"{r.client_cpu_us_per_token:.1f}",
+            "-" if r.server_cpu_frac is None else f"{r.server_cpu_frac:.0%}",
+            _ms(r.server_lateness_p99_ms),
+        )
+    console.print(acc)
+    if report.ingest:
+        ing = Table(title="Ingest burst (no delay between writes)")
+        for col in ("client", "events/s", "tokens/s", "CPU µs/event", "server CPU"):
+            ing.add_column(col, justify="right")
+        for i in report.ingest:
+            ing.add_row(i.client, f"{i.events_per_s:,.0f}", f"{i.tokens_per_s:,.0f}",
+                        f"{i.cpu_us_per_event:.2f}", f"{i.server_cpu_frac:.0%}")
+        console.print(ing)
+        if len(report.ingest) == 2 and report.ingest[1].events_per_s > 0:
+            ratio = report.ingest[0].events_per_s / report.ingest[1].events_per_s
+            console.print(f"kvlab / aiohttp baseline events/s: {ratio:.2f}")
+    if report.ramp:
+        ramp = Table(title="Ingest ramp (paced; error grows = p99 latency over the limit)")
+        for col in ("offered ev/s", "achieved ev/s", "latency p50", "latency p99", "gap p99",
+                    "client CPU µs/token", "on time"):
+            ramp.add_column(col, justify="right")
+        for r in report.ramp:
+            e = r.errors
+            ramp.add_row(f"{r.offered_events_per_s:,.0f}", f"{r.events_per_s:,.0f}",
+                         _ms(e.latency_ms["p50"]), _ms(e.latency_ms["p99"]), _ms(e.gap_ms["p99"]),
+                         "-" if r.client_cpu_us_per_token is None
+                         else f"{r.client_cpu_us_per_token:.1f}",
+                         "yes" if r.ok else "no")
+        console.print(ramp)
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+@app.command()
+def calibrate(
+    concurrency: str = typer.Option("1,64,256,1024", help="Streams per accuracy level."),
+    duration_s: float = typer.Option(6.0, help="Seconds per accuracy level."),
+    itl_ms: float = typer.Option(50.0, help="Inter-token gap the server keeps (ms)."),
+    ttft_ms: float = typer.Option(20.0, help="Time to first token the server keeps (ms)."),
+    tokens: int = typer.Option(32, help="Tokens per request in the accuracy levels."),
+    api: str = typer.Option("llamacpp-completion", help="llamacpp-completion or openai-chat."),
+    known_delay_ms: float = typer.Option(
+        0.0, help="Self-test: every client timestamp reads this much late (ms)."
+    ),
+    ingest: bool = typer.Option(True, help="Run the ingest burst and ramp."),
+    ingest_streams: int = typer.Option(64, help="Streams in the ingest tests."),
+    ramp: str = typer.Option("25000,50000,100000,150000,200000,300000",
+                             help="Offered events/s of the ingest ramp."),
+    save: bool = typer.Option(True, help="Write the limits to the calibration file."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document last."),
+) -> None:
+    """Measure the harness's timestamp error and ingest limit against a synthetic server."""
+    from kvlab import __version__
+    from kvlab.bench.calibrate import CalibrateSettings
+    from kvlab.bench.calibrate import calibrate as run_calibration
+    from kvlab.bench.records import ApiKind
+    from kvlab.bench.saturation import Calibration, save_calibration
+
+    if api not in ("llamacpp-completion", "openai-chat"):
+        raise ConfigError(f"--api must be llamacpp-completion or openai-chat, got {api!r}")
+    levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
+    if duration_s <= 0 or itl_ms < 0 or ttft_ms < 0 or tokens < 2 or ingest_streams < 1:
+        raise ConfigError("--duration-s must be > 0, --itl-ms/--ttft-ms >= 0, --tokens >= 2, "
+                          "--ingest-streams >= 1")
+    settings = CalibrateSettings(
+        concurrency=levels, duration_s=duration_s, itl_ms=itl_ms, ttft_ms=ttft_ms,
+        tokens=tokens, api=ApiKind(api), known_delay_ms=known_delay_ms, ingest=ingest,
+        ingest_streams=ingest_streams, ramp_rates=_floats(ramp, "--ramp"),
+    )
+    say = err_console.print if json_out else console.print
+    report = run_calibration(settings, progress=lambda m: say(f"[dim]{m}[/dim]"))
+    document = report.to_dict()
+    saved: Path | None = None
+    if save and report.max_events_per_s is not None and report.max_tokens_per_s is not None:
+        saved = save_calibration(Calibration(
+            max_events_per_s=report.max_events_per_s, max_tokens_per_s=report.max_tokens_per_s,
+            measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            host=platform.node(), kvlab_version=__version__,
+        ))
+    document["calibration_file"] = str(saved) if saved else None
+    if json_out:
+        print_json(document)
+        return
+    _render(report)
+    if report.max_events_per_s is not None:
+        console.print(f"client limit: {report.max_events_per_s:,.0f} events/s, "
+                      f"{report.max_tokens_per_s:,.0f} tokens/s"
+                      + (f" (saved to {saved})" if saved else ""))
+    elif ingest:
+        console.print("client limit: not found (even the lowest ramp rate was late)")
+
+
+@app.command("serve-synthetic")
+def serve_synthetic(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8080, help="Port (0 = any free port)."),
+    ttft_ms: float = typer.Option(20.0, help="Default time to first token (ms)."),
+    itl_ms: float = typer.Option(50.0, help="Default gap between writes (ms)."),
+    tokens: int = typer.Option(64, help="Default tokens when the request sets none."),
+    tokens_per_event: int = typer.Option(1, help="Tokens per SSE event."),
+    events_per_write: int = typer.Option(1, help="SSE events per socket write."),
+) -> None:
+    """Serve tokens on an exact schedule and log the send times (see kvlab.serve.synthetic)."""
+    import asyncio
+    import contextlib
+
+    from kvlab.serve.synthetic import Schedule, serve
+
+    default = Schedule(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens=tokens,
+                       tokens_per_event=tokens_per_event, events_per_write=events_per_write)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(host, port, default))
