@@ -17,6 +17,7 @@ from kvlab.cli import engine_cmds  # noqa: E402,F401  isort: skip
 from kvlab.cli import memory_cmd  # noqa: E402,F401  isort: skip
 from kvlab.cli import serve_cmd  # noqa: E402,F401  isort: skip
 from kvlab.cli import llamacpp_cmds  # noqa: E402,F401  isort: skip
+from kvlab.cli import calibrate_cmd  # noqa: E402,F401  isort: skip
 
 __all__ = ["app", "main"]
 
