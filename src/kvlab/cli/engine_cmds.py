@@ -21,12 +21,13 @@ def prove(
     prompt_tokens: int = typer.Option(48, "--prompt-tokens", help="Random prompt length."),
     new_tokens: int = typer.Option(20, "--new-tokens", help="Tokens generated greedily."),
     seed: int = typer.Option(42, "--seed", help="Seed of the weights and the prompt."),
+    threads: int = typer.Option(1, "--threads", help="torch intra-op threads."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Prove cached generation equals full recomputation (MHA, GQA, MQA); exit 1 if not."""
     from kvlab.engine.prove import MASK_PAST, mask_reading, run_proof
 
-    report = run_proof(preset, prompt_tokens, new_tokens, seed)
+    report = run_proof(preset, prompt_tokens, new_tokens, seed, threads=threads)
     if json_out:
         print_json(report.to_dict())
     else:

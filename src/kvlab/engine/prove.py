@@ -132,8 +132,16 @@ def run_proof(
     new_tokens: int = 20,
     seed: int = 42,
     also: tuple[str, ...] = ("toy-gqa", "toy-mqa"),
+    threads: int | None = 1,
 ) -> ProofReport:
-    """Prove ``preset`` and then each of ``also`` (skipping repeats)."""
+    """Prove ``preset`` and then each of ``also`` (skipping repeats).
+
+    ``threads``: torch intra-op threads while proving (restored after); None leaves
+    torch's setting alone. One thread by default: the proof is about equality, and
+    several threads on a busy machine can make these tiny passes many times slower.
+    """
+    if threads is not None and threads <= 0:
+        raise ConfigError(f"threads must be positive, got {threads}")
     if prompt_tokens <= 0 or new_tokens <= 0:
         raise ConfigError(
             f"prompt and new token counts must be positive, got prompt={prompt_tokens}, "
@@ -144,6 +152,12 @@ def run_proof(
         get_preset(name)  # unknown names fail before any work
     mask = causal_mask(MASK_NEW, MASK_PAST).tolist()
     report = ProofReport(mask=mask)
-    for name in names:
-        report.proofs.append(prove_config(name, prompt_tokens, new_tokens, seed))
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        for name in names:
+            report.proofs.append(prove_config(name, prompt_tokens, new_tokens, seed))
+    finally:
+        torch.set_num_threads(previous_threads)
     return report

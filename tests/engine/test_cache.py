@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kvlab.engine import KVCache, ModelConfig
+from kvlab.errors import CacheOverflowError, EngineError
+
+CFG = ModelConfig(d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=64)
+
+
+def _kv(n: int, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = (1, CFG.n_kv_heads, n, CFG.head_dim)
+    return torch.full(shape, fill), torch.full(shape, -fill)
+
+
+def test_buffers_are_preallocated_and_counted() -> None:
+    cache = KVCache(CFG, batch=3, max_len=10)
+    assert cache.k[0].shape == (3, 2, 10, 8) and cache.v[1].shape == (3, 2, 10, 8)
+    # 2 (K and V) x layers x batch x kv_heads x max_len x head_dim x 4 bytes
+    assert cache.nbytes == 2 * 2 * 3 * 2 * 10 * 8 * 4
+    assert KVCache(CFG).max_len == CFG.max_len
+
+
+def test_update_writes_in_place_and_returns_views_of_the_filled_part() -> None:
+    cache = KVCache(CFG, max_len=10)
+    for layer in range(CFG.n_layers):
+        k, v = cache.update(layer, *_kv(3, 1.0))
+        assert k.shape[2] == 3 and v.shape[2] == 3
+        # A view into the preallocated buffer, not a copy.
+        assert k.data_ptr() == cache.k[layer].data_ptr()
+    assert cache.length == 0 and cache.layer_lengths() == [3, 3]
+    cache.advance(3)
+    assert cache.length == 3
+    for layer in range(CFG.n_layers):
+        k, v = cache.update(layer, *_kv(1, 2.0))
+        assert k.shape[2] == 4
+        assert torch.equal(k[:, :, :3], torch.ones(1, 2, 3, 8))
+        assert torch.equal(k[:, :, 3], torch.full((1, 2, 8), 2.0))
+        assert torch.equal(v[:, :, 3], torch.full((1, 2, 8), -2.0))
+    cache.advance(1)
+    assert cache.length == 4 and cache.layer_lengths() == [4, 4]
+
+
+def test_advance_refuses_when_a_layer_did_not_write() -> None:
+    cache = KVCache(CFG, max_len=10)
+    cache.update(0, *_kv(2, 1.0))
+    with pytest.raises(EngineError, match=r"layer\(s\) \[1\]"):
+        cache.advance(2)
+
+
+def test_overflow_and_reset() -> None:
+    cache = KVCache(CFG, max_len=4)
+    for layer in range(CFG.n_layers):
+        cache.update(layer, *_kv(4, 1.0))
+    cache.advance(4)
+    with pytest.raises(CacheOverflowError, match="holds 4"):
+        cache.update(0, *_kv(1, 1.0))
+    with pytest.raises(CacheOverflowError):
+        cache.advance(1)
+    cache.reset()
+    assert cache.length == 0 and cache.layer_lengths() == [0, 0]
+    k, _ = cache.update(0, *_kv(1, 5.0))
+    assert k.shape[2] == 1 and float(k[0, 0, 0, 0]) == 5.0
