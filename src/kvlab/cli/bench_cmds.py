@@ -1,0 +1,193 @@
+"""Benchmark commands: run, prepare, measure, evaluate, explain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kvlab.cli._app import app, console, err_console, print_json
+
+
+class _LineReporter:
+    """Plain progress lines (non-TTY): one per (mode, capacity)."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+    def begin(self, mode: str, capacity: int, total: int) -> None:
+        err_console.print(f"{mode} @ {capacity}: {total} requests", highlight=False)
+
+    def advance(self, record: Any) -> None:
+        if record.outcome != "ok":
+            err_console.print(f"  {record.query_id}: {record.outcome} {record.error or ''}",
+                              highlight=False, markup=False)
+
+    def end(self, mode: str, capacity: int) -> None:
+        pass
+
+    def note(self, message: str) -> None:
+        err_console.print(message, highlight=False, markup=False)
+
+
+class _BarReporter(_LineReporter):
+    """A Rich progress bar per (mode, capacity)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.progress = Progress(
+            "[bold]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err_console, transient=False,
+        )
+        self.task: Any = None
+
+    def begin(self, mode: str, capacity: int, total: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task(f"{mode} @ {capacity}", total=total)
+
+    def advance(self, record: Any) -> None:
+        self.progress.advance(self.task)
+
+    def end(self, mode: str, capacity: int) -> None:
+        self.progress.stop()
+
+    def note(self, message: str) -> None:
+        self.progress.console.print(message, highlight=False, markup=False)
+
+
+def _reporter(quiet: bool) -> Any:
+    from kvlab.bench.runner import SilentReporter
+
+    if quiet:
+        return SilentReporter()
+    return _BarReporter() if err_console.is_terminal else _LineReporter()
+
+
+def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
+    from rich.table import Table
+
+    from kvlab.report.markdown import SUMMARY_HEADER, comparison_rows, summary_rows
+
+    # Short headers so the table fits 100 columns; report.md has every column.
+    keep = {"mode": "mode", "capacity": "cap", "rows": "rows", "prompt tok": "prompt",
+            "e2e mean ms": "e2e", "tok/s": "tok/s", "prefill ms": "prefill",
+            "decode ms/tok": "dec/tok", "TTFT mean ms": "TTFT", "ITL mean ms": "ITL"}
+    index = [SUMMARY_HEADER.index(k) for k in keep]
+    table = Table(title=f"{evaluation.experiment}: means in ms (tok/s = Σ tokens / Σ e2e)")
+    for header in keep.values():
+        table.add_column(header, justify="left" if header == "mode" else "right",
+                         no_wrap=True)
+    for row in summary_rows(evaluation):
+        table.add_row(*[row[i] for i in index])
+    console.print(table, width=max(console.width, 120))
+    if evaluation.comparisons:
+        ctable = Table(title="comparisons: ratio = mean A / mean B (> 1: B faster)")
+        for k in ["A / B", "capacity", "metric", "mean A", "mean B", "ratio", "reduction"]:
+            ctable.add_column(k, justify="left" if k in ("A / B", "metric") else "right",
+                              no_wrap=True)
+        for row in comparison_rows(evaluation):
+            ctable.add_row(*row)
+        console.print(ctable, width=max(console.width, 120))
+    refused = evaluation.counts["refused_rows"]
+    pairs = sum(1 for v in evaluation.violations if v.other_mode is not None)
+    console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
+                  f"(details in {run_dir / 'report.md'})", highlight=False)
+    console.print(f"run directory: {run_dir}", highlight=False, markup=False)
+
+
+@app.command()
+def run(
+    experiment: Path | None = typer.Argument(None, help="Experiment TOML file."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of run dirs."),
+    resume: Path | None = typer.Option(None, "--resume", help="Finish an interrupted run."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    json_out: bool = typer.Option(False, "--json", help="Print evaluation.json at the end."),
+) -> None:
+    """Run every mode of an experiment; write records, manifest, evaluation and report."""
+    from kvlab.bench.runner import run_experiment
+
+    result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet))
+    if json_out:
+        print_json(result.evaluation.to_json())
+    else:
+        _print_evaluation(result.evaluation, result.run_dir.path)
+
+
+@app.command()
+def prepare(
+    experiment: Path = typer.Argument(..., help="Experiment TOML file."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of run dirs."),
+) -> None:
+    """Size the prompts per capacity (server /tokenize) and write prepared.json."""
+    from kvlab.bench.runner import prepare_run
+    from kvlab.bench.workload import Prepared
+
+    run_dir = prepare_run(experiment, out=out)
+    prepared = Prepared.load(run_dir.prepared_path)
+    for capacity, prompts in sorted(prepared.prompts.items()):
+        mean = sum(p.tokens for p in prompts) / len(prompts)
+        console.print(f"capacity {capacity}: {len(prompts)} prompts, padding "
+                      f"{prepared.padding_tokens[capacity]} tokens, mean prompt {mean:.0f} tokens",
+                      highlight=False)
+    console.print(f"wrote {run_dir.prepared_path}", highlight=False, markup=False)
+
+
+@app.command()
+def measure(
+    experiment: Path | None = typer.Argument(None, help="Experiment TOML file."),
+    mode: str = typer.Option(..., "--mode", help="The mode to measure."),
+    run_dir: Path | None = typer.Option(None, "--run", help="Run dir to add the mode to."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Parent of a new run dir."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Measure one mode (all its capacities) into a run directory."""
+    from kvlab.bench.runner import measure_mode
+
+    run_path = measure_mode(experiment, mode, run_dir=run_dir, out=out, reporter=_reporter(quiet))
+    console.print(f"records in {run_path.records_path}; evaluate with: kvlab evaluate "
+                  f"{run_path.path}", highlight=False, markup=False)
+
+
+@app.command()
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="Run directory."),
+    json_out: bool = typer.Option(False, "--json", help="Print evaluation.json."),
+) -> None:
+    """Recompute evaluation.json and report.md from records.jsonl and print the table."""
+    from kvlab.bench.runner import evaluate_run
+
+    evaluation = evaluate_run(run_dir)
+    if json_out:
+        print_json(evaluation.to_json())
+    else:
+        _print_evaluation(evaluation, run_dir)
+
+
+@app.command()
+def explain(
+    ratio: float | None = typer.Argument(None, help="A ratio A/B to read."),
+) -> None:
+    """How to read a ratio A/B (mean time of A over mean time of B at equal capacity)."""
+    from kvlab.bench.evaluate import explain_ratio
+
+    if ratio is None:
+        console.print(
+            "A ratio compares the mean time of mode A with mode B at the same capacity:\n"
+            "  ratio = mean_A / mean_B;  reduction = 1 - 1/ratio = 1 - B/A.\n"
+            "Above 1, B took less time; below 1, B took more. The reduction is the share "
+            "of A's time that B saves.\nExamples:",
+            highlight=False, markup=False,
+        )
+        for example in (0.8, 1.2):
+            console.print("  " + explain_ratio(example), highlight=False, markup=False)
+        console.print("Note: 1.2 is not 20 % faster in time: B saves 16.67 % of A's time.",
+                      highlight=False, markup=False)
+        return
+    if ratio <= 0:
+        from kvlab.errors import ConfigError
+
+        raise ConfigError(f"a ratio of times must be positive, got {ratio:g}")
+    console.print(explain_ratio(ratio), highlight=False, markup=False)
+

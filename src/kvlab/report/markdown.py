@@ -1,0 +1,142 @@
+"""report.md: protocol, metric definitions, validation, summaries, comparisons, manifest.
+
+Every number comes from an :class:`~kvlab.bench.evaluate.Evaluation` (itself computed
+from records.jsonl) or from the manifest; nothing is measured here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvlab.bench.evaluate import METRIC_DEFINITIONS, Evaluation
+from kvlab.experiment import Experiment
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    """A number for a table; an em dash when missing."""
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:+.2f} %"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+SUMMARY_HEADER = [
+    "mode", "capacity", "rows", "refused", "prompt tok", "e2e mean ms", "e2e p95 ms",
+    "tok/s", "prefill ms", "decode ms", "decode ms/tok", "TTFT mean ms", "TTFT p95 ms",
+    "ITL mean ms", "ITL p95 ms", "Δ gap p50 ms", "Δ gap p95 ms", "deltas/row",
+]
+
+
+def summary_rows(evaluation: Evaluation) -> list[list[str]]:
+    """One row per (mode, capacity), in the columns of SUMMARY_HEADER."""
+    rows = []
+    for s in evaluation.summaries:
+        rows.append([
+            s.mode, str(s.capacity), str(s.queries), str(s.refused),
+            fmt(s.mean_prompt_tokens, 0), fmt(s.mean_ms), fmt(s.e2e_ms["p95"]),
+            fmt(s.tokens_per_second), fmt(s.mean_prompt_ms), fmt(s.mean_decode_ms),
+            fmt(s.mean_decode_per_token_ms, 3), fmt(s.ttft_ms["mean"]), fmt(s.ttft_ms["p95"]),
+            fmt(s.itl_effective_ms["mean"], 3), fmt(s.itl_effective_ms["p95"], 3),
+            fmt(s.inter_delta_median_ms, 3), fmt(s.inter_delta_p95_ms, 3),
+            fmt(s.mean_content_deltas, 1),
+        ])
+    return rows
+
+
+def comparison_rows(evaluation: Evaluation) -> list[list[str]]:
+    """One row per (pair, capacity, metric): means, ratio A/B and reduction."""
+    rows = []
+    for c in evaluation.comparisons:
+        if c.status != "ok":
+            rows.append([f"{c.a} / {c.b}", str(c.capacity), "refused", "", "", "", "; ".join(
+                c.reasons[:3]) + (" …" if len(c.reasons) > 3 else "")])
+            continue
+        for name, m in c.metrics.items():
+            rows.append([
+                f"{c.a} / {c.b}", str(c.capacity), name, fmt(m["mean_a"]), fmt(m["mean_b"]),
+                fmt(m["ratio"], 3), pct(m["reduction"]),
+            ])
+    return rows
+
+
+def render_report(evaluation: Evaluation, experiment: Experiment,
+                  manifest: dict[str, Any]) -> str:
+    """The whole report as Markdown."""
+    w, p = experiment.workload, experiment.protocol
+    out: list[str] = [f"# kvlab run `{evaluation.run_id}` — {experiment.name}", ""]
+    if experiment.description:
+        out += [experiment.description, ""]
+    out += [
+        "## Protocol", "",
+        f"- Queries per (mode, capacity): {manifest_queries(manifest, w.queries)} "
+        f"× {w.repetitions} repetition(s); {w.warmup} warm-up request(s) per server, "
+        "recorded and flagged, never aggregated.",
+        f"- Prompt = padding sized to about {w.prompt_fraction:.0%} of the capacity on the "
+        "server's tokenizer + one query; the same prompts for every mode at a capacity.",
+        f"- Output forced to {w.output_tokens} tokens (ignore_eos={p.ignore_eos}), "
+        f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}.",
+        f"- Requests sequential; request timeout {p.request_timeout_s:g} s; readiness "
+        f"timeout {p.ready_timeout_s:g} s.",
+        "- Modes:", "",
+    ]
+    for m in experiment.modes:
+        settings = m.embedded or m.external or m.llamacpp
+        shown = settings.model_dump(exclude_none=True) if hasattr(settings, "model_dump") \
+            else settings
+        out.append(f"  - `{m.name}`: server {m.server}, API {m.api}, stream={m.stream}, "
+                   f"capacities {experiment.capacities(m)}, settings {shown}")
+    out += ["", "## Metric definitions", ""]
+    out += _table(["metric", "definition"],
+                  [[f"`{k}`", v] for k, v in METRIC_DEFINITIONS.items()])
+    counts = evaluation.counts
+    out += ["", "## Validation", "",
+            f"{counts['records']} records: {counts['warmup']} warm-up, {counts['measured']} "
+            f"measured rows ({counts['superseded']} earlier attempts superseded by a "
+            f"resume), {counts['refused_rows']} rows refused.", ""]
+    if evaluation.violations:
+        out += _table(["mode", "capacity", "query", "rep", "reason", "detail"], [
+            [v.mode if v.other_mode is None else f"{v.mode} vs {v.other_mode}",
+             str(v.capacity), v.query_id, str(v.repetition), str(v.reason), v.detail]
+            for v in evaluation.violations
+        ])
+    else:
+        out.append("No row or pair was refused.")
+    out += ["", "## Summaries per (mode, capacity)", "",
+            "Times in ms (means unless p95); tok/s = Σ output tokens / Σ e2e.", ""]
+    out += _table(SUMMARY_HEADER, summary_rows(evaluation))
+    out += ["", "## Comparisons (ratio = mean A / mean B at equal capacity)", "",
+            "A ratio above 1 means B took less time; reduction = 1 − 1/ratio "
+            "(positive: B saves that share of A's time).", ""]
+    if evaluation.comparisons:
+        out += _table(["A / B", "capacity", "metric", "mean A", "mean B", "ratio", "reduction"],
+                      comparison_rows(evaluation))
+    else:
+        out.append("No comparison requested.")
+    out += ["", "## Manifest essentials", ""]
+    host = manifest.get("host", {})
+    out += [
+        f"- kvlab {manifest.get('kvlab_version')}, git commit {manifest.get('git_commit')}",
+        f"- host: {host.get('platform')}, {host.get('cpu')}, {host.get('cores')} cores, "
+        f"{fmt((host.get('memory_bytes') or 0) / 2**30, 1)} GiB, Python {host.get('python')}, "
+        f"torch {host.get('torch')}",
+    ]
+    for session in manifest.get("sessions", []):
+        out.append(f"- session {session.get('started')} → {session.get('stopped', 'interrupted')}")
+    for entry in manifest.get("servers", []):
+        facts = entry.get("facts") or {}
+        argv = " ".join(facts.get("argv", [])) if facts else "(external endpoint)"
+        out.append(f"- `{entry['mode']}` @ {entry['capacity']}: `{argv}` "
+                   f"({facts.get('version', '')}; log {facts.get('log', '—')}; "
+                   f"{entry.get('started')} → {entry.get('stopped')})")
+    return "\n".join(out) + "\n"
+
+
+def manifest_queries(manifest: dict[str, Any], default: int) -> int:
+    return int(manifest.get("queries", default))
