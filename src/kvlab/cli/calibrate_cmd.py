@@ -143,12 +143,22 @@ def serve_synthetic(
     events_per_write: int = typer.Option(1, help="SSE events per socket write."),
 ) -> None:
     """Serve tokens on an exact schedule and log the send times (see kvlab.serve.synthetic)."""
+    from kvlab.serve.synthetic import Schedule
+
+    if min(tokens, tokens_per_event, events_per_write) < 1 or min(ttft_ms, itl_ms) < 0:
+        raise ConfigError("--tokens, --tokens-per-event, --events-per-write must be >= 1 and "
+                          "--ttft-ms, --itl-ms >= 0")
+    run_synthetic(host, port, Schedule(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens=tokens,
+                                       tokens_per_event=tokens_per_event,
+                                       events_per_write=events_per_write))
+
+
+def run_synthetic(host: str, port: int, default: Any = None) -> None:
+    """Run the synthetic server in the foreground until Ctrl-C (``kvlab serve --synthetic``)."""
     import asyncio
     import contextlib
 
     from kvlab.serve.synthetic import Schedule, serve
 
-    default = Schedule(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens=tokens,
-                       tokens_per_event=tokens_per_event, events_per_write=events_per_write)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(host, port, default))
+        asyncio.run(serve(host, port, default or Schedule()))

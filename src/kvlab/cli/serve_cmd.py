@@ -22,12 +22,20 @@ def serve(
         False, "--no-cache", help="Decode by full recomputation (no KV cache)."),
     seed: int = typer.Option(42, help="Sampling seed of requests that send none (-1: random)."),
     threads: int = typer.Option(2, "--threads", "-t", help="torch CPU threads."),
+    synthetic: bool = typer.Option(
+        False, "--synthetic",
+        help="Serve scheduled synthetic tokens instead (kvlab serve-synthetic has options)."),
 ) -> None:
     """Serve the reference engine: /completion, /v1/chat/completions, /v1/completions...
 
     Generation is serialized, one slot. The model loads after the listener starts;
     /health answers 503 until it is ready.
     """
+    if synthetic:
+        from kvlab.cli.calibrate_cmd import run_synthetic
+
+        run_synthetic(host, port)
+        return
     from kvlab.serve import ServeSettings, create_app
     from kvlab.serve import serve as run
 
