@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.bench import metrics as m
+from kvlab.bench.evaluate import current_rows
 from kvlab.bench.records import Record
 from kvlab.bench.stats import (
     MIN_BOOTSTRAP_VALUES,
@@ -69,6 +70,8 @@ DECODE_TPS = RowMetric(
 
 ROW_METRICS: tuple[RowMetric, ...] = (E2E, TTFT, ITL, PREFILL, DECODE, OVERHEAD, DECODE_TPS)
 COMPARED_METRICS: tuple[RowMetric, ...] = (E2E, PREFILL, DECODE, TTFT, ITL)  # times only
+# Summaries carry a bootstrap interval of the mean for these (each costs a bootstrap).
+INTERVAL_METRICS: tuple[RowMetric, ...] = (E2E, TTFT, ITL)
 
 EXTRA_DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("e2e_tokens_per_s", "Σ output tokens / Σ e2e (not the mean of per-row rates)"),
@@ -107,15 +110,15 @@ def load_value(load: str | None) -> float | None:
 
 
 def groups(records: Iterable[Record]) -> dict[GroupKey, list[Record]]:
-    """Measured rows (warm-ups left out) by (mode, capacity, load), in report order.
+    """Measured rows by (mode, capacity, load), in report order.
 
-    Modes keep their order of first appearance; capacities ascend; loads ascend.
+    Rows are evaluate.current_rows: warm-ups left out, and a row retried by a resume
+    supersedes its earlier attempt. Modes keep their order of first appearance;
+    capacities ascend; loads ascend.
     """
     by: dict[GroupKey, list[Record]] = {}
     mode_order: dict[str, int] = {}
-    for row in records:
-        if row.warmup:
-            continue
+    for row in current_rows(records):
         mode_order.setdefault(row.mode, len(mode_order))
         by.setdefault((row.mode, row.capacity, row.load), []).append(row)
     order = sorted(by, key=lambda k: (k[1], load_sort_key(k[2]), mode_order[k[0]]))
@@ -189,7 +192,8 @@ def summarize_group(key: GroupKey, rows: Sequence[Record], *, resamples: int = 2
         if not vals:
             continue
         dists[metric.name] = describe(vals)
-        cis[metric.name] = bootstrap_ci(vals, "mean", resamples=resamples)
+        if metric in INTERVAL_METRICS:
+            cis[metric.name] = bootstrap_ci(vals, "mean", resamples=resamples)
     prompts = [r.prompt_tokens for r in good if r.prompt_tokens is not None]
     return GroupSummary(
         mode=key[0], capacity=key[1], load=key[2],

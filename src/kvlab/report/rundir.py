@@ -11,13 +11,17 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvlab.bench.records import Record, read_records
-from kvlab.errors import ConfigError
+from kvlab.errors import ConfigError, KvlabError
+
+if TYPE_CHECKING:
+    from kvlab.experiment import Experiment
 
 RECORDS_FILE = "records.jsonl"
 MANIFEST_FILE = "manifest.json"
+EXPERIMENT_FILE = "experiment.toml"
 
 
 @dataclass
@@ -86,17 +90,25 @@ def _find_key(node: Any, key: str, where: str) -> Iterator[tuple[str, dict[str, 
             yield from _find_key(item, key, f"{where}[{i}]")
 
 
-def compare_pairs(run: RunDir) -> list[tuple[str, str]] | None:
-    """The experiment's ``compare`` pairs from the manifest; None when not recorded."""
-    experiment = run.manifest.get("experiment")
-    pairs: Any = None
-    if isinstance(experiment, dict):
-        pairs = experiment.get("compare")
-        if pairs is None and isinstance(experiment.get("parsed"), dict):
-            pairs = experiment["parsed"].get("compare")
-    if pairs is None:
-        pairs = run.manifest.get("compare")
-    if not isinstance(pairs, list):
+def experiment_of(run: RunDir) -> Experiment | None:
+    """The run's experiment (experiment.toml, else the manifest's verbatim copy)."""
+    from kvlab.experiment import parse_experiment
+
+    path = run.path / EXPERIMENT_FILE
+    try:
+        if path.is_file():
+            return parse_experiment(path.read_text(encoding="utf-8"), str(path))
+        text = run.manifest.get("experiment_file")
+        if isinstance(text, str):
+            return parse_experiment(text, f"{run.path / MANIFEST_FILE}: experiment_file")
+    except (KvlabError, OSError):
         return None
-    out = [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list | tuple) and len(p) == 2]
-    return out or None
+    return None
+
+
+def compare_pairs(run: RunDir) -> list[tuple[str, str]] | None:
+    """The experiment's ``compare`` pairs; None when the run does not name any."""
+    experiment = experiment_of(run)
+    if experiment is None or not experiment.compare:
+        return None
+    return [(a, b) for a, b in experiment.compare]

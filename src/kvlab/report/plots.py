@@ -1,0 +1,204 @@
+"""Report figures as PNG bytes: phase bars, latency CDFs, latency against prompt
+length, throughput against load. Each function returns None when the run has nothing
+to draw (no server timings, a single load point, ...).
+
+Matplotlib is used through ``Figure`` objects with the Agg canvas (no pyplot state,
+no display needed). Figures are small (about 700 x 300 px) to keep report.html light.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kvlab.bench.records import Record
+from kvlab.report.analysis import (
+    E2E,
+    ITL,
+    TTFT,
+    GroupSummary,
+    RowMetric,
+    groups,
+    load_sort_key,
+    load_value,
+    modes_in_order,
+    valid_rows,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+DPI = 90
+PHASE_COLOURS = {"prefill": "#4c72b0", "decode": "#dd8452", "overhead": "#8c8c8c"}
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def _colours(modes: Sequence[str]) -> dict[str, str]:
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
+               "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
+    return {mode: palette[i % len(palette)] for i, mode in enumerate(modes)}
+
+
+def _style(ax: Axes) -> None:
+    ax.grid(True, alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+def phase_bars(summaries: Sequence[GroupSummary]) -> bytes | None:
+    """Stacked mean prefill / decode / overhead (ms) per mode, grouped by capacity.
+
+    Uses the first load point of each (mode, capacity) (the sequential one in a plain
+    run); None when no group has server timings.
+    """
+    first: dict[tuple[str, int], GroupSummary] = {}
+    for s in sorted(summaries, key=lambda s: load_sort_key(s.load)):
+        if "prefill_ms" in s.metrics and "decode_ms" in s.metrics:
+            first.setdefault((s.mode, s.capacity), s)
+    if not first:
+        return None
+    modes = list(dict.fromkeys(mode for mode, _ in first))
+    capacities = sorted({cap for _, cap in first})
+    width = 0.8 / len(modes)
+    fig = _figure(9.0, 3.2)
+    ax = fig.add_subplot()
+    for i, mode in enumerate(modes):
+        for j, cap in enumerate(capacities):
+            s = first.get((mode, cap))
+            if s is None:
+                continue
+            x = j - 0.4 + width * (i + 0.5)
+            bottom = 0.0
+            for phase in ("prefill", "decode", "overhead"):
+                dist = s.metrics.get(f"{phase}_ms")
+                value = max(dist.mean or 0.0, 0.0) if dist else 0.0
+                ax.bar(x, value, width * 0.9, bottom=bottom, color=PHASE_COLOURS[phase],
+                       label=phase if (i, j) == (0, 0) else None)
+                bottom += value
+            ax.text(x, bottom, mode, ha="center", va="bottom", fontsize=7, rotation=0)
+    ax.set_xticks(range(len(capacities)), [f"capacity {c}" for c in capacities])
+    ax.set_ylabel("mean time (ms)")
+    ax.set_title("Where the time goes: prefill / decode / overhead per mode", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    _style(ax)
+    return _png(fig)
+
+
+def _cdf(ax: Axes, vals: list[float], colour: str, label: str) -> None:
+    xs = sorted(vals)
+    ys = [(i + 1) / len(xs) for i in range(len(xs))]
+    ax.step(xs, ys, where="post", color=colour, label=label, linewidth=1.4)
+
+
+def latency_cdfs(records: Sequence[Record]) -> bytes | None:
+    """Empirical CDFs of e2e and TTFT (ms), one line per mode, one row per capacity."""
+    by = groups(records)
+    colours = _colours(modes_in_order(records))
+    capacities = sorted({cap for _, cap, _ in by})
+    if not capacities:
+        return None
+    fig = _figure(9.0, 2.3 * len(capacities) + 0.3)
+    axes = fig.subplots(len(capacities), 2, squeeze=False)
+    drew = False
+    for row, cap in enumerate(capacities):
+        for col, metric in enumerate((E2E, TTFT)):
+            ax = axes[row][col]
+            for (mode, c, load), rows in by.items():
+                if c != cap:
+                    continue
+                vals = [v for r in valid_rows(rows) if (v := metric.fn(r)) is not None]
+                if vals:
+                    label = mode if load is None else f"{mode} {load}"
+                    _cdf(ax, vals, colours[mode], label)
+                    drew = True
+            ax.set_title(f"{metric.name} CDF, capacity {cap}", fontsize=9)
+            ax.set_xlabel("ms", fontsize=8)
+            ax.set_ylim(0, 1.02)
+            ax.tick_params(labelsize=7)
+            _style(ax)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7, loc="lower right")
+    return _png(fig) if drew else None
+
+
+def against_prompt_length(records: Sequence[Record]) -> bytes | None:
+    """TTFT and effective ITL (ms) against server-counted prompt tokens, per mode."""
+    good = valid_rows(records)
+    colours = _colours(modes_in_order(records))
+    fig = _figure(9.0, 3.0)
+    axes = fig.subplots(1, 2)
+    drew = False
+    metric: RowMetric
+    for ax, metric in zip(axes, (TTFT, ITL), strict=True):
+        for mode in colours:
+            pts = [(r.prompt_tokens, v) for r in good
+                   if r.mode == mode and r.prompt_tokens is not None
+                   and (v := metric.fn(r)) is not None]
+            if pts:
+                xs, ys = zip(*pts, strict=True)
+                ax.scatter(xs, ys, s=12, alpha=0.7, color=colours[mode], label=mode)
+                drew = True
+        ax.set_title(f"{metric.name} vs prompt length", fontsize=9)
+        ax.set_xlabel("prompt tokens (server-counted)", fontsize=8)
+        ax.set_ylabel("ms", fontsize=8)
+        ax.tick_params(labelsize=7)
+        _style(ax)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return _png(fig) if drew else None
+
+
+def throughput_vs_load(summaries: Sequence[GroupSummary]) -> bytes | None:
+    """System tokens/s and mean e2e against the load value (concurrency or rate).
+
+    None unless some (mode, capacity) was measured at more than one load point.
+    """
+    lines: dict[tuple[str, int], list[GroupSummary]] = {}
+    for s in summaries:
+        if load_value(s.load) is not None:
+            lines.setdefault((s.mode, s.capacity), []).append(s)
+    lines = {k: v for k, v in lines.items() if len(v) > 1}
+    if not lines:
+        return None
+    colours = _colours(list(dict.fromkeys(mode for mode, _ in lines)))
+    kinds = sorted({load_sort_key(s.load)[1] for v in lines.values() for s in v})
+    xlabel = {"c": "concurrency", "rate": "request rate (req/s)"}.get(kinds[0], kinds[0])
+    fig = _figure(9.0, 3.0)
+    ax_tp, ax_lat = fig.subplots(1, 2)
+    styles = ["-", "--", ":", "-."]
+    capacities = sorted({cap for _, cap in lines})
+    for (mode, cap), points in lines.items():
+        points = sorted(points, key=lambda s: load_sort_key(s.load))
+        xs = [load_value(s.load) for s in points]
+        style = styles[capacities.index(cap) % len(styles)]
+        label = f"{mode} @ {cap}"
+        ax_tp.plot(xs, [s.system_tokens_per_s for s in points], style, marker="o",
+                   color=colours[mode], label=label)
+        e2e = [s.metrics["e2e_ms"].mean if "e2e_ms" in s.metrics else None for s in points]
+        ax_lat.plot(xs, e2e, style, marker="o", color=colours[mode], label=label)
+    ax_tp.set_title("throughput vs load", fontsize=9)
+    ax_tp.set_ylabel("output tokens/s (system)", fontsize=8)
+    ax_lat.set_title("mean e2e vs load", fontsize=9)
+    ax_lat.set_ylabel("ms", fontsize=8)
+    for ax in (ax_tp, ax_lat):
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+        _style(ax)
+    ax_tp.legend(fontsize=7)
+    return _png(fig)
