@@ -20,6 +20,7 @@ from kvlab.cli import llamacpp_cmds  # noqa: E402,F401  isort: skip
 from kvlab.cli import endpoint_cmds  # noqa: E402,F401  isort: skip
 from kvlab.cli import calibrate_cmd  # noqa: E402,F401  isort: skip
 from kvlab.cli import bench_cmds  # noqa: E402,F401  isort: skip
+from kvlab.cli import report_cmds  # noqa: E402,F401  isort: skip
 
 __all__ = ["app", "main"]
 
