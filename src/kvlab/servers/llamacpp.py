@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,7 +25,7 @@ from typing import IO, Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kvlab.errors import KvlabError, ServerLaunchError
+from kvlab.errors import ConfigError, KvlabError, ServerLaunchError
 from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server, package_version
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
 from kvlab.servers.kvlog import KvCheck, check_server_log
@@ -64,6 +65,25 @@ class LlamaCppSettings(BaseModel):
 
 
 # ---------------------------------------------------------------- the managed process
+
+_ENV_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def expand_path(path: Path | None, what: str) -> Path | None:
+    """``~`` and ``$VAR``/``${VAR}`` in a settings path, read when the server starts.
+
+    Lets shared experiment files say ``model = "${KVLAB_GGUF}"``; an unset variable is
+    a ConfigError naming it.
+    """
+    if path is None:
+        return None
+    text = str(path)
+    unset = [name for name in _ENV_REF.findall(text) if name not in os.environ]
+    if unset:
+        raise ConfigError(f"llamacpp.{what} is {text!r} but ${unset[0]} is not set; "
+                          f"export {unset[0]}=/path/to/file or edit the experiment")
+    return Path(os.path.expandvars(text)).expanduser()
+
 
 def _free_port(host: str = "127.0.0.1") -> int:
     """A port the OS says is free now (a tiny race with other binders remains)."""
@@ -154,13 +174,16 @@ class LlamaServer:
 
     def _binary_for_display(self) -> str:
         try:
-            return str(find_llama_server(self.settings.binary).path)
+            return str(find_llama_server(expand_path(self.settings.binary, "binary")).path)
         except KvlabError:
             return str(self.settings.binary or "llama-server")
 
     def _model_for_display(self) -> str:
         if self.settings.model is not None:
-            return str(self.settings.model)
+            try:
+                return str(expand_path(self.settings.model, "model"))
+            except KvlabError:
+                return str(self.settings.model)
         try:
             return str(bundled_model_path())
         except KvlabError:
@@ -173,8 +196,8 @@ class LlamaServer:
         with self._lock:
             if self._proc is not None:
                 raise ServerLaunchError("this llama-server was already started; stop it first")
-            self.binary = find_llama_server(self.settings.binary)
-            self.model = resolve_model(self.settings.model)
+            self.binary = find_llama_server(expand_path(self.settings.binary, "binary"))
+            self.model = resolve_model(expand_path(self.settings.model, "model"))
             self.port = _free_port(self.host)
             self.base_url = f"http://{self.host}:{self.port}"
             if self._api_key:

@@ -133,9 +133,10 @@ class Preflight:
 
 def _server_facts(binary: Path | None) -> dict[str, Any]:
     from kvlab.servers.binary import binary_version, find_llama_server, package_version
+    from kvlab.servers.llamacpp import expand_path
 
     try:
-        found = find_llama_server(binary)
+        found = find_llama_server(expand_path(binary, "binary"))
     except KvlabError as exc:
         return {"found": False, "error": str(exc)}
     return {"found": True, "path": str(found.path), "source": found.source,
@@ -145,9 +146,10 @@ def _server_facts(binary: Path | None) -> dict[str, Any]:
 
 def _model_facts(model: Path | None) -> dict[str, Any]:
     from kvlab.servers.fetch import bundled_model_path, check_gguf
+    from kvlab.servers.llamacpp import expand_path
 
     try:
-        path = model if model is not None else bundled_model_path()
+        path = expand_path(model, "model") if model is not None else bundled_model_path()
     except KvlabError as exc:
         return {"present": False, "error": str(exc)}
     if not Path(path).exists():

@@ -1,0 +1,52 @@
+"""The shipped llama.cpp / endpoint experiment files validate with the harness loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvlab.experiment import load_experiment
+from kvlab.servers.llamacpp import LlamaServer
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def test_cpu_experiment_is_t1_vs_t2_at_three_capacities() -> None:
+    exp = load_experiment(EXPERIMENTS / "llamacpp-cpu.toml")
+    assert [m.name for m in exp.modes] == ["t1", "t2"] and exp.compare == [("t1", "t2")]
+    assert exp.workload.capacities == [512, 2048, 4096] and exp.workload.queries == 30
+    assert exp.workload.output_tokens == 64 and exp.workload.warmup == 1
+    assert [m.llamacpp_settings().threads for m in exp.modes] == [1, 2]
+
+
+def test_gpu_experiment_argv_has_the_tutorial_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVLAB_GGUF", "/models/qwen-q8_0.gguf")
+    exp = load_experiment(EXPERIMENTS / "llamacpp-gpu-mono-vs-dual.toml")
+    mono, dual = (m.llamacpp_settings() for m in exp.modes)
+    assert (mono.gpus, dual.gpus) == (1, 2)
+    mono_argv = " ".join(LlamaServer(mono, 4096).argv())
+    dual_argv = " ".join(LlamaServer(dual, 4096).argv())
+    assert "-m /models/qwen-q8_0.gguf -c 4096 -np 1" in mono_argv
+    assert "--split-mode none" in mono_argv and "-ngl all" in mono_argv
+    assert "--split-mode layer --tensor-split 1,1" in dual_argv
+
+
+def test_openai_endpoint_experiment() -> None:
+    exp = load_experiment(EXPERIMENTS / "openai-endpoint.toml")
+    (mode,) = exp.modes
+    assert mode.server == "external" and mode.stream and exp.workload.output_tokens == 32
+    assert exp.request_params(mode)["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_compose_has_six_profiles_with_gpu_reservations() -> None:
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load((EXPERIMENTS / "compose.yaml").read_text())
+    services = doc["services"]
+    assert sorted(services) == sorted(f"{m}-{c}" for m in ("mono", "dual")
+                                      for c in (512, 2048, 4096))
+    for name, svc in services.items():
+        devices = svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+        assert len(devices) == (1 if name.startswith("mono") else 2)
+        assert svc["image"] == "ghcr.io/ggml-org/llama.cpp:server-cuda"
+        assert f"-c {name.split('-')[1]}" in svc["command"]
