@@ -86,6 +86,8 @@ def calibrate(
     ),
     ingest: bool = typer.Option(True, help="Run the ingest burst and ramp."),
     ingest_streams: int = typer.Option(64, help="Streams in the ingest tests."),
+    ingest_duration_s: float = typer.Option(3.0, help="Seconds of each ingest burst."),
+    ramp_duration_s: float = typer.Option(2.0, help="Seconds per ingest ramp rate."),
     ramp: str = typer.Option("25000,50000,100000,150000,200000,300000",
                              help="Offered events/s of the ingest ramp."),
     save: bool = typer.Option(True, help="Write the limits to the calibration file."),
@@ -101,13 +103,15 @@ def calibrate(
     if api not in ("llamacpp-completion", "openai-chat"):
         raise ConfigError(f"--api must be llamacpp-completion or openai-chat, got {api!r}")
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
-    if duration_s <= 0 or itl_ms < 0 or ttft_ms < 0 or tokens < 2 or ingest_streams < 1:
-        raise ConfigError("--duration-s must be > 0, --itl-ms/--ttft-ms >= 0, --tokens >= 2, "
+    durations = (duration_s, ingest_duration_s, ramp_duration_s)
+    if min(durations) <= 0 or min(itl_ms, ttft_ms) < 0 or tokens < 2 or ingest_streams < 1:
+        raise ConfigError("durations must be > 0, --itl-ms/--ttft-ms >= 0, --tokens >= 2, "
                           "--ingest-streams >= 1")
     settings = CalibrateSettings(
         concurrency=levels, duration_s=duration_s, itl_ms=itl_ms, ttft_ms=ttft_ms,
         tokens=tokens, api=ApiKind(api), known_delay_ms=known_delay_ms, ingest=ingest,
         ingest_streams=ingest_streams, ramp_rates=_floats(ramp, "--ramp"),
+        ingest_duration_s=ingest_duration_s, ramp_duration_s=ramp_duration_s,
     )
     say = err_console.print if json_out else console.print
     report = run_calibration(settings, progress=lambda m: say(f"[dim]{m}[/dim]"))

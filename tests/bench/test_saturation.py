@@ -1,0 +1,62 @@
+"""Saturation warning and the calibration file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvlab.bench.records import ApiKind, Outcome, Record
+from kvlab.bench.saturation import (
+    Calibration,
+    busiest_rate,
+    calibration_path,
+    load_calibration,
+    saturation_warning,
+    save_calibration,
+)
+
+
+def _record(chunk_ns: list[int], tokens: list[int | None]) -> Record:
+    return Record(
+        run_id="r", mode="m", capacity=0, query_id="q", api=ApiKind.LLAMACPP_COMPLETION,
+        path="/completion", stream=True, prompt_sha256="", requested_tokens=len(chunk_ns),
+        t_sent=0, t_end=chunk_ns[-1], chunk_ns=chunk_ns, chunk_tokens=tokens,
+        outcome=Outcome.OK,
+    )
+
+
+# Two streams: 1000 events each, 2 tokens per event, spread over 0.5 s; then quiet.
+RECORDS = [
+    _record([i * 500_000 for i in range(1000)], [2] * 1000),
+    _record([i * 500_000 + 1 for i in range(1000)], [2] * 1000),
+    _record([5_000_000_000], [None]),
+]
+
+
+def test_busiest_rate_counts_the_densest_window() -> None:
+    events, tokens = busiest_rate(RECORDS, window_s=1.0)
+    assert events == 2000 and tokens == 4000
+    assert busiest_rate([], 1.0) == (0.0, 0.0)
+
+
+def test_warning_raised_near_the_limit_and_not_below() -> None:
+    tiny = Calibration(max_events_per_s=100.0, max_tokens_per_s=1e9)
+    message = saturation_warning(RECORDS, tiny)
+    assert message is not None and "2,000 events/s" in message and "kvlab calibrate" in message
+    assert saturation_warning(RECORDS, {"max_events_per_s": 1e6, "max_tokens_per_s": 1e6}) is None
+    by_tokens = saturation_warning(RECORDS, Calibration(1e6, 5000.0))  # 4000/5000 = 80 %
+    assert by_tokens is not None and "tokens/s" in by_tokens
+    assert saturation_warning(RECORDS, None) is None
+
+
+def test_calibration_file_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "sub" / "cal.json"
+    monkeypatch.setenv("KVLAB_CALIBRATION", str(target))
+    assert calibration_path() == target
+    assert load_calibration() is None
+    cal = Calibration(120_000.0, 120_000.0, measured_at="2026-01-01T00:00:00+00:00", host="h")
+    assert save_calibration(cal) == target
+    assert load_calibration() == cal
+    target.write_text("{not json")
+    assert load_calibration() is None
