@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import socket
+import time
 
 import pytest
 
@@ -226,3 +227,50 @@ def test_check_models_unreachable():
         port = s.getsockname()[1]
     with pytest.raises(EndpointUnreachable, match="cannot connect"):
         check_models(Endpoint(f"http://127.0.0.1:{port}", ApiKind.OPENAI_CHAT, "m"))
+
+
+# -- against the embedded server over the real reference engine (kvlab serve) ---------
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    import httpx
+
+    from kvlab.serve import BackgroundServer, ServeSettings, create_app
+
+    settings = ServeSettings(n_ctx=64, threads=1, api_key=KEY)
+    with BackgroundServer(create_app(settings)) as srv:
+        for _ in range(3000):
+            if httpx.get(srv.base_url + "/health").status_code == 200:
+                break
+            time.sleep(0.02)
+        yield srv.base_url
+
+
+GREEDY = {"temperature": 0, "seed": 42, "ignore_eos": True, "cache_prompt": False}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("api", ALL_APIS)
+def test_embedded_server(embedded, api, stream):
+    ep = Endpoint(base_url=embedded, api=api, model="toy", api_key=KEY)
+    rec = send(ep, RequestSpec(prompt="hello kv", max_tokens=5, stream=stream, params=GREEDY))
+    assert rec.outcome is Outcome.OK, rec.error
+    assert rec.output_tokens == 5 and rec.prompt_tokens and rec.prompt_tokens > 0
+    assert rec.timings is not None and rec.timings["predicted_n"] == 5
+    assert rec.stop_type in ("limit", "length")
+    assert KEY not in rec.model_dump_json()
+    if stream:
+        assert rec.saw_terminator is True
+        assert rec.saw_usage is (None if api is ApiKind.LLAMACPP_COMPLETION else True)
+        assert rec.t_sent < rec.t_first_content <= rec.t_last_content <= rec.t_end
+        if api is ApiKind.LLAMACPP_COMPLETION:
+            assert sum(rec.chunk_tokens) == 5
+
+
+def test_embedded_server_models_and_context_error(embedded):
+    assert "toy" in check_models(Endpoint(embedded, ApiKind.OPENAI_CHAT, "toy", api_key=KEY))
+    ep = Endpoint(embedded, ApiKind.LLAMACPP_COMPLETION, api_key=KEY)
+    rec = send(ep, RequestSpec(prompt="x" * 200, max_tokens=4, params=GREEDY))
+    assert rec.outcome is Outcome.HTTP_ERROR and rec.http_status == 400
+    assert "exceed_context_size_error" in rec.error

@@ -201,9 +201,9 @@ class _Facts:
             if obj.get("stop"):
                 self.llama_final(obj)
                 self.saw_terminator = True
-                content = obj.get("content")  # normally "" (already streamed)
-                if content:
-                    self._content(content, t, len(obj.get("tokens") or ()) or None)
+                content = obj.get("content")  # normally "" (already streamed), but a
+                if content:  # server may flush held-back text here, with no new token
+                    self._content(content, t, len(obj.get("tokens") or ()))
                 return True
             if "error" in obj:
                 raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
