@@ -1,8 +1,7 @@
 """Build a :class:`ModelShape` from a GGUF file's metadata, the keys llama.cpp reads.
 
-``gguf.GGUFReader`` maps the file with ``numpy.memmap`` and only parses the header:
-tensor data stays on disk (each tensor is a lazy view into the map), so reading a
-multi-gigabyte model costs the header, not the weights.
+The header is read sequentially with the ``gguf`` package's constants; tensor data is
+never read (see :func:`read_gguf_metadata` for why not ``gguf.GGUFReader``).
 
 Keys (``{arch}`` = ``general.architecture``): ``block_count``, ``context_length``,
 ``embedding_length``, ``attention.head_count``, ``attention.head_count_kv`` (scalar or
@@ -20,8 +19,11 @@ disables Phi's window).
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from gguf import GGUF_MAGIC, GGUFValueType
 
 from kvlab.errors import ConfigError, ModelFileError
 from kvlab.memory.shapes import ModelShape, swa_flags
@@ -36,27 +38,92 @@ _SWA_ARCHS: dict[str, tuple[int, int | None]] = {
 _NO_SWA_ARCHS = {"phi3"}
 
 
-def read_gguf_metadata(path: str | Path) -> dict[str, Any]:
-    """All metadata key/values of a GGUF file (strings decoded, arrays as lists).
+def read_gguf_metadata(path: str | Path, *, max_array: int = 4096) -> dict[str, Any]:
+    """The metadata key/values of a GGUF file: strings decoded, arrays as lists.
 
-    Tensor data is not read. ModelFileError when the file is missing or not a GGUF.
+    Only the header is read, sequentially; arrays longer than ``max_array`` (the
+    vocabulary, merges, scores) are skipped with a seek and left out, and tensor data
+    is never touched. ``gguf.GGUFReader`` would do the same job but builds numpy
+    objects for every vocabulary entry: about 30 s and 700 MB of RAM on the 240 MB
+    Gemma 3 270M file, against well under a second here. ModelFileError when the file
+    is missing, truncated or not a GGUF (versions 2 and 3).
     """
-    from gguf import GGUFReader  # numpy-heavy; imported on use
-
     p = Path(path)
     if not p.is_file():
         raise ModelFileError(f"GGUF file {str(p)!r} does not exist or is not a file")
     try:
-        reader = GGUFReader(p, "r")
-        meta: dict[str, Any] = {}
-        for key, field in reader.fields.items():
-            if key.startswith("GGUF.") or key == "tokenizer.ggml.tokens" or "merges" in key:
-                continue  # vocabularies are large and say nothing about the cache
-            if key.startswith("tokenizer.ggml."):
-                continue
-            meta[key] = field.contents()
-    except Exception as exc:  # the reader raises ValueError/IndexError/OSError on bad files
+        with p.open("rb") as f:
+            return _read_header(f, max_array)
+    except ModelFileError:
+        raise
+    except (OSError, struct.error, UnicodeDecodeError, ValueError, EOFError) as exc:
         raise ModelFileError(f"{str(p)!r} is not a readable GGUF file: {exc}") from None
+
+
+# GGUF value types (gguf.GGUFValueType) -> struct format of one scalar
+_SCALARS = {
+    GGUFValueType.UINT8: "B",
+    GGUFValueType.INT8: "b",
+    GGUFValueType.UINT16: "H",
+    GGUFValueType.INT16: "h",
+    GGUFValueType.UINT32: "I",
+    GGUFValueType.INT32: "i",
+    GGUFValueType.FLOAT32: "f",
+    GGUFValueType.BOOL: "?",
+    GGUFValueType.UINT64: "Q",
+    GGUFValueType.INT64: "q",
+    GGUFValueType.FLOAT64: "d",
+}
+_SKIPPED = object()
+
+
+def _read_header(f: BinaryIO, max_array: int) -> dict[str, Any]:
+    def exact(n: int) -> bytes:
+        data = f.read(n)
+        if len(data) != n:
+            raise EOFError("the file ends inside its header")
+        return data
+
+    magic = exact(4)
+    if struct.unpack("<I", magic)[0] != GGUF_MAGIC:
+        raise ModelFileError(f"{f.name!r} is not a GGUF file (magic {magic!r})")
+    order = "<"
+    version = struct.unpack("<I", exact(4))[0]
+    if version & 0xFFFF == 0:  # written on a big-endian machine
+        order, version = ">", struct.unpack(">I", struct.pack("<I", version))[0]
+    if version not in (2, 3):
+        raise ModelFileError(f"{f.name!r}: GGUF version {version} is not supported (2 or 3)")
+
+    def unpack(fmt: str) -> Any:
+        fmt = order + fmt
+        return struct.unpack(fmt, exact(struct.calcsize(fmt)))[0]
+
+    def string() -> str:
+        return exact(unpack("Q")).decode("utf-8")
+
+    def value(vtype: int, keep: bool = True) -> Any:
+        if vtype == GGUFValueType.STRING:
+            if keep:
+                return string()
+            f.seek(unpack("Q"), 1)
+            return _SKIPPED
+        if vtype == GGUFValueType.ARRAY:
+            etype, count = unpack("I"), unpack("Q")
+            keep_items = keep and count <= max_array
+            if not keep_items and etype in _SCALARS:
+                f.seek(count * struct.calcsize(order + _SCALARS[GGUFValueType(etype)]), 1)
+                return _SKIPPED
+            items = [value(etype, keep_items) for _ in range(count)]
+            return items if keep_items else _SKIPPED
+        return unpack(_SCALARS[GGUFValueType(vtype)])
+
+    _n_tensors, n_kv = unpack("Q"), unpack("Q")
+    meta: dict[str, Any] = {}
+    for _ in range(n_kv):
+        key = string()
+        item = value(unpack("I"))
+        if item is not _SKIPPED:
+            meta[key] = item
     return meta
 
 
