@@ -50,3 +50,15 @@ def test_compose_has_six_profiles_with_gpu_reservations() -> None:
         assert len(devices) == (1 if name.startswith("mono") else 2)
         assert svc["image"] == "ghcr.io/ggml-org/llama.cpp:server-cuda"
         assert f"-c {name.split('-')[1]}" in svc["command"]
+
+
+def test_dry_run_prints_every_argv_and_starts_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvlab.cli.llamacpp_cmds import dry_run_plan
+
+    monkeypatch.setenv("KVLAB_GGUF", "/models/qwen-q8_0.gguf")
+    plan = dry_run_plan(EXPERIMENTS / "llamacpp-gpu-mono-vs-dual.toml")
+    assert [(p["mode"], p["capacity"]) for p in plan] == [
+        (m, c) for m in ("mono", "dual") for c in (512, 2048, 4096)]
+    assert all("--port" in p["argv"] and "<free port>" in p["argv"] for p in plan)  # type: ignore[operator]
+    assert plan[0]["requests"] == 31

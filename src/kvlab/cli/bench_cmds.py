@@ -78,18 +78,24 @@ def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
     table = Table(title=f"{evaluation.experiment}: means in ms (tok/s = Σ tokens / Σ e2e)")
     for header in keep.values():
         table.add_column(header, justify="left" if header == "mode" else "right",
-                         no_wrap=True)
-    for row in summary_rows(evaluation):
-        table.add_row(*[row[i] for i in index])
-    console.print(table, width=max(console.width, 120))
+                         no_wrap=True, min_width=len(header))
+    rows = [[row[i] for i in index] for row in summary_rows(evaluation)]
+    for column, values in zip(table.columns, zip(*rows, strict=True), strict=False):
+        column.min_width = max(len(v) for v in [column.header, *values])  # type: ignore[list-item]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table, width=max(console.width, 120), crop=False)
     if evaluation.comparisons:
         ctable = Table(title="comparisons: ratio = mean A / mean B (> 1: B faster)")
         for k in ["A / B", "capacity", "metric", "mean A", "mean B", "ratio", "reduction"]:
             ctable.add_column(k, justify="left" if k in ("A / B", "metric") else "right",
                               no_wrap=True)
-        for row in comparison_rows(evaluation):
+        crows = comparison_rows(evaluation)
+        for column, values in zip(ctable.columns, zip(*crows, strict=True), strict=False):
+            column.min_width = max(len(v) for v in [column.header, *values])  # type: ignore[list-item]
+        for row in crows:
             ctable.add_row(*row)
-        console.print(ctable, width=max(console.width, 120))
+        console.print(ctable, width=max(console.width, 120), crop=False)
     refused = evaluation.counts["refused_rows"]
     pairs = sum(1 for v in evaluation.violations if v.other_mode is not None)
     console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
@@ -104,9 +110,16 @@ def run(
     resume: Path | None = typer.Option(None, "--resume", help="Finish an interrupted run."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
     json_out: bool = typer.Option(False, "--json", help="Print evaluation.json at the end."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and argv; run nothing."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report."""
     from kvlab.bench.runner import run_experiment
+
+    if dry_run and experiment is not None:
+        from kvlab.cli.llamacpp_cmds import print_dry_run
+
+        print_dry_run(experiment, json_out)
+        return
 
     result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet))
     if json_out:

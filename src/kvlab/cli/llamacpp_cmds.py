@@ -85,3 +85,45 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
         table.add_row("GPUs needed", str(report.gpus_needed))
     table.add_row("ready", "yes" if not report.problems else "NO")
     return table
+
+
+def dry_run_plan(experiment_path: Path) -> list[dict[str, object]]:
+    """One entry per (mode, capacity) in run order: the server and, for llama.cpp
+    modes, the exact argv kvlab would launch (nothing is started)."""
+    from kvlab.bench.runner import make_server
+    from kvlab.experiment import load_experiment
+
+    experiment = load_experiment(experiment_path)
+    n_requests = (experiment.workload.warmup
+                  + experiment.workload.queries * experiment.workload.repetitions)
+    plan: list[dict[str, object]] = []
+    for mode in experiment.modes:
+        for capacity in experiment.capacities(mode):
+            entry: dict[str, object] = {"mode": mode.name, "capacity": capacity,
+                                        "server": mode.server, "api": str(mode.api),
+                                        "requests": n_requests}
+            if mode.server == "llamacpp":
+                entry["argv"] = make_server(experiment, mode, capacity).argv()
+            elif mode.server == "external" and mode.external is not None:
+                entry["endpoint"] = mode.external.endpoint or mode.external.base_url
+            plan.append(entry)
+    return plan
+
+
+def print_dry_run(experiment_path: Path, json_out: bool = False) -> None:
+    """Print the plan and every argv of ``kvlab run --dry-run``."""
+    import shlex
+
+    plan = dry_run_plan(experiment_path)
+    if json_out:
+        print_json({"plan": plan})
+        return
+    for step, entry in enumerate(plan, start=1):
+        console.print(f"{step}. mode {entry['mode']} @ capacity {entry['capacity']}: "
+                      f"{entry['server']} server, {entry['api']}, {entry['requests']} requests",
+                      highlight=False, markup=False)
+        if "argv" in entry:
+            console.print("   " + shlex.join(entry["argv"]),  # type: ignore[arg-type]
+                          highlight=False, markup=False, soft_wrap=True)
+        elif entry.get("endpoint"):
+            console.print(f"   endpoint: {entry['endpoint']}", highlight=False, markup=False)
