@@ -1,0 +1,91 @@
+"""Experiment files: defaults, and one-line errors naming file and key path."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvlab.errors import ExperimentError
+from kvlab.experiment import load_experiment, parse_experiment
+
+MINIMAL = 'name = "x"\n[[modes]]\nname = "a"\n'
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(ExperimentError) as info:
+        parse_experiment(text, "experiments/x.toml")
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_defaults_follow_the_protocol() -> None:
+    e = parse_experiment(MINIMAL)
+    assert e.workload.output_tokens == 64 and e.workload.warmup == 1
+    assert e.workload.repetitions == 1
+    p = e.protocol
+    assert (p.temperature, p.seed, p.ignore_eos, p.cache_prompt) == (0.0, 42, True, False)
+    assert (p.request_timeout_s, p.ready_timeout_s) == (120.0, 180.0)
+    mode = e.modes[0]
+    assert mode.server == "embedded" and mode.embedded is not None
+    assert e.request_params(mode)["seed"] == 42
+
+
+def test_mode_body_wins_over_protocol() -> None:
+    e = parse_experiment(MINIMAL + '[modes.body]\ntemperature = 0.5\n'
+                         'chat_template_kwargs = {enable_thinking = false}\n')
+    params = e.request_params(e.modes[0])
+    assert params["temperature"] == 0.5
+    assert params["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_bad_api_names_the_choices() -> None:
+    text = MINIMAL + '[[modes]]\nname = "b"\napi = "openai"\n'
+    assert error_of(text) == (
+        "experiments/x.toml: modes[1].api: 'openai' is not one of "
+        "llamacpp-completion, openai-chat, openai-completion"
+    )
+
+
+def test_unknown_key() -> None:
+    assert error_of('name = "x"\nfoo = 1\n' + MINIMAL[11:]) == "experiments/x.toml: foo: unknown key"
+
+
+def test_unknown_key_never_echoes_a_secret() -> None:
+    text = MINIMAL + 'server = "external"\n[modes.external]\nbase_url = "http://h"\napi_key = "sk-secret"\n'
+    message = error_of(text)
+    assert "modes[0].external.api_key: unknown key" in message
+    assert "sk-secret" not in message
+
+
+def test_compare_with_a_missing_mode() -> None:
+    message = error_of('name = "x"\ncompare = [["a", "c"]]\n' + MINIMAL[11:])
+    assert message == "experiments/x.toml: compare[0]: 'c' is not a mode (modes: a)"
+
+
+def test_bad_values() -> None:
+    assert "workload.output_tokens" in error_of(MINIMAL + "[workload]\noutput_tokens = 0\n")
+    assert "modes[0].embedded.threads" in error_of(MINIMAL + "[modes.embedded]\nthreads = 0\n")
+    assert "not valid TOML" in error_of("name = ")
+    assert "settings given but server is 'embedded'" in error_of(
+        MINIMAL + '[modes.external]\nbase_url = "http://h"\n')
+
+
+def test_llamacpp_table_is_validated() -> None:
+    e = parse_experiment(MINIMAL.replace('"a"\n', '"a"\nserver = "llamacpp"\n')
+                         + "[modes.llamacpp]\nthreads = 2\nslots = 1\n")
+    assert e.modes[0].llamacpp_settings().threads == 2
+    assert "modes[0]: llamacpp.split_mode" in error_of(
+        MINIMAL.replace('"a"\n', '"a"\nserver = "llamacpp"\n')
+        + '[modes.llamacpp]\nsplit_mode = "both"\n')
+
+
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(ExperimentError, match="cannot read"):
+        load_experiment(tmp_path / "nope.toml")
+
+
+def test_quickstart_validates() -> None:
+    e = load_experiment("experiments/quickstart.toml")
+    assert [m.name for m in e.modes] == [
+        "recompute", "kv-cache", "recompute-openai", "kv-cache-openai"]
+    assert e.workload.output_tokens == 64
