@@ -229,6 +229,7 @@ class LlamaServer:
             self.stop()
             raise
         self.startup_s = time.perf_counter() - started
+        self.props()  # cached now: the runner asks for facts() after stop()
 
     @property
     def pid(self) -> int | None:
