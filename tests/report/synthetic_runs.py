@@ -66,9 +66,27 @@ def two_mode_rows(n: int = 8, capacities: tuple[int, ...] = (256, 1024), *,
     return rows
 
 
-def write_run(path: Path, rows: list[Record], manifest: dict[str, Any] | None = None) -> Path:
-    """A run directory with records.jsonl and manifest.json."""
+EXPERIMENT_TOML = """
+name = "synthetic"
+description = "hand-made records"
+compare = [["slow", "fast"]]
+[workload]
+queries = 8
+capacities = [256, 1024]
+output_tokens = 8
+[[modes]]
+name = "slow"
+[[modes]]
+name = "fast"
+"""
+
+
+def write_run(path: Path, rows: list[Record], manifest: dict[str, Any] | None = None,
+              experiment: str | None = EXPERIMENT_TOML) -> Path:
+    """A run directory: records.jsonl, manifest.json and (unless None) experiment.toml."""
     path.mkdir(parents=True, exist_ok=True)
+    if experiment is not None:
+        (path / "experiment.toml").write_text(experiment, encoding="utf-8")
     with RecordStore(path / "records.jsonl") as store:
         for row in rows:
             store.append(row)

@@ -1,0 +1,77 @@
+"""Report commands: ``kvlab report RUN_DIR`` and ``kvlab compare RUN_A RUN_B``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kvlab.cli._app import app, console, print_json
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="A run directory (holds records.jsonl)."),
+    html: bool = typer.Option(False, "--html", help="Also write report.html (self-contained)."),
+    csv: bool = typer.Option(False, "--csv", help="Also write records.csv and summaries.csv."),
+    json_out: bool = typer.Option(False, "--json", help="Print the written paths as JSON."),
+) -> None:
+    """Rebuild report.md (and evaluation.json) from the records; optionally HTML and CSV."""
+    from kvlab.bench.runner import evaluate_run
+    from kvlab.report.rundir import load_run
+
+    load_run(run_dir)  # one-line error for a folder that is not a run
+    evaluate_run(run_dir)
+    written = [run_dir / "evaluation.json", run_dir / "report.md"]
+    if html:
+        from kvlab.report.html import write_html
+
+        written.append(write_html(run_dir))
+    if csv:
+        from kvlab.report.csv_export import write_csvs
+
+        written.extend(write_csvs(run_dir))
+    if json_out:
+        print_json({"run_dir": str(run_dir), "written": [str(p) for p in written]})
+        return
+    for path in written:
+        console.print(str(path), highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+def compare(
+    run_a: Path = typer.Argument(..., help="First run directory (A)."),
+    run_b: Path = typer.Argument(..., help="Second run directory (B)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+) -> None:
+    """Compare two runs: ratio A/B per metric with a 95 % interval and a verdict on B."""
+    from rich import box
+    from rich.table import Table
+
+    from kvlab.report.compare_runs import compare_runs
+    from kvlab.report.rundir import load_run
+    from kvlab.report.verdicts import comparison_rows, load_label
+
+    result = compare_runs(load_run(run_a), load_run(run_b))
+    if json_out:
+        print_json(result.to_dict())
+        return
+    console.print(f"A = {result.run_a} ({result.path_a})\nB = {result.run_b} ({result.path_b})",
+                  highlight=False, markup=False)
+    for mode, c in result.comparisons:
+        title = f"{mode} @ {c.capacity}, {load_label(c.load)}: B against A"
+        if c.refused:
+            console.print(f"{title}: refused: {c.refused}", highlight=False, markup=False)
+            continue
+        table = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
+        for name in ("metric", "A ms", "B ms", "A/B", "95 % CI", "verdict", "n"):
+            left = name in ("metric", "verdict")
+            table.add_column(name, justify="left" if left else "right",
+                             no_wrap=name not in ("verdict", "95 % CI"))
+        for r in comparison_rows(c):
+            table.add_row(r["metric"].removesuffix("_ms"), r["mean_a"], r["mean_b"], r["ratio"],
+                          r["interval"], r["verdict"], r["n"].replace(" paired", "p"))
+        console.print(table)
+    console.print("A/B > 1: B took less time; n: rows (p = paired on queries); the verdict "
+                  "is read from the interval alone; --json adds reductions (1 − B/A).",
+                  highlight=False, markup=False)

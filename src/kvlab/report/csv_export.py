@@ -1,0 +1,111 @@
+"""CSV export of a run: records.csv (one row per record, with derived metrics) and
+summaries.csv (one row per (mode, capacity, load)).
+
+Derived columns come from :mod:`kvlab.bench.metrics` (through analysis.ROW_METRICS);
+an empty cell means the metric is unknown for that row (no stream, no timings...).
+Every record is exported, warm-ups and refused rows included, with ``valid`` and
+``refused_reasons`` saying whether a summary counted it.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kvlab.bench import metrics
+from kvlab.bench.evaluate import current_rows
+from kvlab.bench.records import Record
+from kvlab.bench.validate import check_row
+from kvlab.report.analysis import INTERVAL_METRICS, ROW_METRICS, GroupSummary, summarize_run
+from kvlab.report.rundir import load_run
+
+RECORDS_CSV = "records.csv"
+SUMMARIES_CSV = "summaries.csv"
+
+RECORD_COLUMNS: tuple[str, ...] = (
+    "run_id", "mode", "capacity", "load", "query_id", "repetition", "position", "warmup",
+    "superseded", "valid", "refused_reasons", "api", "stream", "outcome", "http_status",
+    "prompt_sha256", "requested_tokens", "prompt_tokens", "output_tokens", "cached_tokens",
+    "stop_type", "truncated", "t_scheduled_ns", "t_sent_ns", "t_end_ns",
+    *(m.name for m in ROW_METRICS), "content_deltas",
+)
+
+_STATS = ("count", "mean", "p50", "p95", "p99", "min", "max", "std")
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "mode", "capacity", "load", "rows", "refused", "mean_prompt_tokens",
+    "e2e_tokens_per_s", "system_tokens_per_s",
+    *(f"{m.name}_{s}" for m in ROW_METRICS for s in _STATS),
+    *(f"{m.name}_mean_ci_{end}" for m in INTERVAL_METRICS for end in ("low", "high")),
+)
+
+
+def _cell(value: Any) -> Any:
+    """CSV cell: '' for None, lower-case booleans, floats at full precision."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def record_row(row: Record, *, superseded: bool = False) -> dict[str, Any]:
+    """One record as a dict over RECORD_COLUMNS."""
+    problems = [] if row.warmup else check_row(row)
+    data: dict[str, Any] = {
+        "run_id": row.run_id, "mode": row.mode, "capacity": row.capacity, "load": row.load,
+        "query_id": row.query_id, "repetition": row.repetition, "position": row.position,
+        "warmup": row.warmup, "superseded": superseded,
+        "valid": not row.warmup and not superseded and not problems,
+        "refused_reasons": ";".join(str(v.reason) for v in problems),
+        "api": str(row.api), "stream": row.stream, "outcome": str(row.outcome),
+        "http_status": row.http_status, "prompt_sha256": row.prompt_sha256,
+        "requested_tokens": row.requested_tokens, "prompt_tokens": row.prompt_tokens,
+        "output_tokens": row.output_tokens, "cached_tokens": row.cached_tokens,
+        "stop_type": row.stop_type, "truncated": row.truncated,
+        "t_scheduled_ns": row.t_scheduled, "t_sent_ns": row.t_sent, "t_end_ns": row.t_end,
+        "content_deltas": metrics.content_deltas(row) if row.stream else None,
+    }
+    for metric in ROW_METRICS:
+        data[metric.name] = metric.fn(row)
+    return {k: _cell(data[k]) for k in RECORD_COLUMNS}
+
+
+def summary_row(s: GroupSummary) -> dict[str, Any]:
+    """One group summary as a dict over SUMMARY_COLUMNS."""
+    data: dict[str, Any] = {
+        "mode": s.mode, "capacity": s.capacity, "load": s.load, "rows": s.rows,
+        "refused": s.refused, "mean_prompt_tokens": s.mean_prompt_tokens,
+        "e2e_tokens_per_s": s.e2e_tokens_per_s, "system_tokens_per_s": s.system_tokens_per_s,
+    }
+    for m in ROW_METRICS:
+        dist = s.metrics.get(m.name)
+        for stat in _STATS:
+            data[f"{m.name}_{stat}"] = getattr(dist, stat) if dist else None
+    for m in INTERVAL_METRICS:
+        ci = s.mean_intervals.get(m.name)
+        data[f"{m.name}_mean_ci_low"] = ci.low if ci else None
+        data[f"{m.name}_mean_ci_high"] = ci.high if ci else None
+    return {k: _cell(data[k]) for k in SUMMARY_COLUMNS}
+
+
+def _write(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def write_csvs(run_dir: Path | str, *, resamples: int = 2000) -> list[Path]:
+    """Write records.csv and summaries.csv into the run directory; return their paths."""
+    run = load_run(run_dir)
+    current = {id(r) for r in current_rows(run.records)}
+    records = [record_row(r, superseded=not r.warmup and id(r) not in current)
+               for r in run.records]
+    summaries = [summary_row(s) for s in summarize_run(run.records, resamples=resamples)]
+    return [
+        _write(run.path / RECORDS_CSV, RECORD_COLUMNS, records),
+        _write(run.path / SUMMARIES_CSV, SUMMARY_COLUMNS, summaries),
+    ]
