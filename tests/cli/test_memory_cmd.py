@@ -1,0 +1,123 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvlab.cli import main
+
+
+def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """Run ``kvlab memory ARGS`` in-process through the real entry point."""
+    monkeypatch.setattr(sys, "argv", ["kvlab", "memory", *args])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exc:
+        main()
+    captured = capsys.readouterr()
+    return exc.value.code or 0, captured.out, captured.err
+
+
+def last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_default_prints_the_notebook_projections(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys)
+    assert code == 0
+    for gib in ("0.250", "1.000", "4.000", "0.109", "0.438", "1.750"):
+        assert f" {gib} " in out
+    assert "bf16/bf16" in out
+
+
+def test_json_projections(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "--json", "-p", "qwen2.5-7b", "-L", "2048",
+                       "-L", "32768")  # fmt: skip
+    doc = last_json(out)
+    assert code == 0 and doc["mode"] == "formula" and doc["type_k"] == "bf16"
+    (model,) = doc["models"]
+    assert model["shape"]["kv_heads"] == 4
+    assert [r["bytes"] for r in model["rows"]] == [117_440_512, 1_879_048_192]
+
+
+def test_measure_toy(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "-p", "toy", "-L", "192", "--dtype", "f32",
+                       "--measure", "--json")  # fmt: skip
+    row = last_json(out)["models"][0]["rows"][0]
+    assert code == 0
+    assert (row["bytes"], row["measured_bytes"], row["matches"]) == (737_280, 737_280, True)
+    assert row["measure_method"] == "kvlab.engine.KVCache"
+
+
+def test_llamacpp_gemma(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "-p", "gemma-3-270m", "-L", "4096", "--llamacpp",
+                       "--slots", "1")  # fmt: skip
+    assert code == 0
+    assert "non-SWA" in out and " 1024 " in out and "15.00" in out and "27.00" in out
+    _, out, _ = run(monkeypatch, capsys, "-p", "gemma-3-270m", "-L", "4096", "--llamacpp",
+                    "--json", "--type-k", "q8_0")  # fmt: skip
+    doc = last_json(out)
+    assert (doc["type_k"], doc["type_v"]) == ("q8_0", "f16")
+    caches = doc["models"][0]["rows"][0]["caches"]
+    assert [c["cells"] for c in caches] == [4096, 1024]
+    assert caches[0]["k_bytes"] == 3 * 8 * 34 * 4096
+
+
+def test_compare_mha(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "-p", "llama-3.1-8b", "-L", "8192",
+                       "--compare-mha")  # fmt: skip
+    assert code == 0 and "not the whole VRAM" in out
+    _, out, _ = run(monkeypatch, capsys, "-p", "llama-3.1-8b", "-L", "8192", "--compare-mha",
+                    "--json")  # fmt: skip
+    assert last_json(out)["models"][0]["compare_mha"]["rows"][0]["ratio"] == 4.0
+
+
+def test_config_and_gguf_sources(monkeypatch, capsys, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4,
+                               "hidden_size": 256}))  # fmt: skip
+    code, out, _ = run(monkeypatch, capsys, "--config", str(cfg), "-L", "100", "--json")
+    assert code == 0
+    assert last_json(out)["models"][0]["rows"][0]["bytes"] == 2 * 2 * 4 * 64 * 100 * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "nope"], "unknown model preset 'nope'; valid presets: toy"),
+        (["-L", "0"], "must be positive"),
+        (["--seqs", "-1"], "must be positive"),
+        (["--dtype", "q3"], "unknown cache type"),
+        (["--gguf", "/nonexistent/m.gguf"], "does not exist"),
+        (["-p", "toy", "--measure", "--llamacpp"], "drop --llamacpp"),
+        (["-p", "toy", "--dtype", "q8_0", "--type-k", "f16", "--measure"], "one type"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(monkeypatch, capsys, args, message):
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert code == 2
+    assert err.startswith("error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_config_files(monkeypatch, capsys, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{oops")
+    code, _, err = run(monkeypatch, capsys, "--config", str(bad))
+    assert code == 2 and "not valid JSON" in err
+    bad.write_text(json.dumps({"num_hidden_layers": 2, "num_attention_heads": 8,
+                               "num_key_value_heads": 3, "head_dim": 64}))  # fmt: skip
+    code, _, err = run(monkeypatch, capsys, "--config", str(bad))
+    assert code == 2 and "does not divide" in err and err.count("\n") == 1
+    not_gguf = tmp_path / "m.gguf"
+    not_gguf.write_bytes(b"\x00" * 64)
+    code, _, err = run(monkeypatch, capsys, "--gguf", str(not_gguf))
+    assert code == 2 and "not a GGUF" in err
+
+
+def test_console_script_error_path():
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvlab", "memory", "--preset", "nope"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown model preset") and "Traceback" not in proc.stderr
