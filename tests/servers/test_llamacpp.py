@@ -176,3 +176,67 @@ def test_killing_kvlab_kills_its_server(tmp_path: Path, sig: signal.Signals) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.llamacpp
+@needs_llama
+def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
+    import asyncio
+
+    from kvlab.bench.endpoints import Endpoint, HarnessClient, RequestSpec
+    from kvlab.bench.records import ApiKind, Outcome, RunClock
+
+    server = LlamaServer(SMALL, 256)
+    server.start(tmp_path / "server.log")
+    try:
+        endpoint = Endpoint(server.base_url, ApiKind.LLAMACPP_COMPLETION)
+        spec = RequestSpec(prompt="word " * 600, max_tokens=8, stream=True,
+                           params={"temperature": 0, "cache_prompt": False},
+                           mode="t2", capacity=256, query_id="long")
+
+        async def send():  # type: ignore[no-untyped-def]
+            async with HarnessClient() as client:
+                return await client.send(endpoint, spec, RunClock())
+
+        record = asyncio.run(send())
+    finally:
+        server.stop()
+    assert record.outcome == Outcome.HTTP_ERROR and record.http_status == 400
+    assert record.error is not None and "exceeds the available context size" in record.error
+
+
+@pytest.mark.llamacpp
+@needs_llama
+def test_full_measured_mode_passes_validation(tmp_path: Path) -> None:
+    import json
+
+    from kvlab.bench.runner import run_experiment
+
+    exp = tmp_path / "tiny.toml"
+    exp.write_text(textwrap.dedent("""
+        name = "tiny-llamacpp"
+        [workload]
+        queries = 2
+        capacities = [512]
+        output_tokens = 64
+        warmup = 1
+        [[modes]]
+        name = "t2"
+        server = "llamacpp"
+        [modes.llamacpp]
+        threads = 2
+    """))
+    result = run_experiment(exp, out=tmp_path / "runs")
+    summary = result.evaluation.summary("t2", 512)
+    assert summary is not None and summary.queries == 2 and summary.refused == 0
+    assert result.evaluation.counts["refused_rows"] == 0
+    records = [json.loads(line) for line in
+               (result.run_dir.path / "records.jsonl").read_text().splitlines()]
+    measured = [r for r in records if not r["warmup"]]
+    assert len(measured) == 2 and all(r["output_tokens"] == 64 for r in measured)
+    manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
+    (entry,) = manifest["servers"]
+    facts = entry["facts"]
+    assert facts["kv_check"]["match"] and "-lv" in facts["argv"]
+    assert facts["props"]["default_generation_settings"]["n_ctx"] == 512
+    assert not LlamaServer(SMALL, 512).running() and _gone(facts["pid"])

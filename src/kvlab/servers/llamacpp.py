@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -95,13 +96,19 @@ def _free_port(host: str = "127.0.0.1") -> int:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    """Ask Linux to SIGKILL the child when its parent dies (even by SIGKILL)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except OSError:
-        pass
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A pre-exec hook asking Linux to SIGKILL the child when kvlab dies (even by SIGKILL)."""
+
+    def hook() -> None:  # runs in the child between fork and exec
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except OSError:
+            return
+        if os.getppid() != parent_pid:  # kvlab died before prctl took effect
+            os._exit(1)
+
+    return hook
 
 
 class LlamaServer:
@@ -216,7 +223,8 @@ class LlamaServer:
                 self.argv(), stdin=subprocess.DEVNULL, stdout=self._log_file,
                 stderr=subprocess.STDOUT, env=self.binary.child_env(),
                 start_new_session=True,  # own process group: stop() signals the group
-                preexec_fn=_die_with_parent if (in_main and sys.platform == "linux") else None,
+                preexec_fn=(_die_with_parent(os.getpid())
+                            if in_main and sys.platform == "linux" else None),
             )
             _register(self)
         try:
