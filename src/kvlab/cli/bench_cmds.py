@@ -157,8 +157,14 @@ def measure(
 ) -> None:
     """Measure one mode (all its capacities) into a run directory."""
     from kvlab.bench.runner import measure_mode
+    from kvlab.errors import RunInterrupted
 
-    run_path = measure_mode(experiment, mode, run_dir=run_dir, out=out, reporter=_reporter(quiet))
+    try:
+        run_path = measure_mode(experiment, mode, run_dir=run_dir, out=out,
+                                reporter=_reporter(quiet))
+    except RunInterrupted as exc:
+        err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     console.print(f"records in {run_path.records_path}; evaluate with: kvlab evaluate "
                   f"{run_path.path}", highlight=False, markup=False)
 
