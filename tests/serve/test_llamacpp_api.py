@@ -11,14 +11,13 @@ GREEDY = {"temperature": 0, "seed": 42, "ignore_eos": True}
 
 
 def check_timings(timings: dict, n_prompt: int, n_out: int) -> None:
-    """llama.cpp's definitions: rates leave out the first token; nothing is cached."""
-    assert timings["cache_n"] == 0
-    assert timings["prompt_n"] == n_prompt
+    """llama.cpp's definitions: rates leave out the first token."""
+    assert timings["cache_n"] + timings["prompt_n"] == n_prompt
     assert timings["predicted_n"] == n_out
     assert timings["prompt_ms"] > 0
     assert timings["predicted_ms"] > 0
     assert timings["prompt_per_second"] == pytest.approx(
-        1000 * n_prompt / timings["prompt_ms"])
+        1000 * timings["prompt_n"] / timings["prompt_ms"])
     assert timings["predicted_per_second"] == pytest.approx(
         1000 * (n_out - 1) / timings["predicted_ms"])
     assert timings["predicted_per_token_ms"] == pytest.approx(
@@ -153,3 +152,43 @@ def test_seed_makes_sampling_reproducible(base_url: str) -> None:
     other = httpx.post(base_url + "/completion", json={**body, "seed": 8}, timeout=60).json()
     assert first["tokens"] == again["tokens"]
     assert other["tokens"] != first["tokens"]
+
+
+def test_cache_prompt_reuses_the_shared_prefix(base_url: str) -> None:
+    first = {"prompt": "A shared prefix, then one ending", "n_predict": 6, **GREEDY}
+    second = {**first, "prompt": "A shared prefix, then another"}
+    httpx.post(base_url + "/completion", json=first, timeout=60)
+    reused = httpx.post(base_url + "/completion", json=second, timeout=60).json()
+    fresh = httpx.post(base_url + "/completion", json={**second, "cache_prompt": False},
+                       timeout=60).json()
+    shared = len("A shared prefix, then ")
+    assert reused["timings"]["cache_n"] == shared
+    assert reused["timings"]["prompt_n"] == len(second["prompt"]) - shared
+    assert reused["tokens_evaluated"] == len(second["prompt"])
+    assert fresh["timings"]["cache_n"] == 0
+    assert reused["tokens"] == fresh["tokens"]
+    # The same prompt again: all but one token come from the cache (llama.cpp's rule).
+    again = httpx.post(base_url + "/completion", json=second, timeout=60).json()
+    assert again["timings"]["cache_n"] == len(second["prompt"]) - 1
+    assert again["timings"]["prompt_n"] == 1
+    assert again["tokens"] == fresh["tokens"]
+
+
+def test_cache_prompt_continues_from_generated_tokens(base_url: str) -> None:
+    first = httpx.post(base_url + "/completion",
+                       json={"prompt": "continue", "n_predict": 5, **GREEDY}, timeout=60).json()
+    # The cache holds the prompt plus all generated tokens but the last.
+    assert first["tokens_cached"] == len("continue") + 4
+    follow = {"prompt": [*b"continue", *first["tokens"], 65], "n_predict": 4, **GREEDY}
+    reused = httpx.post(base_url + "/completion", json=follow, timeout=60).json()
+    fresh = httpx.post(base_url + "/completion", json={**follow, "cache_prompt": False},
+                       timeout=60).json()
+    assert reused["timings"]["cache_n"] == len("continue") + 4
+    assert reused["tokens"] == fresh["tokens"]
+
+
+def test_no_cache_server_never_reuses(no_cache_url: str) -> None:
+    body = {"prompt": "same prompt twice", "n_predict": 3, **GREEDY}
+    for _ in range(2):
+        out = httpx.post(no_cache_url + "/completion", json=body, timeout=60).json()
+        assert out["timings"]["cache_n"] == 0 and out["tokens_cached"] == 0

@@ -6,7 +6,7 @@ import httpx
 
 from tests.serve.conftest import N_CTX, stream_json
 
-GREEDY = {"temperature": 0, "seed": 42, "ignore_eos": True}
+GREEDY = {"temperature": 0, "seed": 42, "ignore_eos": True, "cache_prompt": False}
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 CHAT_PROMPT = "system: be brief\nuser: hi\nassistant: "  # kvlab's documented template
 
@@ -76,6 +76,7 @@ def test_completions_stream_ends_with_usage_and_done(base_url: str) -> None:
     assert final["choices"][0]["finish_reason"] == "length"
     assert final["usage"] == plain["usage"] | {"completion_tokens": 5}
     assert final["usage"]["prompt_tokens"] == 4
+    assert final["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}  # cache_prompt off
     assert final["timings"]["predicted_n"] == 5
 
 

@@ -10,8 +10,10 @@ Timings follow llama.cpp's definitions (``perf_counter_ns`` inside the server):
 ``prompt_ms`` runs from the slot start to the first sampled token (so the first
 token's time is in it), ``predicted_ms`` from the first sampled token to the last.
 
-Prompt reuse (``cache_prompt``) is accepted but not implemented: every request
-recomputes its whole prompt, and ``timings.cache_n`` is always 0.
+With the KV cache on and ``cache_prompt`` true (the default, as in llama.cpp), a
+prompt that shares a prefix with the tokens the slot's cache holds from the previous
+request reuses those cells (``timings.cache_n``); see :mod:`kvlab.serve.prompt_cache`.
+``cache_prompt`` false, or ``--no-cache``, recomputes the whole prompt.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.serve.params import GenParams
+from kvlab.serve.prompt_cache import keep_prefix, reusable_prefix, steps_after_prefix
 
 
 @dataclass
@@ -95,7 +98,8 @@ class Slot:
         self.weights_seed = weights_seed
         self.model: Any = None
         self.tokenizer: Any = None
-        self.cache: Any = None
+        self.cache: Any = None  # the preallocated KV cache (None with use_cache False)
+        self._held: list[int] = []  # token ids whose K/V the cache holds, in order
         self.ready = threading.Event()
         self.load_error: BaseException | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlab-slot")
@@ -113,6 +117,29 @@ class Slot:
         # One preallocated cache of the whole context, reused (reset) by every request.
         self.cache = KVCache(config, max_len=self.n_ctx) if self.use_cache else None
         self.ready.set()
+
+    def _token_stream(
+        self, prompt_ids: list[int], limit: int, params: GenParams
+    ) -> tuple[Iterator[int], int]:
+        """The token iterator for one request and the prompt tokens it reuses."""
+        from kvlab.engine import iter_generate
+
+        reuse = 0
+        if self.cache is not None and params.cache_prompt:
+            reuse = reusable_prefix(self._held, prompt_ids)
+        self._held = []  # unknown until this request ends well
+        if reuse > 0:
+            keep_prefix(self.cache, reuse)
+            return steps_after_prefix(self.model, self.cache, prompt_ids, limit,
+                                      params.temperature, params.seed), reuse
+        # The engine never sees ignore_eos=False: stopping in _run instead lets EOS be
+        # counted in tokens_predicted, as llama.cpp counts it.
+        tokens = iter_generate(
+            self.model, prompt_ids, limit, use_cache=self.use_cache,
+            temperature=params.temperature, seed=params.seed, ignore_eos=True,
+            cache=self.cache,
+        )
+        return tokens, 0
 
     def close(self) -> None:
         """Stop the worker thread once the running generation (if any) ends."""
@@ -154,25 +181,18 @@ class Slot:
     def _run(self, prompt_ids: list[int], params: GenParams, put: Any,
              cancel: threading.Event) -> Finished:
         """The generation itself, on the worker thread."""
-        from kvlab.engine import EOS_ID, iter_generate
+        from kvlab.engine import EOS_ID
 
         n_prompt = len(prompt_ids)
         room = self.n_ctx - n_prompt  # tokens that still fit in the context
         limit = room if params.n_predict < 0 else min(params.n_predict, room)
         done = Finished(n_prompt=n_prompt)
-        done.timings.prompt_n = n_prompt
         decoder = self.tokenizer.incremental_decoder()
         pieces: list[str] = []
         t_start = time.perf_counter_ns()
         t_first = t_last = t_start
         if limit > 0:
-            # The engine never sees ignore_eos=False: stopping here instead lets EOS be
-            # counted in tokens_predicted, as llama.cpp counts it.
-            tokens = iter_generate(
-                self.model, prompt_ids, limit, use_cache=self.use_cache,
-                temperature=params.temperature, seed=params.seed, ignore_eos=True,
-                cache=self.cache,
-            )
+            tokens, done.timings.cache_n = self._token_stream(prompt_ids, limit, params)
             for token_id in tokens:
                 t_last = time.perf_counter_ns()
                 if not done.tokens:
@@ -191,7 +211,10 @@ class Slot:
         n_out = len(done.tokens)
         done.text = "".join(pieces)
         done.truncated = done.stop_type == "limit" and n_out >= room
-        done.tokens_cached = n_prompt + n_out if self.use_cache else 0
+        if self.cache is not None and limit > 0:  # the last token is never fed back
+            self._held = (prompt_ids + done.tokens)[: self.cache.length]
+        done.tokens_cached = len(self._held)
+        done.timings.prompt_n = n_prompt - done.timings.cache_n
         done.timings.prompt_ns = t_first - t_start
         done.timings.predicted_n = n_out
         # llama.cpp counts at least 1 µs once decoding started.

@@ -117,7 +117,7 @@ class ServerState:
                 "n_ctx": self.n_ctx,
                 "max_len": config.max_len,
                 "concurrency": CONCURRENCY,
-                "prompt_reuse": False,
+                "prompt_reuse": self.settings.use_cache,  # cache_prompt honoured
                 "threads": self.settings.threads,
                 "weights_seed": self.settings.weights_seed,
                 "default_seed": self.settings.seed,
