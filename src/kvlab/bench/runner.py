@@ -349,6 +349,7 @@ def measure_mode(experiment_file: Path | None, mode_name: str, run_dir: Path | N
 def evaluate_run(run_dir: Path) -> Evaluation:
     """Recompute evaluation.json and report.md of a run dir from its records."""
     from kvlab.report.markdown import render_report
+    from kvlab.report.verdicts import intervals_markdown
 
     run = RunDir.open(run_dir)
     experiment = run.experiment()
@@ -359,6 +360,8 @@ def evaluate_run(run_dir: Path) -> Evaluation:
     )
     write_evaluation(evaluation, run.evaluation_path)
     run.report_path.write_text(
-        render_report(evaluation, experiment, run.manifest()), encoding="utf-8"
+        render_report(evaluation, experiment, run.manifest(),
+                      intervals=intervals_markdown(records, experiment.compare)),
+        encoding="utf-8",
     )
     return evaluation

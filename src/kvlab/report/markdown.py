@@ -67,8 +67,8 @@ def comparison_rows(evaluation: Evaluation) -> list[list[str]]:
 
 
 def render_report(evaluation: Evaluation, experiment: Experiment,
-                  manifest: dict[str, Any]) -> str:
-    """The whole report as Markdown."""
+                  manifest: dict[str, Any], intervals: str | None = None) -> str:
+    """The whole report as Markdown; ``intervals`` is report.verdicts.intervals_markdown."""
     w, p = experiment.workload, experiment.protocol
     out: list[str] = [f"# kvlab run `{evaluation.run_id}` — {experiment.name}", ""]
     if experiment.description:
@@ -119,6 +119,8 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
                       comparison_rows(evaluation))
     else:
         out.append("No comparison requested.")
+    if intervals:
+        out += ["", "## Comparisons with 95 % intervals and verdicts", "", intervals.rstrip()]
     out += ["", "## Manifest essentials", ""]
     host = manifest.get("host", {})
     out += [

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kvlab.bench.records import Record
 from kvlab.bench.stats import MIN_BOOTSTRAP_VALUES
-from kvlab.report.analysis import MetricComparison, PairComparison
+from kvlab.report.analysis import MetricComparison, PairComparison, compare_run
 
 
 def fmt_num(x: float | None, digits: int = 2) -> str:
@@ -59,7 +60,7 @@ def comparison_rows(p: PairComparison) -> list[dict[str, Any]]:
 def comparisons_markdown(comparisons: Sequence[PairComparison]) -> str:
     """Markdown section body: one table per pair of modes at a capacity and load."""
     if not comparisons:
-        return "No comparison: the run has a single mode at every capacity."
+        return "No comparison: no two modes share a capacity.\n"
     lines = [
         "Ratio = mean A / mean B of a time; above 1, B took less time. The 95 % interval "
         "is a bootstrap (BCa) interval; the verdict is read from it alone (containing 1: "
@@ -82,3 +83,16 @@ def comparisons_markdown(comparisons: Sequence[PairComparison]) -> str:
                          f"| {r['interval']} | {r['reduction']} | {r['verdict']} | {r['n']} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def intervals_markdown(records: Sequence[Record], pairs: Sequence[tuple[str, str]] = (),
+                       *, resamples: int = 2000) -> str:
+    """The "comparisons with intervals" section body of report.md, from the records.
+
+    ``pairs`` are the experiment's compare pairs; when it names none, every pair of
+    modes is compared (and the text says so), as in report.html.
+    """
+    comparisons = compare_run(records, list(pairs) or None, resamples=resamples)
+    note = "" if pairs or not comparisons else (
+        "The experiment names no pairs: every pair of modes is compared.\n\n")
+    return note + comparisons_markdown(comparisons)
