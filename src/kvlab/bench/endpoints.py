@@ -196,22 +196,36 @@ class _Facts:
 
     def llama_events(self, events: list[bytes], t: int) -> bool:
         """Handle llama.cpp stream events read at ``t``; True once the final event came."""
-        for data in events:
-            obj = loads(data)
-            if obj.get("stop"):
-                self.llama_final(obj)
-                self.saw_terminator = True
-                content = obj.get("content")  # normally "" (already streamed), but a
-                if content:  # server may flush held-back text here, with no new token
-                    self._content(content, t, len(obj.get("tokens") or ()))
-                return True
-            if "error" in obj:
-                raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
-            content = obj.get("content")
-            tokens = obj.get("tokens")
-            if content or tokens:
-                self._content(content, t, len(tokens) if tokens is not None else None)
-        return False
+        # Hot path (one call per network read): list appends bound locally, no calls
+        # per event besides the JSON decode.
+        texts, chunk_ns, chunk_tokens = self.texts, self.chunk_ns, self.chunk_tokens
+        had_text = len(texts)
+        done = False
+        try:
+            for data in events:
+                obj = loads(data)
+                if obj.get("stop"):
+                    self.llama_final(obj)
+                    self.saw_terminator = done = True
+                    content = obj.get("content")  # normally "" (already streamed), but a
+                    if content:  # server may flush held-back text here, with no new token
+                        texts.append(content)
+                        chunk_ns.append(t)
+                        chunk_tokens.append(len(obj.get("tokens") or ()))
+                    break
+                if "error" in obj:
+                    raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
+                content = obj.get("content")
+                tokens = obj.get("tokens")
+                if content or tokens:
+                    if content:
+                        texts.append(content)
+                    chunk_ns.append(t)
+                    chunk_tokens.append(len(tokens) if tokens is not None else None)
+        finally:
+            if len(texts) > had_text:  # also when an event was bad
+                self._saw_text(t)
+        return done
 
     # -- OpenAI /v1/chat/completions and /v1/completions ----------------------------
 
@@ -240,43 +254,48 @@ class _Facts:
 
     def openai_events(self, events: list[bytes], t: int, chat: bool) -> bool:
         """Handle OpenAI stream events read at ``t``; True once ``[DONE]`` came."""
-        for data in events:
-            if data == b"[DONE]":
-                self.saw_terminator = True
-                return True
-            obj = loads(data)
-            choices = obj.get("choices")
-            if choices:
-                choice = choices[0]
-                if chat:
-                    delta = choice.get("delta")
-                    content = delta.get("content") if delta else None
-                else:
-                    content = choice.get("text")
-                if content:
-                    self._content(content, t, None)
-                reason = choice.get("finish_reason")
-                if reason:
-                    self.stop_type = reason
-            elif "error" in obj:
-                raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
-            usage = obj.get("usage")
-            if usage:
-                self.saw_usage = True
-                self.openai_usage(usage)
-            timings = obj.get("timings")
-            if timings is not None:
-                self.timings = timings  # llama.cpp puts them on the last chunk
-        return False
+        texts, chunk_ns, chunk_tokens = self.texts, self.chunk_ns, self.chunk_tokens
+        had_text = len(texts)
+        done = False
+        try:
+            for data in events:
+                if data == b"[DONE]":
+                    self.saw_terminator = done = True
+                    break
+                obj = loads(data)
+                choices = obj.get("choices")
+                if choices:
+                    choice = choices[0]
+                    if chat:
+                        delta = choice.get("delta")
+                        content = delta.get("content") if delta else None
+                    else:
+                        content = choice.get("text")
+                    if content:
+                        texts.append(content)
+                        chunk_ns.append(t)
+                        chunk_tokens.append(None)  # OpenAI deltas do not say how many tokens
+                    reason = choice.get("finish_reason")
+                    if reason:
+                        self.stop_type = reason
+                elif "error" in obj:
+                    raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
+                usage = obj.get("usage")
+                if usage:
+                    self.saw_usage = True
+                    self.openai_usage(usage)
+                timings = obj.get("timings")
+                if timings is not None:
+                    self.timings = timings  # llama.cpp puts them on the last chunk
+        finally:
+            if len(texts) > had_text:  # also when an event was bad
+                self._saw_text(t)
+        return done
 
-    def _content(self, text: str | None, t: int, tokens: int | None) -> None:
-        if text:
-            self.texts.append(text)
-            if self.t_first_content is None:
-                self.t_first_content = t
-            self.t_last_content = t
-        self.chunk_ns.append(t)
-        self.chunk_tokens.append(tokens)
+    def _saw_text(self, t: int) -> None:
+        if self.t_first_content is None:
+            self.t_first_content = t
+        self.t_last_content = t
 
 
 class _StreamError(Exception):
