@@ -8,6 +8,10 @@ with the same clock (CLOCK_MONOTONIC on Linux, checked via ``/synthetic/clock``)
 - latency error: each content chunk's arrival - its send time (ms)
 - gap error: |client gap between successive chunks - server gap between their sends|
 
+``known_delay_ms`` moves the client's clock origin back so every timestamp the harness
+takes reads that much late (a client that stamps each read late): the TTFT and latency
+errors must grow by exactly that, the gap errors not at all (a constant lag cancels).
+
 Ingest: (1) a burst with no inter-token delay, harness vs a plain aiohttp client
 (``async for line in resp.content`` + ``json.loads``), both in this process; (2) a ramp
 of paced rates whose highest rate with on-time timestamps is the client's limit.
@@ -50,7 +54,7 @@ class CalibrateSettings:
     ingest_duration_s: float = 3.0
     ingest_tokens: int = 1024  # per request in the burst
     events_per_write: int = 16  # server-side batching so the server is not the limit
-    ramp_rates: tuple[float, ...] = (25e3, 50e3, 100e3, 150e3, 200e3, 300e3)  # events/s
+    ramp_rates: tuple[float, ...] = (5e3, 10e3, 25e3, 50e3, 100e3, 150e3, 200e3, 300e3)  # ev/s
     ramp_duration_s: float = 2.0
     lag_limit_ms: float = 2.0  # ramp: p99 latency error above this = "error grows"
 

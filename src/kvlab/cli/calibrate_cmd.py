@@ -88,7 +88,7 @@ def calibrate(
     ingest_streams: int = typer.Option(64, help="Streams in the ingest tests."),
     ingest_duration_s: float = typer.Option(3.0, help="Seconds of each ingest burst."),
     ramp_duration_s: float = typer.Option(2.0, help="Seconds per ingest ramp rate."),
-    ramp: str = typer.Option("25000,50000,100000,150000,200000,300000",
+    ramp: str = typer.Option("5000,10000,25000,50000,100000,150000,200000,300000",
                              help="Offered events/s of the ingest ramp."),
     save: bool = typer.Option(True, help="Write the limits to the calibration file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document last."),
