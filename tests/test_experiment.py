@@ -47,11 +47,14 @@ def test_bad_api_names_the_choices() -> None:
 
 
 def test_unknown_key() -> None:
-    assert error_of('name = "x"\nfoo = 1\n' + MINIMAL[11:]) == "experiments/x.toml: foo: unknown key"
+    message = error_of('name = "x"\nfoo = 1\n' + MINIMAL[11:])
+    assert message == "experiments/x.toml: foo: unknown key"
 
 
 def test_unknown_key_never_echoes_a_secret() -> None:
-    text = MINIMAL + 'server = "external"\n[modes.external]\nbase_url = "http://h"\napi_key = "sk-secret"\n'
+    text = MINIMAL + (
+        'server = "external"\n[modes.external]\nbase_url = "http://h"\napi_key = "sk-secret"\n'
+    )
     message = error_of(text)
     assert "modes[0].external.api_key: unknown key" in message
     assert "sk-secret" not in message

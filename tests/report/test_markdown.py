@@ -1,0 +1,31 @@
+"""report.md from a hand-built evaluation: sections, numbers and refusals."""
+
+from __future__ import annotations
+
+from kvlab.bench.evaluate import evaluate
+from kvlab.experiment import parse_experiment
+from kvlab.report.markdown import render_report
+from tests.bench.rows import MS, row
+
+EXPERIMENT = parse_experiment(
+    'name = "x"\ncompare = [["a", "b"]]\n[[modes]]\nname = "a"\n[[modes]]\nname = "b"\n'
+)
+
+
+def test_report_states_protocol_definitions_validation_and_numbers() -> None:
+    records = [
+        row(mode="a", t_end=1200 * MS), row(mode="a", query_id="q02", t_end=1200 * MS),
+        row(mode="b"), row(mode="b", query_id="q02", output_tokens=12),
+    ]
+    evaluation = evaluate(records, EXPERIMENT.compare, run_id="run-1", experiment="x")
+    manifest = {"kvlab_version": "0.1.0", "git_commit": "abc", "host": {"cores": 2},
+                "servers": [{"mode": "a", "capacity": 512, "facts": {"argv": ["kvlab", "serve"]},
+                             "started": "t0", "stopped": "t1"}]}
+    text = render_report(evaluation, EXPERIMENT, manifest)
+    assert text.startswith("# kvlab run `run-1` — x")
+    assert "Output forced to 64 tokens" in text and "seed 42" in text
+    assert "`itl_effective_ms`" in text
+    assert "| b | 512 | q02 | 0 | output_tokens | 12 output tokens, 64 requested |" in text
+    assert "| a | 512 | 2 | 0 | 250 | 1200.00 |" in text  # summary row from records
+    assert "refused" in text  # the a/b comparison is refused: b has a refused row
+    assert "`kvlab serve`" in text and "git commit abc" in text
