@@ -108,9 +108,9 @@ def endpoint_for(experiment: Experiment, mode: Mode, server: Any | None) -> Endp
     external = mode.external
     assert external is not None
     if external.endpoint is not None:
-        from kvlab.bench import endpoint_config
+        from kvlab.bench.endpoint_config import load_endpoints, select_endpoint
 
-        resolved = endpoint_config.resolve_endpoint(external.endpoint)  # type: ignore[attr-defined]
+        resolved = select_endpoint(load_endpoints(), external.endpoint)
         return Endpoint(
             resolved.base_url, mode.api, model=resolved.model, api_key=resolved.api_key,
             name=mode.name, timeout_s=timeout,
