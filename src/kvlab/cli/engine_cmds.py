@@ -99,7 +99,7 @@ def kv_bench(
     if json_out:
         print_json(result.to_dict() | {"files": [str(p) for p in paths]})
         return
-    console.print(_bench_table(result))
+    console.print(_bench_table(result), width=max(console.width, 132))  # 9 numeric columns
     n = settings.new_tokens
     console.print(
         f"Total-time speedup cannot exceed about N = {n}: the cached path still pays one "

@@ -61,14 +61,22 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             past = cache.length
             k, v = cache.update(layer, k, v)  # (B, kvh, P+T, hd), views into the cache
-        # Three cases: no past -> plain causal; one new token -> it sees every key, no
-        # mask; several new tokens after a past -> the offset mask from the caller.
-        y = F.scaled_dot_product_attention(
-            q, k, v,
-            attn_mask=mask if past > 0 and T > 1 else None,
-            is_causal=past == 0 and T > 1,
-            enable_gqa=self.n_kv_heads != self.n_heads,
-        )  # (B, nh, T, hd)
+        if T == 1 and self.n_kv_heads != self.n_heads:
+            # Decoding one token with shared KV heads: a group's query heads become the
+            # rows of one query against their KV head, so each cached K/V head is read
+            # once as a small matrix product instead of once per query head.
+            q = q.view(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, self.head_dim)
+            y = F.scaled_dot_product_attention(q, k, v)  # (B, kvh, group, hd)
+            y = y.view(B, self.n_heads, 1, self.head_dim)  # (B, nh, 1, hd)
+        else:
+            # No past -> plain causal; one new token -> it sees every key, no mask;
+            # several new tokens after a past -> the offset mask from the caller.
+            y = F.scaled_dot_product_attention(
+                q, k, v,
+                attn_mask=mask if past > 0 and T > 1 else None,
+                is_causal=past == 0 and T > 1,
+                enable_gqa=self.n_kv_heads != self.n_heads,
+            )  # (B, nh, T, hd)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         return self.out(y)  # (B, T, C)
 
