@@ -222,6 +222,8 @@ def _scipy_bootstrap(
                 **{seed_kw: np.random.default_rng(seed)},
             )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if low > high and np.isclose(low, high, rtol=1e-12, atol=0.0):
+            low = high  # constant resamples: the two quantiles differ only by rounding
         if np.isfinite(low) and np.isfinite(high):
             return Interval(low, high, confidence, method.lower())
     raise ValueError(
