@@ -62,3 +62,17 @@ def test_overflow_and_reset() -> None:
     assert cache.length == 0 and cache.layer_lengths() == [0, 0]
     k, _ = cache.update(0, *_kv(1, 5.0))
     assert k.shape[2] == 1 and float(k[0, 0, 0, 0]) == 5.0
+
+
+def test_truncate_keeps_a_prefix_in_place() -> None:
+    cache = KVCache(CFG, max_len=8)
+    for layer in range(CFG.n_layers):
+        cache.update(layer, torch.arange(5.0).view(1, 1, 5, 1).expand(1, 2, 5, 8),
+                     torch.zeros(1, 2, 5, 8))
+    cache.advance(5)
+    cache.truncate(2)
+    assert cache.length == 2 and cache.layer_lengths() == [2, 2]
+    k, _ = cache.update(0, *_kv(1, 9.0))
+    assert k[0, 0, :, 0].tolist() == [0.0, 1.0, 9.0]
+    with pytest.raises(EngineError, match=r"0\.\.2"):
+        cache.truncate(3)

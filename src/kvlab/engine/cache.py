@@ -57,6 +57,16 @@ class KVCache:
         self.length = 0
         self._written = [0] * self.config.n_layers
 
+    def truncate(self, n: int) -> None:
+        """Keep only the first ``n`` tokens (prefix reuse); their K/V stay in place."""
+        if not 0 <= n <= self.length:
+            raise EngineError(
+                f"cannot truncate a cache of {self.length} tokens to {n}; "
+                f"choose 0..{self.length}"
+            )
+        self.length = n
+        self._written = [n] * self.config.n_layers
+
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
