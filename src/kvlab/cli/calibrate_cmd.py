@@ -30,14 +30,15 @@ def _ms(value: float | None) -> str:
 
 def _render(report: Any) -> None:
     acc = Table(title="Timestamp error vs the server's send times (|error|, ms)")
-    for col in ("streams", "requests", "events", "TTFT p50", "TTFT p99", "gap p50", "gap p99",
-                "latency p50", "latency p99", "client CPU µs/token", "server CPU",
-                "server late p99"):
+    for col in ("c", "req", "events", "TTFT50", "TTFT99", "gap50", "gap99", "lat50", "lat99",
+                "µs/tok", "srv CPU", "srv late99"):
         acc.add_column(col, justify="right")
     for r in report.accuracy:
         e = r.errors
         acc.add_row(
-            str(r.concurrency), f"{e.requests} ({e.failed + e.unmatched} bad)", str(e.events),
+            str(r.concurrency), f"{e.requests}" + (f" ({e.failed + e.unmatched} bad)"
+                                                   if e.failed + e.unmatched else ""),
+            str(e.events),
             _ms(e.ttft_ms["p50"]), _ms(e.ttft_ms["p99"]), _ms(e.gap_ms["p50"]),
             _ms(e.gap_ms["p99"]), _ms(e.latency_ms["p50"]), _ms(e.latency_ms["p99"]),
             "-" if r.client_cpu_us_per_token is None else f"{r.client_cpu_us_per_token:.1f}",
