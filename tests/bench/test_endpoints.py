@@ -276,3 +276,17 @@ def test_embedded_server_models_and_context_error(embedded):
     rec = send(ep, RequestSpec(prompt="x" * 200, max_tokens=4, params=GREEDY))
     assert rec.outcome is Outcome.HTTP_ERROR and rec.http_status == 400
     assert "exceed_context_size_error" in rec.error
+
+
+def test_ingest_bench_runs():
+    """The micro-benchmark helper works end to end (its speed is not asserted)."""
+    from tests.bench.ingest_bench import measure, start_server
+
+    for api in (ApiKind.OPENAI_CHAT, ApiKind.LLAMACPP_COMPLETION):
+        base_url, proc = start_server(api, events=20, per_write=4)
+        try:
+            for kind in ("harness", "baseline"):
+                assert asyncio.run(measure(kind, base_url, api, streams=2, events=20)) > 0
+        finally:
+            proc.terminate()
+            proc.wait(10)
