@@ -28,6 +28,7 @@ def write_png(result: KvBenchResult, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     rows = result.table()
     ctx = [r["context"] for r in rows]
@@ -47,6 +48,12 @@ def write_png(result: KvBenchResult, path: Path) -> None:
               ylabel="speedup naive / cached", title="What the cache buys")
     right.legend()
     right.grid(alpha=0.3, which="both")
+    right.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    right.yaxis.set_major_formatter(ScalarFormatter())
+    right.yaxis.set_minor_formatter(NullFormatter())
+    for ax in (left, right):  # the measured contexts as plain numbers on the x axis
+        ax.set_xticks(ctx, labels=[str(c) for c in ctx])
+        ax.xaxis.set_minor_formatter(NullFormatter())
     fig.suptitle(f"kv-bench: {result.settings.preset}, {result.settings.threads} thread(s), "
                  f"median of {result.settings.repeats}")
     fig.tight_layout()
