@@ -1,0 +1,86 @@
+"""kvlab report / kvlab compare through the real entry point (kvlab.cli.main)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvlab.cli import main
+from kvlab.report.csv_export import RECORD_COLUMNS
+from tests.report.synthetic_runs import two_mode_rows, write_run
+
+
+def _run(args: list[str], monkeypatch: pytest.MonkeyPatch,
+         capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["kvlab", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_report_writes_markdown_html_and_csv(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    run = write_run(tmp_path / "run", two_mode_rows(n=5, capacities=(256,)))
+    code, out, err = _run(["report", str(run), "--html", "--csv"], monkeypatch, capsys)
+    assert code == 0, err
+    names = [Path(line).name for line in out.split()]
+    assert names == ["evaluation.json", "report.md", "report.html", "records.csv",
+                     "summaries.csv"]
+    assert all((run / n).is_file() for n in names)
+    md = (run / "report.md").read_text(encoding="utf-8")
+    assert "## Comparisons with 95 % intervals and verdicts" in md and "fast faster" in md
+    with (run / "records.csv").open(newline="") as handle:
+        assert tuple(next(csv.reader(handle))) == RECORD_COLUMNS
+
+
+def test_report_json_and_plain_markdown_only(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    run = write_run(tmp_path / "run", two_mode_rows(n=5, capacities=(256,)))
+    code, out, _ = _run(["report", str(run), "--json"], monkeypatch, capsys)
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and [Path(p).name for p in doc["written"]] == ["evaluation.json",
+                                                                     "report.md"]
+    assert not (run / "report.html").exists()
+
+
+@pytest.mark.parametrize("make", ["missing", "empty_dir", "file"])
+def test_report_bad_input_is_one_line_exit_2(make, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "x"
+    if make == "empty_dir":
+        target.mkdir()
+    elif make == "file":
+        target.write_text("not a run")
+    code, out, err = _run(["report", str(target), "--html"], monkeypatch, capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_compare_json_and_table(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    a = write_run(tmp_path / "a", two_mode_rows(n=5, capacities=(256,)))
+    b = write_run(tmp_path / "b", two_mode_rows(n=5, capacities=(256,), speedup=1.5))
+    code, out, _ = _run(["compare", str(a), str(b), "--json"], monkeypatch, capsys)
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and doc["modes"] == ["slow", "fast"]
+    fast = next(c for c in doc["comparisons"] if c["mode"] == "fast")
+    prefill = next(m for m in fast["metrics"] if m["metric"] == "prefill_ms")
+    assert prefill["verdict"] == "slower" and prefill["interval"]["high"] < 1
+    code, out, _ = _run(["compare", str(a), str(b)], monkeypatch, capsys)
+    assert code == 0 and "B slower" in out and "fast @ 256, sequential" in out
+
+
+def test_compare_refuses_incomparable_runs(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    a = write_run(tmp_path / "a", two_mode_rows(n=5, capacities=(256,)))
+    rows = [r.model_copy(update={"requested_tokens": 32})
+            for r in two_mode_rows(n=5, capacities=(256,))]
+    b = write_run(tmp_path / "b", rows)
+    code, out, err = _run(["compare", str(a), str(b)], monkeypatch, capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == ("error: runs are not comparable: different output tokens "
+                           "(A requested [8], B requested [32])")
