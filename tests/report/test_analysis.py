@@ -77,3 +77,15 @@ def test_intervals_markdown_names_pairs_and_verdicts() -> None:
     assert "no detectable difference" in text  # decode is identical
     every = intervals_markdown(two_mode_rows(n=6, capacities=(512,)), [], resamples=R)
     assert "every pair of modes is compared" in every
+
+
+def test_zero_values_keep_the_mean_but_give_no_interval() -> None:
+    # A stream whose tokens all arrive in one chunk has an effective ITL of 0.
+    rows = [make_row("a", 256, q, prefill=20, decode=30 + q) for q in range(6)]
+    rows += [make_row("b", 256, q, prefill=10, decode=0 if q < 2 else 3) for q in range(6)]
+    [c] = compare_run(rows, resamples=R)
+    itl = _by_metric(c)["itl_effective_ms"]
+    assert itl.interval is None and itl.note == "some values are 0: no ratio interval"
+    assert abs(itl.mean_b - 4 * 3 / 7 / 6) < 1e-6  # the zeros count in the mean
+    assert "some values are 0" in comparisons_markdown([c])
+    assert _by_metric(c)["prefill_ms"].interval is not None

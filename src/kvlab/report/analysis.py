@@ -222,7 +222,8 @@ class MetricComparison:
     mean_b: float
     n: int  # pairs when paired, else min(n_a, n_b)
     paired: bool
-    interval: Interval | None  # None below MIN_BOOTSTRAP_VALUES values
+    interval: Interval | None  # None below MIN_BOOTSTRAP_VALUES values, or see note
+    note: str | None = None  # why there is no interval, when it is not "too few rows"
 
     @property
     def ratio(self) -> float:
@@ -244,6 +245,7 @@ class MetricComparison:
             "paired": self.paired,
             "interval": self.interval.to_dict() if self.interval else None,
             "verdict": str(self.verdict) if self.verdict else None,
+            "note": self.note,
         }
 
 
@@ -279,10 +281,13 @@ def compare_metric(metric: RowMetric, rows_a: Sequence[Record], rows_b: Sequence
                    *, resamples: int = 2000) -> MetricComparison | None:
     """Ratio A/B of one metric over valid rows; paired on matching queries if enough.
 
-    None when either side has no positive value of the metric.
+    Means use every known value (as the summaries do). A ratio interval needs positive
+    values: when some are 0 (a stream that delivered all its tokens in one chunk has
+    an effective ITL of 0) the interval is None and ``note`` says why. None when either
+    mean is not positive (no ratio can be read).
     """
-    a_by = {_key(r): v for r in rows_a if (v := metric.fn(r)) is not None and v > 0}
-    b_by = {_key(r): v for r in rows_b if (v := metric.fn(r)) is not None and v > 0}
+    a_by = {_key(r): v for r in rows_a if (v := metric.fn(r)) is not None}
+    b_by = {_key(r): v for r in rows_b if (v := metric.fn(r)) is not None}
     if not a_by or not b_by:
         return None
     common = sorted(a_by.keys() & b_by.keys())
@@ -291,10 +296,19 @@ def compare_metric(metric: RowMetric, rows_a: Sequence[Record], rows_b: Sequence
         xa, xb = [a_by[k] for k in common], [b_by[k] for k in common]
     else:
         xa, xb = list(a_by.values()), list(b_by.values())
-    interval = ratio_ci(xa, xb, "mean", paired=paired, resamples=resamples)
+    mean_a, mean_b = sum(xa) / len(xa), sum(xb) / len(xb)
+    if mean_a <= 0 or mean_b <= 0:
+        return None
+    note = None
+    interval = None
+    if min(xa) <= 0 or min(xb) <= 0:
+        note = "some values are 0: no ratio interval"
+    else:
+        interval = ratio_ci(xa, xb, "mean", paired=paired, resamples=resamples)
     return MetricComparison(
-        metric=metric.name, mean_a=sum(xa) / len(xa), mean_b=sum(xb) / len(xb),
+        metric=metric.name, mean_a=mean_a, mean_b=mean_b,
         n=len(common) if paired else min(len(xa), len(xb)), paired=paired, interval=interval,
+        note=note,
     )
 
 

@@ -113,7 +113,7 @@ def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
             ["timeouts", f"request {p.request_timeout_s:g} s, readiness {p.ready_timeout_s:g} s"],
             ["modes", "; ".join(f"{m.name} ({m.server}, {m.api}, stream={m.stream})"
                                 for m in experiment.modes)],
-        ]))
+        ], left=2))
     apis = Counter(f"{r.api} {r.path} stream={r.stream}" for r in rows)
     loads = sorted({load_label(r.load) for r in rows})
     parts.append(

@@ -29,6 +29,8 @@ def fmt_interval(c: MetricComparison) -> str:
 def verdict_text(c: MetricComparison, mode_b: str) -> str:
     """"B faster" / "B slower" / "no detectable difference" / "too few rows"."""
     v = c.verdict
+    if v is None and c.note:
+        return c.note
     if v is None:
         return f"too few rows (< {MIN_BOOTSTRAP_VALUES})"
     if str(v) == "no detectable difference":
