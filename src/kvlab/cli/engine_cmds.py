@@ -99,7 +99,7 @@ def kv_bench(
     if json_out:
         print_json(result.to_dict() | {"files": [str(p) for p in paths]})
         return
-    console.print(_bench_table(result), width=max(console.width, 132))  # 9 numeric columns
+    console.print(_bench_table(result))
     n = settings.new_tokens
     console.print(
         f"Total-time speedup cannot exceed about N = {n}: the cached path still pays one "
@@ -109,20 +109,26 @@ def kv_bench(
 
 
 def _bench_table(result: Any) -> Table:
+    from rich import box
+
     s = result.settings
-    table = Table(title=(f"kv-bench: {s.preset} ({result.parameters:,} parameters), "
-                         f"N = {s.new_tokens} tokens, {s.threads} thread(s), "
-                         f"median of {s.repeats}"), title_justify="left")
-    for column in ("context", "naive prefill ms", "naive decode ms/tok", "naive total s",
-                   "cached prefill ms", "cached decode ms/tok", "cached total s",
-                   "decode speedup", "total speedup"):
-        table.add_column(column, justify="right")
+    console.print(f"kv-bench: {s.preset} ({result.parameters:,} parameters), "
+                  f"N = {s.new_tokens}, {s.threads} thread(s), median of {s.repeats}",
+                  highlight=False)
+    table = Table(caption=("prefill: first pass over the prompt (ms); decode: per generated "
+                           "token after it (ms); total: prompt + N tokens (s)"),
+                  caption_justify="left", box=box.SIMPLE_HEAD,
+                  padding=(0, 0), pad_edge=False)
+    for column in ("ctx", "naive\nprefill", "naive\ndecode", "naive\ntotal",
+                   "cached\nprefill", "cached\ndecode", "cached\ntotal",
+                   "speedup\ndecode", "speedup\ntotal"):
+        table.add_column(column, justify="right", min_width=max(map(len, column.split())))
     for row in result.rows:
         table.add_row(
             str(row.context),
-            f"{row.naive.prefill_s * 1e3:.2f}", f"{row.naive.decode_s_per_token * 1e3:.3f}",
-            f"{row.naive.total_s:.3f}",
-            f"{row.cached.prefill_s * 1e3:.2f}", f"{row.cached.decode_s_per_token * 1e3:.3f}",
-            f"{row.cached.total_s:.3f}",
+            f"{row.naive.prefill_s * 1e3:.1f}", f"{row.naive.decode_s_per_token * 1e3:.2f}",
+            f"{row.naive.total_s:.2f}",
+            f"{row.cached.prefill_s * 1e3:.1f}", f"{row.cached.decode_s_per_token * 1e3:.2f}",
+            f"{row.cached.total_s:.2f}",
             f"{row.decode_speedup:.1f}x", f"{row.total_speedup:.2f}x")
     return table
