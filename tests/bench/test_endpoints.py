@@ -290,3 +290,55 @@ def test_ingest_bench_runs():
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
+    """llama-server closes the connection after each stream; the next request must not
+    fail on the stale pooled connection (it never reached the server)."""
+    import asyncio
+
+    from kvlab.bench.endpoints import Endpoint, HarnessClient, RequestSpec
+    from kvlab.bench.records import ApiKind, Outcome, RunClock
+
+    body = (
+        b'data: {"content":"a","tokens":[1],"stop":false}\n\n'
+        b'data: {"content":"","stop":true,"tokens_predicted":1,"tokens_evaluated":3,'
+        b'"truncated":false,"stop_type":"limit","timings":{}}\n\n'
+    )
+    served = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n")
+                 if line.lower().startswith(b"content-length"))
+        )
+        await reader.readexactly(length)
+        served += 1
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Keep-Alive: timeout=5, max=100\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+        await writer.drain()
+        # Like llama-server: close despite advertising keep-alive, late enough that
+        # the client has already sent its next request on this connection.
+        await asyncio.sleep(0.03)
+        writer.close()
+
+    async def go() -> list[Outcome]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        endpoint = Endpoint(f"http://127.0.0.1:{port}", ApiKind.LLAMACPP_COMPLETION)
+        spec = RequestSpec(prompt="abc", max_tokens=1)
+        clock = RunClock()
+        outcomes = []
+        async with server, HarnessClient() as client:
+            for _ in range(3):
+                outcomes.append((await client.send(endpoint, spec, clock)).outcome)
+        return outcomes
+
+    outcomes = asyncio.run(go())
+    assert outcomes == [Outcome.OK] * 3
+    assert served == 3

@@ -207,11 +207,6 @@ def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
 
 @pytest.mark.llamacpp
 @needs_llama
-@pytest.mark.xfail(strict=True, reason=(
-    "llama-server closes the TCP connection after every streamed response (despite "
-    "'Keep-Alive: timeout=5'); HarnessClient reuses the pooled connection and the next "
-    "request fails with 'Can not write request body'. Needs a client fix in "
-    "bench/endpoints.py; strict, so this turns red once fixed: then drop the marker."))
 def test_full_measured_mode_passes_validation(tmp_path: Path) -> None:
     import json
 

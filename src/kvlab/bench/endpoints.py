@@ -336,18 +336,27 @@ class HarnessClient:
         path = API_PATHS[endpoint.api]
         body = build_body(endpoint, spec)
         payload = json.dumps(body).encode()
-        facts = _Facts()
-        t_sent = clock.now()
-        try:
-            async with asyncio.timeout(endpoint.timeout_s):
-                await self._exchange(endpoint, path, payload, spec.stream, clock, facts)
-        except TimeoutError:
-            facts.fail(Outcome.TIMEOUT, f"no complete answer within {endpoint.timeout_s:g} s")
-        except (aiohttp.ClientError, OSError) as exc:
-            facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
-        except (_StreamError, ValueError, AttributeError, TypeError, KeyError) as exc:
-            # JSONDecodeError is a ValueError; the others: JSON of the wrong shape
-            facts.fail(Outcome.MALFORMED, f"{type(exc).__name__}: {exc}")
+        for attempt in (1, 2):
+            facts = _Facts()
+            t_sent = clock.now()
+            try:
+                async with asyncio.timeout(endpoint.timeout_s):
+                    await self._exchange(endpoint, path, payload, spec.stream, clock, facts)
+            except TimeoutError:
+                facts.fail(Outcome.TIMEOUT, f"no complete answer within {endpoint.timeout_s:g} s")
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+                if attempt == 1 and facts.t_headers is None:
+                    # A pooled keep-alive connection the server had already closed
+                    # (llama-server closes after each stream): the request never
+                    # reached it, so send it again on a fresh connection.
+                    continue
+                facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
+            except (aiohttp.ClientError, OSError) as exc:
+                facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
+            except (_StreamError, ValueError, AttributeError, TypeError, KeyError) as exc:
+                # JSONDecodeError is a ValueError; the others: JSON of the wrong shape
+                facts.fail(Outcome.MALFORMED, f"{type(exc).__name__}: {exc}")
+            break
         t_end = clock.now()
         error = facts.error
         if error and endpoint.api_key:
