@@ -13,14 +13,14 @@ from kvlab.cli._app import app, err_console
 from kvlab.errors import KvlabError
 
 # Command modules register themselves on import.
-from kvlab.cli import engine_cmds  # noqa: E402,F401  isort: skip
-from kvlab.cli import memory_cmd  # noqa: E402,F401  isort: skip
-from kvlab.cli import serve_cmd  # noqa: E402,F401  isort: skip
-from kvlab.cli import llamacpp_cmds  # noqa: E402,F401  isort: skip
-from kvlab.cli import endpoint_cmds  # noqa: E402,F401  isort: skip
-from kvlab.cli import calibrate_cmd  # noqa: E402,F401  isort: skip
-from kvlab.cli import bench_cmds  # noqa: E402,F401  isort: skip
-from kvlab.cli import report_cmds  # noqa: E402,F401  isort: skip
+from kvlab.cli import engine_cmds  # noqa: F401  isort: skip
+from kvlab.cli import memory_cmd  # noqa: F401  isort: skip
+from kvlab.cli import serve_cmd  # noqa: F401  isort: skip
+from kvlab.cli import llamacpp_cmds  # noqa: F401  isort: skip
+from kvlab.cli import endpoint_cmds  # noqa: F401  isort: skip
+from kvlab.cli import calibrate_cmd  # noqa: F401  isort: skip
+from kvlab.cli import bench_cmds  # noqa: F401  isort: skip
+from kvlab.cli import report_cmds  # noqa: F401  isort: skip
 
 __all__ = ["app", "main"]
 
