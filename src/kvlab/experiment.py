@@ -95,6 +95,57 @@ class ExternalSettings(_Strict):
         return self
 
 
+class LoadSettings(_Strict):
+    """How requests are offered (``[load]``): a sweep of load points, see bench.schedule."""
+
+    kind: Literal["sequential", "concurrency", "rate"] = "sequential"
+    values: list[float] = Field(default_factory=list)  # users (concurrency) or requests/s
+    arrival: Literal["poisson", "constant"] = "poisson"  # rate points
+    max_concurrency: int | None = Field(default=None, ge=1)  # rate points: in-flight cap
+    requests: int | None = Field(default=None, ge=1)  # per point (default: queries x reps)
+    duration_s: float | None = Field(default=None, gt=0)  # per point, instead of requests
+    slip_threshold_ms: float = Field(default=50.0, gt=0)  # p95 send lag above: slipped
+    seed: int = 42  # poisson arrivals
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LoadSettings:
+        if self.kind == "sequential":
+            if self.values:
+                raise ValueError("values: a sequential load has no values; set kind")
+            return self
+        if not self.values:
+            raise ValueError(f"values: a {self.kind} load needs values, e.g. [1, 2, 4]")
+        if any(v <= 0 for v in self.values):
+            raise ValueError("values: every value must be positive")
+        if self.kind == "concurrency" and any(v != int(v) for v in self.values):
+            raise ValueError("values: concurrency values are whole numbers of users")
+        if self.requests is not None and self.duration_s is not None:
+            raise ValueError("give requests or duration_s per point, not both")
+        if self.max_concurrency is not None and self.kind != "rate":
+            raise ValueError("max_concurrency applies to rate loads only")
+        return self
+
+    def points(self, default_requests: int) -> list[Any]:
+        """The sweep as ``bench.schedule.LoadPoint`` objects, in the order given."""
+        from kvlab.bench.schedule import LoadPoint
+
+        if self.kind == "sequential":
+            return [LoadPoint()]
+        requests = self.requests if self.requests or self.duration_s else default_requests
+        return [LoadPoint(kind=self.kind, value=v, requests=requests,
+                          duration_s=self.duration_s, arrival=self.arrival,
+                          max_concurrency=self.max_concurrency, seed=self.seed)
+                for v in self.values]
+
+
+class SloSettings(_Strict):
+    """Service-level objectives for goodput (``[slo]``, ms); unset ones are not checked."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    itl_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+
 ServerKind = Literal["embedded", "llamacpp", "external"]
 
 
@@ -155,6 +206,24 @@ class Experiment(_Strict):
     protocol: Protocol = Field(default_factory=Protocol)
     modes: list[Mode] = Field(min_length=1)
     compare: list[tuple[str, str]] = Field(default_factory=list)
+    order: Literal["blocked", "abba", "interleaved"] = "blocked"  # see bench.order
+    load: LoadSettings = Field(default_factory=LoadSettings)
+    slo: SloSettings = Field(default_factory=SloSettings)
+
+    @model_validator(mode="after")
+    def _order_needs_sequential(self) -> Experiment:
+        if self.order != "blocked" and self.load.kind != "sequential":
+            raise ValueError(f"order: {self.order!r} alternates sequential requests; "
+                             f"use order = \"blocked\" with a {self.load.kind} load")
+        return self
+
+    def repeat_aa(self, name: str) -> Experiment:
+        """This experiment reduced to mode ``name`` measured twice (A/A: the noise
+        floor); the copy is ``<name>-again`` and the pair is the only comparison."""
+        mode = self.mode(name)
+        again = mode.model_copy(update={"name": f"{name}-again"})
+        return self.model_copy(update={"modes": [mode, again],
+                                       "compare": [(name, again.name)]})
 
     @model_validator(mode="after")
     def _names(self) -> Experiment:

@@ -175,9 +175,10 @@ class Evaluation:
     violations: list[Violation]
     summaries: list[Summary]
     comparisons: list[Comparison]
+    extra: dict[str, Any] = field(default_factory=dict)  # load, order, repeat_aa (runner)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        return {**self.extra, **{
             "run_id": self.run_id,
             "experiment": self.experiment,
             "metric_definitions": METRIC_DEFINITIONS,
@@ -185,7 +186,7 @@ class Evaluation:
             "violations": [v.to_dict() for v in self.violations],
             "summaries": [asdict(s) for s in self.summaries],
             "comparisons": [asdict(c) for c in self.comparisons],
-        }
+        }}
 
     def summary(self, mode: str, capacity: int) -> Summary | None:
         for s in self.summaries:

@@ -142,3 +142,59 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
 
 def manifest_queries(manifest: dict[str, Any], default: int) -> int:
     return int(manifest.get("queries", default))
+
+
+def load_markdown(summaries: list[Any]) -> str:
+    """The "Load" section: one row per (mode, capacity, load) from bench.load summaries."""
+    if not any(s.kind != "sequential" for s in summaries):
+        return ""
+    slo = next((s.slo for s in summaries if s.slo), {})
+    slo_text = ", ".join(f"{k} ≤ {v:g}" for k, v in slo.items() if v is not None) or "none set"
+    out = ["", "## Load", "",
+           "Rates in requests/s. Send lag = t_sent − t_scheduled (how late a request left "
+           "against its schedule); a point whose p95 lag exceeds the threshold is flagged "
+           "SLIPPED: it offered less load than it claims. Throughput = ok rows / span "
+           f"(first send to last end); goodput counts rows meeting the SLOs ({slo_text}).", ""]
+    header = ["mode", "capacity", "load", "rows", "ok", "target rate", "achieved rate",
+              "lag p50 ms", "lag p99 ms", "max in flight", "req/s", "out tok/s",
+              "goodput req/s", "SLO met", "schedule"]
+    rows = [[s.mode, str(s.capacity), s.load or "sequential", str(s.requests), str(s.ok),
+             fmt(s.target_rate), fmt(s.achieved_rate), fmt(s.send_lag_ms["p50"], 3),
+             fmt(s.send_lag_ms["p99"], 3), str(s.max_in_flight), fmt(s.request_throughput),
+             fmt(s.output_tokens_per_s, 1), fmt(s.goodput),
+             "—" if s.slo_met is None else f"{s.slo_met}/{s.requests}",
+             f"SLIPPED ({s.late} late > {s.slip_threshold_ms:g} ms)" if s.slipped else "kept"]
+            for s in summaries]
+    return "\n".join(out + _table(header, rows)) + "\n"
+
+
+def aa_markdown(evaluation: Evaluation, mode: str) -> str:
+    """The "A/A noise floor" section of a ``--repeat-aa`` run: the same mode twice."""
+    pairs = [c for c in evaluation.comparisons if c.a == mode and c.status == "ok"]
+    out = ["", "## A/A noise floor", "",
+           f"`{mode}` was measured twice (`{mode}` then `{mode}-again`). Nothing differs "
+           "between the two but time and chance, so any ratio away from 1 here is noise: "
+           "a difference between two real modes no larger than this is not evidence.", ""]
+    if not pairs:
+        return "\n".join([*out, "No valid A/A comparison (see Validation)."]) + "\n"
+    rows = []
+    for c in pairs:
+        for name, m in c.metrics.items():
+            ratio = m["ratio"]
+            rows.append([str(c.capacity), name, fmt(m["mean_a"]), fmt(m["mean_b"]),
+                         fmt(ratio, 3), "—" if ratio is None else f"{abs(ratio - 1) * 100:.2f} %"])
+    return "\n".join(out + _table(["capacity", "metric", "mean A", "mean A again", "ratio",
+                                   "|ratio − 1|"], rows)) + "\n"
+
+
+def order_markdown(order: dict[str, Any] | None) -> str:
+    """The "Run order" section: the order asked for, the one used, and its sequence."""
+    if not order:
+        return ""
+    used = order.get("used")
+    line = f"Order used: **{used}**"
+    if order.get("requested") != used:
+        line += f" (asked: {order.get('requested')}; {order.get('reason')})"
+    blocks = " → ".join(f"{m}@{c}" + (f"[{p + 1}/{n}]" if n > 1 else "")
+                        for m, c, p, n in order.get("sequence", []))
+    return "\n".join(["", "## Run order", "", line + ".", "", f"Blocks: {blocks}", ""]) + "\n"
