@@ -10,59 +10,33 @@ import typer
 from kvlab.cli._app import app, console, err_console, print_json
 
 
-class _LineReporter:
-    """Plain progress lines (non-TTY): one per (mode, capacity)."""
-
-    def __init__(self) -> None:
-        self.failed = 0
-
-    def begin(self, mode: str, capacity: int, total: int) -> None:
-        err_console.print(f"{mode} @ {capacity}: {total} requests", highlight=False)
-
-    def advance(self, record: Any) -> None:
-        if record.outcome != "ok":
-            err_console.print(f"  {record.query_id}: {record.outcome} {record.error or ''}",
-                              highlight=False, markup=False)
-
-    def end(self, mode: str, capacity: int) -> None:
-        pass
-
-    def note(self, message: str) -> None:
-        err_console.print(message, highlight=False, markup=False)
-
-
-class _BarReporter(_LineReporter):
-    """A Rich progress bar per (mode, capacity)."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-        self.progress = Progress(
-            "[bold]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console, transient=False,
-        )
-        self.task: Any = None
-
-    def begin(self, mode: str, capacity: int, total: int) -> None:
-        self.progress.start()
-        self.task = self.progress.add_task(f"{mode} @ {capacity}", total=total)
-
-    def advance(self, record: Any) -> None:
-        self.progress.advance(self.task)
-
-    def end(self, mode: str, capacity: int) -> None:
-        self.progress.stop()
-
-    def note(self, message: str) -> None:
-        self.progress.console.print(message, highlight=False, markup=False)
-
-
 def _reporter(quiet: bool) -> Any:
-    from kvlab.bench.runner import SilentReporter
+    from kvlab.cli.progress import make_reporter
 
-    if quiet:
-        return SilentReporter()
-    return _BarReporter() if err_console.is_terminal else _LineReporter()
+    return make_reporter(quiet, err_console)
+
+
+def _print_load(evaluation: Any) -> None:
+    """Per load point: achieved rate, send lag, throughput, goodput, slip flag."""
+    from rich.table import Table
+
+    from kvlab.report.markdown import fmt
+
+    points = [p for p in evaluation.extra.get("load", []) if p["kind"] != "sequential"]
+    if not points:
+        return
+    table = Table(title="load: rates in req/s; lag = sent - scheduled (ms)")
+    for k in ["mode", "cap", "load", "ok", "target", "achieved", "lag p50", "lag p99",
+              "req/s", "tok/s", "goodput", "schedule"]:
+        table.add_column(k, justify="left" if k in ("mode", "load", "schedule") else "right",
+                         no_wrap=True)
+    for p in points:
+        table.add_row(p["mode"], str(p["capacity"]), p["load"], f"{p['ok']}/{p['requests']}",
+                      fmt(p["target_rate"]), fmt(p["achieved_rate"]),
+                      fmt(p["send_lag_ms"]["p50"], 3), fmt(p["send_lag_ms"]["p99"], 3),
+                      fmt(p["request_throughput"]), fmt(p["output_tokens_per_s"], 1),
+                      fmt(p["goodput"]), "SLIPPED" if p["slipped"] else "kept")
+    console.print(table, width=max(console.width, 120), crop=False)
 
 
 def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
@@ -98,6 +72,7 @@ def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
         console.print(ctable, width=max(console.width, 120), crop=False)
     refused = evaluation.counts["refused_rows"]
     pairs = sum(1 for v in evaluation.violations if v.other_mode is not None)
+    _print_load(evaluation)
     console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
                   f"(details in {run_dir / 'report.md'})", highlight=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
@@ -111,6 +86,9 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
     json_out: bool = typer.Option(False, "--json", help="Print evaluation.json at the end."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and argv; run nothing."),
+    repeat_aa: str | None = typer.Option(
+        None, "--repeat-aa", metavar="MODE",
+        help="Measure MODE twice (A/A) and report the difference: the noise floor."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report."""
     from kvlab.bench.runner import run_experiment
@@ -121,7 +99,8 @@ def run(
         print_dry_run(experiment, json_out)
         return
 
-    result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet))
+    result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet),
+                            repeat_aa=repeat_aa)
     if json_out:
         print_json(result.evaluation.to_json())
     else:

@@ -172,7 +172,8 @@ def aa_markdown(evaluation: Evaluation, mode: str) -> str:
     """The "A/A noise floor" section of a ``--repeat-aa`` run: the same mode twice."""
     pairs = [c for c in evaluation.comparisons if c.a == mode and c.status == "ok"]
     out = ["", "## A/A noise floor", "",
-           f"`{mode}` was measured twice (`{mode}` then `{mode}-again`). Nothing differs "
+           f"`{mode}` was measured twice, as `{mode}` and `{mode}-again` in the run order "
+           "above. Nothing differs "
            "between the two but time and chance, so any ratio away from 1 here is noise: "
            "a difference between two real modes no larger than this is not evidence.", ""]
     if not pairs:
@@ -184,7 +185,7 @@ def aa_markdown(evaluation: Evaluation, mode: str) -> str:
             rows.append([str(c.capacity), name, fmt(m["mean_a"]), fmt(m["mean_b"]),
                          fmt(ratio, 3), "—" if ratio is None else f"{abs(ratio - 1) * 100:.2f} %"])
     return "\n".join(out + _table(["capacity", "metric", "mean A", "mean A again", "ratio",
-                                   "|ratio − 1|"], rows)) + "\n"
+                                   "distance from 1"], rows)) + "\n"
 
 
 def order_markdown(order: dict[str, Any] | None) -> str:
