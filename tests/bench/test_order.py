@@ -61,3 +61,52 @@ def test_resolve_order_records_a_fallback() -> None:
     assert resolve_order("interleaved", {"A": "external", "B": "embedded"}).used == "interleaved"
     single = resolve_order("abba", {"A": "embedded"})
     assert single.used == "blocked" and single.to_dict()["requested"] == "abba"
+
+
+ABBA = """
+name = "abba"
+compare = [["a", "b"]]
+order = "abba"
+[workload]
+queries = 4
+capacities = [256]
+output_tokens = 4
+[[modes]]
+name = "a"
+[modes.embedded]
+threads = 1
+[[modes]]
+name = "b"
+[modes.embedded]
+threads = 1
+no_cache = true
+"""
+
+
+@pytest.mark.slow
+def test_abba_run_and_repeat_aa_through_the_runner(tmp_path) -> None:
+    """The runner follows A B B A (positions), records it, and --repeat-aa reports A/A."""
+    import json
+
+    from kvlab.bench.records import read_records
+    from kvlab.bench.runner import run_experiment
+
+    path = tmp_path / "abba.toml"
+    path.write_text(ABBA)
+    result = run_experiment(path, out=tmp_path / "runs")
+    rows = sorted((r for r in read_records(result.run_dir.records_path) if not r.warmup),
+                  key=lambda r: r.position)
+    assert [r.mode for r in rows] == ["a", "a", "b", "b", "b", "b", "a", "a"]
+    assert [r.query_id for r in rows if r.mode == "a"] == ["q01", "q02", "q03", "q04"]
+    manifest = json.loads(result.run_dir.manifest_path.read_text())
+    assert manifest["order"]["used"] == "abba"
+    assert [s["mode"] for s in manifest["servers"]] == ["a", "b", "a"]  # b's halves share
+    assert "Order used: **abba**" in result.run_dir.report_path.read_text()
+
+    aa = run_experiment(path, out=tmp_path / "runs", repeat_aa="b")
+    modes = {r.mode for r in read_records(aa.run_dir.records_path)}
+    assert modes == {"b", "b-again"}
+    assert [(c.a, c.b) for c in aa.evaluation.comparisons] == [("b", "b-again")]
+    report = aa.run_dir.report_path.read_text()
+    assert "## A/A noise floor" in report and "| 256 | e2e_ms |" in report
+    assert aa.evaluation.to_json()["repeat_aa"] == "b"

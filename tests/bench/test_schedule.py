@@ -157,3 +157,61 @@ def test_warmups_are_flagged_and_not_returned(server) -> None:
     assert len(rows) == 2 and not any(r.warmup for r in rows)
     assert [r.warmup for r in seen].count(True) == 1 and seen[0].warmup
     assert seen[0].load == "c=2" and seen[0].t_scheduled is None
+
+
+SWEEP = """
+name = "sweep"
+[workload]
+queries = 2
+capacities = [256]
+output_tokens = 4
+[load]
+kind = "concurrency"
+values = [1, 3]
+requests = 6
+[slo]
+e2e_ms = 60000
+[[modes]]
+name = "m"
+[modes.embedded]
+threads = 1
+"""
+
+
+@pytest.mark.slow
+def test_sweep_through_the_runner_resumes_whole_points(tmp_path) -> None:
+    """A [load] sweep writes labelled rows; a resume reruns only unfinished points."""
+    import json
+
+    from kvlab.bench.records import read_records
+    from kvlab.bench.runner import SilentReporter, run_experiment
+    from kvlab.errors import RunInterrupted
+
+    class StopAfter(SilentReporter):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def advance(self, record) -> None:
+            self.n -= 1
+            if self.n == 0:
+                raise KeyboardInterrupt
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(SWEEP)
+    with pytest.raises(RunInterrupted):
+        run_experiment(path, out=tmp_path / "runs", reporter=StopAfter(8))  # inside c=3
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["points_done"] == [["m", 256, "c=1"]]
+
+    result = run_experiment(None, resume=run_dir)
+    records = read_records(run_dir / "records.jsonl")
+    c1 = [r for r in records if r.load == "c=1" and not r.warmup]
+    assert len(c1) == 6  # not rerun
+    assert {(r.query_id, r.repetition) for r in c1} == {
+        (q, rep) for q in ("q01", "q02") for rep in range(3)}
+    load = {p["load"]: p for p in result.evaluation.to_json()["load"]}
+    assert set(load) == {"c=1", "c=3"}
+    assert load["c=3"]["requests"] == 6 and load["c=3"]["max_in_flight"] <= 3
+    assert load["c=1"]["max_in_flight"] == 1 and load["c=1"]["slo_met"] == 6
+    assert "## Load" in (run_dir / "report.md").read_text()
