@@ -25,18 +25,24 @@ def _print_load(evaluation: Any) -> None:
     points = [p for p in evaluation.extra.get("load", []) if p["kind"] != "sequential"]
     if not points:
         return
-    table = Table(title="load: rates in req/s; lag = sent - scheduled (ms)")
-    for k in ["mode", "cap", "load", "ok", "target", "achieved", "lag p50", "lag p99",
+    table = Table(title="load: rates in req/s (drawn: the arrivals' own rate); "
+                  "lag = sent - scheduled (ms)")
+    for k in ["mode", "cap", "load", "ok", "target", "drawn", "achieved", "lag p50", "lag p99",
               "req/s", "tok/s", "goodput", "schedule"]:
         table.add_column(k, justify="left" if k in ("mode", "load", "schedule") else "right",
                          no_wrap=True)
-    for p in points:
-        table.add_row(p["mode"], str(p["capacity"]), p["load"], f"{p['ok']}/{p['requests']}",
-                      fmt(p["target_rate"]), fmt(p["achieved_rate"]),
-                      fmt(p["send_lag_ms"]["p50"], 3), fmt(p["send_lag_ms"]["p99"], 3),
-                      fmt(p["request_throughput"]), fmt(p["output_tokens_per_s"], 1),
-                      fmt(p["goodput"]), "SLIPPED" if p["slipped"] else "kept")
-    console.print(table, width=max(console.width, 120), crop=False)
+    rows = [[p["mode"], str(p["capacity"]), p["load"], f"{p['ok']}/{p['requests']}",
+             fmt(p["target_rate"]),
+             fmt(p["scheduled_rate"]) if p["kind"] == "rate" else "—", fmt(p["achieved_rate"]),
+             fmt(p["send_lag_ms"]["p50"], 3), fmt(p["send_lag_ms"]["p99"], 3),
+             fmt(p["request_throughput"]), fmt(p["output_tokens_per_s"], 1),
+             fmt(p["goodput"]), "SLIPPED" if p["slipped"] else "kept"] for p in points]
+    for column, values in zip(table.columns, zip(*rows, strict=True), strict=False):
+        column.min_width = max(len(v) for v in [str(column.header), *values])
+    for row in rows:
+        table.add_row(*row)
+    width = sum(c.min_width or 0 for c in table.columns) + 3 * len(table.columns) + 1
+    console.print(table, width=max(console.width, width), crop=False)
 
 
 def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
