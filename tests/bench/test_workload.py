@@ -62,3 +62,33 @@ def test_prepared_round_trip(tmp_path) -> None:
     prepared.save(tmp_path / "prepared.json")
     again = Prepared.load(tmp_path / "prepared.json")
     assert again == prepared
+
+
+def test_http_tokenizer_speaks_vllm_at_the_server_root_with_the_key() -> None:
+    """vLLM's /tokenize lives at the root (not under /v1), wants model + prompt, needs
+    the key, and answers {"count": n}. No vLLM runs here: its shape is mocked."""
+    import asyncio
+    import json
+
+    import httpx
+
+    from kvlab.bench.workload import http_tokenizer
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = json.loads(request.content)
+        return httpx.Response(200, json={"count": len(body["prompt"].split()), "max_model_len": 8})
+
+    async def go() -> int:
+        transport = httpx.MockTransport(handler)
+        async with httpx.AsyncClient(transport=transport) as client:
+            count = http_tokenizer(client, "http://host:5002/v1", api_key="sk-x", model="m1")
+            return await count("three little words")
+
+    assert asyncio.run(go()) == 3
+    request = seen[0]
+    assert str(request.url) == "http://host:5002/tokenize"
+    assert request.headers["authorization"] == "Bearer sk-x"
+    assert json.loads(request.content)["model"] == "m1"

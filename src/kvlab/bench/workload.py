@@ -158,20 +158,37 @@ def build_prompt(padding: str, query: Query) -> str:
 Tokenizer = Callable[[str], Awaitable[int]]  # text -> token count on the server
 
 
-def http_tokenizer(client: httpx.AsyncClient, base_url: str) -> Tokenizer:
-    """Count tokens with the server's ``POST /tokenize`` (llama.cpp and kvlab serve)."""
+def http_tokenizer(
+    client: httpx.AsyncClient, base_url: str, *, api_key: str | None = None,
+    model: str | None = None,
+) -> Tokenizer:
+    """Count tokens with the server's ``POST /tokenize``.
+
+    llama.cpp and kvlab serve take ``{"content": text}`` and answer ``{"tokens": [...]}``;
+    vLLM takes ``{"model", "prompt"}`` at the server root (not under ``/v1``) and also
+    answers ``{"count", "tokens"}``. Both shapes are sent in one body, so one request
+    serves either server. The key, if any, travels only in the Authorization header.
+    """
+    root = base_url.rstrip("/")
+    if root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def count(text: str) -> int:
+        body: dict[str, str] = {"content": text, "prompt": text}
+        if model:
+            body["model"] = model
         try:
             response = await client.post(
-                f"{base_url.rstrip('/')}/tokenize", json={"content": text}, timeout=60.0
+                f"{root}/tokenize", json=body, headers=headers, timeout=60.0
             )
             response.raise_for_status()
-            return len(response.json()["tokens"])
-        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            answer = response.json()
+            return int(answer["count"]) if "count" in answer else len(answer["tokens"])
+        except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
             raise EndpointError(
-                f"{base_url}/tokenize failed ({type(exc).__name__}); the server must offer "
-                "POST /tokenize to size prompts"
+                f"{root}/tokenize failed ({type(exc).__name__}); the server must offer "
+                "POST /tokenize (llama.cpp, vLLM and kvlab serve do) to size prompts"
             ) from None
 
     return count
