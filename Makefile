@@ -30,10 +30,15 @@ $(VENV)/.stamp-install: pyproject.toml $(VENV)/.stamp-torch
 run: $(VENV)/.stamp-install
 	@mkdir -p $(RESULTS)
 	$(KVLAB) prove
-	$(KVLAB) memory --preset llama-3.1-8b --preset qwen2.5-7b --preset gemma-3-270m --dtype bf16 -L 2048 -L 8192 -L 32768
-	$(KVLAB) memory --measure
+	$(KVLAB) memory
+	$(KVLAB) memory -p gemma-3-270m -L 512 -L 4096 --llamacpp
+	$(KVLAB) memory -p toy -L 192 --dtype f32 --measure
 	$(KVLAB) kv-bench --out $(RESULTS)/kv-bench
-	@echo "Results are in $(RESULTS)/"
+	$(KVLAB) run experiments/quickstart.toml --out $(RESULTS)/runs
+	$(KVLAB) fetch
+	$(KVLAB) run experiments/llamacpp-cpu.toml --queries 8 --out $(RESULTS)/runs
+	@echo
+	@echo "Results: $(RESULTS)/kv-bench/ and $(RESULTS)/runs/ (each run: report.md, report.html, records.jsonl)"
 
 test: $(VENV)/.stamp-install
 	$(PY) -m pytest
