@@ -34,7 +34,8 @@ and every event parsed out of that read shares it (events that arrive together a
 indistinguishable to the client anyway). ``chunk_ns`` has one entry per stream event
 that carries generated output (non-empty text, or a non-empty llama.cpp ``tokens``
 list); ``chunk_tokens`` holds that event's token count when the API states it
-(llama.cpp), else ``None`` (OpenAI deltas).
+(llama.cpp), else ``None`` (OpenAI deltas). Reading bodies and events into those facts
+is :mod:`kvlab.bench.responses`; this module owns the connection and the clock.
 """
 
 from __future__ import annotations
@@ -49,10 +50,9 @@ from typing import Any
 import aiohttp
 
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
-from kvlab.bench.sse import SSEParser, loads
+from kvlab.bench.responses import ERROR_EXCERPT_CHARS, MalformedResponse, ResponseFacts
+from kvlab.bench.sse import SSEParser
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
-
-ERROR_EXCERPT_CHARS = 300
 
 API_PATHS: dict[ApiKind, str] = {
     ApiKind.LLAMACPP_COMPLETION: "/completion",
@@ -129,179 +129,6 @@ def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
     return body
 
 
-class _Facts:
-    """What one exchange observed; turned into a Record at the end."""
-
-    __slots__ = (
-        "cached",
-        "chunk_ns",
-        "chunk_tokens",
-        "error",
-        "outcome",
-        "output",
-        "prompt_tokens",
-        "saw_terminator",
-        "saw_usage",
-        "status",
-        "stop_type",
-        "t_first_chunk",
-        "t_first_content",
-        "t_headers",
-        "t_last_content",
-        "texts",
-        "timings",
-        "truncated",
-    )
-
-    def __init__(self) -> None:
-        self.outcome = Outcome.OK
-        self.status: int | None = None
-        self.error: str | None = None
-        self.t_headers: int | None = None
-        self.t_first_chunk: int | None = None
-        self.t_first_content: int | None = None
-        self.t_last_content: int | None = None
-        self.chunk_ns: list[int] = []
-        self.chunk_tokens: list[int | None] = []
-        self.texts: list[str] = []
-        self.prompt_tokens: int | None = None
-        self.output: int | None = None
-        self.cached: int | None = None
-        self.stop_type: str | None = None
-        self.truncated: bool | None = None
-        self.timings: dict[str, Any] | None = None
-        self.saw_terminator: bool | None = None
-        self.saw_usage: bool | None = None
-
-    def fail(self, outcome: Outcome, error: str) -> None:
-        self.outcome = outcome
-        self.error = error[:ERROR_EXCERPT_CHARS]
-
-    # -- llama.cpp /completion ------------------------------------------------------
-
-    def llama_final(self, obj: dict[str, Any]) -> None:
-        """Server facts of llama.cpp's final object (streamed) or whole answer."""
-        self.prompt_tokens = obj.get("tokens_evaluated")
-        self.output = obj.get("tokens_predicted")
-        self.truncated = obj.get("truncated")
-        self.stop_type = obj.get("stop_type")
-        timings = obj.get("timings")
-        self.timings = timings
-        # cache_n is "prompt tokens reused", the same meaning as OpenAI's cached_tokens;
-        # llama.cpp's tokens_cached counts prompt + generated tokens left in the slot.
-        if isinstance(timings, dict) and "cache_n" in timings:
-            self.cached = timings["cache_n"]
-        else:
-            self.cached = obj.get("tokens_cached")
-
-    def llama_events(self, events: list[bytes], t: int) -> bool:
-        """Handle llama.cpp stream events read at ``t``; True once the final event came."""
-        # Hot path (one call per network read): list appends bound locally, no calls
-        # per event besides the JSON decode.
-        texts, chunk_ns, chunk_tokens = self.texts, self.chunk_ns, self.chunk_tokens
-        had_text = len(texts)
-        done = False
-        try:
-            for data in events:
-                obj = loads(data)
-                if obj.get("stop"):
-                    self.llama_final(obj)
-                    self.saw_terminator = done = True
-                    content = obj.get("content")  # normally "" (already streamed), but a
-                    if content:  # server may flush held-back text here, with no new token
-                        texts.append(content)
-                        chunk_ns.append(t)
-                        chunk_tokens.append(len(obj.get("tokens") or ()))
-                    break
-                if "error" in obj:
-                    raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
-                content = obj.get("content")
-                tokens = obj.get("tokens")
-                if content or tokens:
-                    if content:
-                        texts.append(content)
-                    chunk_ns.append(t)
-                    chunk_tokens.append(len(tokens) if tokens is not None else None)
-        finally:
-            if len(texts) > had_text:  # also when an event was bad
-                self._saw_text(t)
-        return done
-
-    # -- OpenAI /v1/chat/completions and /v1/completions ----------------------------
-
-    def openai_answer(self, obj: dict[str, Any], chat: bool) -> None:
-        """Facts of a non-streamed OpenAI answer."""
-        choices = obj.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise _StreamError("answer has no choices")
-        choice = choices[0]
-        text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
-        if text:
-            self.texts.append(text)
-        self.stop_type = choice.get("finish_reason")
-        self.openai_usage(obj.get("usage"))
-        if obj.get("timings") is not None:
-            self.timings = obj["timings"]
-
-    def openai_usage(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
-            return
-        self.prompt_tokens = usage.get("prompt_tokens")
-        self.output = usage.get("completion_tokens")
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict):
-            self.cached = details.get("cached_tokens")
-
-    def openai_events(self, events: list[bytes], t: int, chat: bool) -> bool:
-        """Handle OpenAI stream events read at ``t``; True once ``[DONE]`` came."""
-        texts, chunk_ns, chunk_tokens = self.texts, self.chunk_ns, self.chunk_tokens
-        had_text = len(texts)
-        done = False
-        try:
-            for data in events:
-                if data == b"[DONE]":
-                    self.saw_terminator = done = True
-                    break
-                obj = loads(data)
-                choices = obj.get("choices")
-                if choices:
-                    choice = choices[0]
-                    if chat:
-                        delta = choice.get("delta")
-                        content = delta.get("content") if delta else None
-                    else:
-                        content = choice.get("text")
-                    if content:
-                        texts.append(content)
-                        chunk_ns.append(t)
-                        chunk_tokens.append(None)  # OpenAI deltas do not say how many tokens
-                    reason = choice.get("finish_reason")
-                    if reason:
-                        self.stop_type = reason
-                elif "error" in obj:
-                    raise _StreamError(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
-                usage = obj.get("usage")
-                if usage:
-                    self.saw_usage = True
-                    self.openai_usage(usage)
-                timings = obj.get("timings")
-                if timings is not None:
-                    self.timings = timings  # llama.cpp puts them on the last chunk
-        finally:
-            if len(texts) > had_text:  # also when an event was bad
-                self._saw_text(t)
-        return done
-
-    def _saw_text(self, t: int) -> None:
-        if self.t_first_content is None:
-            self.t_first_content = t
-        self.t_last_content = t
-
-
-class _StreamError(Exception):
-    """A body or event that breaks its API (-> Outcome.MALFORMED)."""
-
-
 class HarnessClient:
     """Owns one aiohttp session with at most ``max_connections`` open connections."""
 
@@ -337,7 +164,7 @@ class HarnessClient:
         body = build_body(endpoint, spec)
         payload = json.dumps(body).encode()
         for attempt in (1, 2):
-            facts = _Facts()
+            facts = ResponseFacts()
             t_sent = clock.now()
             try:
                 async with asyncio.timeout(endpoint.timeout_s):
@@ -353,7 +180,7 @@ class HarnessClient:
                 facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
             except (aiohttp.ClientError, OSError) as exc:
                 facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
-            except (_StreamError, ValueError, AttributeError, TypeError, KeyError) as exc:
+            except (MalformedResponse, ValueError, AttributeError, TypeError, KeyError) as exc:
                 # JSONDecodeError is a ValueError; the others: JSON of the wrong shape
                 facts.fail(Outcome.MALFORMED, f"{type(exc).__name__}: {exc}")
             break
@@ -407,7 +234,7 @@ class HarnessClient:
         payload: bytes,
         stream: bool,
         clock: RunClock,
-        facts: _Facts,
+        facts: ResponseFacts,
     ) -> None:
         # identity: a compressing proxy would buffer the stream and blur the timings
         headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
@@ -425,23 +252,21 @@ class HarnessClient:
             if not stream:
                 obj = json.loads(await resp.read())
                 if not isinstance(obj, dict):
-                    raise _StreamError(f"expected a JSON object, got {type(obj).__name__}")
+                    raise MalformedResponse(f"expected a JSON object, got {type(obj).__name__}")
                 if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
-                    if obj.get("content"):
-                        facts.texts.append(obj["content"])
-                    facts.llama_final(obj)
+                    facts.llama_answer(obj)
                 else:
                     facts.openai_answer(obj, endpoint.api is ApiKind.OPENAI_CHAT)
                 return
             ctype = resp.headers.get("Content-Type", "")
             if not ctype.startswith("text/event-stream"):
-                raise _StreamError(
+                raise MalformedResponse(
                     f"streamed answer is {ctype or 'untyped'}, not text/event-stream"
                 )
             await self._read_stream(resp, endpoint.api, clock, facts)
 
     async def _read_stream(
-        self, resp: aiohttp.ClientResponse, api: ApiKind, clock: RunClock, facts: _Facts
+        self, resp: aiohttp.ClientResponse, api: ApiKind, clock: RunClock, facts: ResponseFacts
     ) -> None:
         """Hot loop: one timestamp per network read, all its events share it."""
         facts.saw_terminator = False
