@@ -98,3 +98,54 @@ def test_a_retried_row_supersedes_the_failed_one() -> None:
     assert current_rows([failed, warm, retried]) == [retried]
     ev = evaluate([failed, warm, retried], [])
     assert ev.violations == [] and ev.counts["superseded"] == 1
+
+
+def _point(mode: str, load: str, scale: float, start: int, **overrides) -> list:
+    """Two rows of ``mode`` at load point ``load``, times scaled by ``scale``."""
+    return [row(**{**{"load": load, "position": start + i}, **overrides}, mode=mode,
+                query_id=qid, t_end=int(1000 * scale) * MS,
+                t_first_content=int(100 * scale) * MS, t_last_content=int(730 * scale) * MS,
+                timings={"prompt_ms": 90.0 * scale, "predicted_ms": 630.0 * scale,
+                         "predicted_n": 64})
+            for i, qid in enumerate(("q01", "q02"))]
+
+
+def test_load_points_are_summarized_and_compared_separately() -> None:
+    """c=1 and c=8 rows of one (mode, capacity) are two summaries, never averaged, and
+    A meets B at the same load point only."""
+    records = (_point("a", "c=1", 1.0, 0) + _point("a", "c=8", 3.0, 2)
+               + _point("b", "c=8", 2.0, 4) + _point("b", "c=1", 0.5, 6))
+    ev = evaluate(records, [("a", "b")], mode_order=["a", "b"])
+    assert [(s.mode, s.load, s.queries) for s in ev.summaries] == [
+        ("a", "c=1", 2), ("a", "c=8", 2), ("b", "c=1", 2), ("b", "c=8", 2)]
+    c1, c8 = ev.summary("a", 512, "c=1"), ev.summary("a", 512, "c=8")
+    assert c1 is not None and c8 is not None and ev.summary("a", 512) is None
+    assert c1.mean_ms == pytest.approx(1000.0) and c8.mean_ms == pytest.approx(3000.0)
+    assert [(c.load, c.status) for c in ev.comparisons] == [("c=1", "ok"), ("c=8", "ok")]
+    assert ev.comparisons[0].metrics["e2e_ms"]["ratio"] == pytest.approx(2.0)  # 1000 / 500
+    assert ev.comparisons[1].metrics["e2e_ms"]["ratio"] == pytest.approx(1.5)  # 3000 / 2000
+    assert ev.to_json()["summaries"][1]["load"] == "c=8"
+
+
+def test_a_refused_row_refuses_its_load_point_only() -> None:
+    bad = _point("a", "c=8", 1.0, 2)
+    bad[0] = bad[0].model_copy(update={"output_tokens": 10})
+    ev = evaluate(_point("a", "c=1", 1.0, 0) + bad, [])
+    assert [(s.load, s.queries, s.refused) for s in ev.summaries] == [
+        ("c=1", 2, 0), ("c=8", 1, 1)]
+    (v,) = ev.violations
+    assert (v.load, v.query_id) == ("c=8", "q01") and "@ 512 c=8 q01" in str(v)
+
+
+def test_load_column_only_when_the_run_has_load_points() -> None:
+    from kvlab.report.markdown import comparison_header, summary_header, summary_rows
+
+    sequential = evaluate(_mode("a", 1.2) + _mode("b", 1.0), [("a", "b")])
+    assert "load" not in summary_header(sequential)
+    assert "load" not in comparison_header(sequential)
+    assert sequential.summaries[0].load is None and sequential.summary("a", 512) is not None
+    swept = evaluate(_point("a", "c=1", 1.0, 0) + _point("b", "c=1", 1.0, 2), [("a", "b")])
+    header = summary_header(swept)
+    assert header[:3] == ["mode", "capacity", "load"]
+    assert summary_rows(swept)[0][:3] == ["a", "512", "c=1"]
+    assert comparison_header(swept)[:3] == ["A / B", "capacity", "load"]

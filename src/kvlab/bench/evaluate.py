@@ -1,4 +1,8 @@
-"""Summaries per (mode, capacity), comparisons per pair, and ``evaluation.json``.
+"""Summaries per (mode, capacity, load), comparisons per pair, and ``evaluation.json``.
+
+``load`` is the row's load point (``c=8``, ``rate=4.0``; None for a sequential run),
+so the points of a load sweep are never averaged together, and a comparison pairs A
+and B at the same capacity and the same load point.
 
 Every number comes from the run's records: rows are validated first
 (:mod:`kvlab.bench.validate`), refused rows are named and left out, and the rest go
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.bench import metrics
+from kvlab.bench.load import parse_label
 from kvlab.bench.records import Record
 from kvlab.bench.stats import describe, percentile
 from kvlab.bench.validate import Violation, check_pairs, check_rows
@@ -57,10 +62,11 @@ def _dist(rows: Sequence[Record], fn: Callable[[Record], float | None]) -> dict[
 
 @dataclass
 class Summary:
-    """Aggregates of one (mode, capacity) over its valid rows (times in ms)."""
+    """Aggregates of one (mode, capacity, load) over its valid rows (times in ms)."""
 
     mode: str
     capacity: int
+    load: str | None  # load point label; None: sequential
     queries: int  # valid rows aggregated
     refused: int  # rows left out (see violations)
     mean_ms: float | None
@@ -78,12 +84,14 @@ class Summary:
     mean_content_deltas: float | None  # chunks per row, not tokens
 
 
-def summarize(rows: Sequence[Record], mode: str, capacity: int, refused: int = 0) -> Summary:
-    """Aggregate valid rows of one mode at one capacity."""
+def summarize(rows: Sequence[Record], mode: str, capacity: int, refused: int = 0,
+              load: str | None = None) -> Summary:
+    """Aggregate valid rows of one mode at one capacity and load point."""
     gaps = [g for r in rows for g in metrics.inter_delta_gaps_ms(r)]
     return Summary(
         mode=mode,
         capacity=capacity,
+        load=load,
         queries=len(rows),
         refused=refused,
         mean_ms=_mean([metrics.e2e_ms(r) for r in rows]),
@@ -130,11 +138,12 @@ def reduction_of(ratio: float | None) -> float | None:
 
 @dataclass
 class Comparison:
-    """Mode A against mode B at one capacity; refused if rows or prompts do not match."""
+    """Mode A against mode B at one capacity and load; refused if rows or prompts differ."""
 
     a: str
     b: str
     capacity: int
+    load: str | None  # load point label; None: sequential
     status: str  # "ok" or "refused"
     reasons: list[str] = field(default_factory=list)
     metrics: dict[str, dict[str, float | None]] = field(default_factory=dict)
@@ -146,11 +155,13 @@ def compare(
     """Ratios A/B and reductions for each compared metric, unless refused."""
     reasons = [str(v) for v in pair_violations]
     for s in (a, b):
+        at = f"{s.capacity} {s.load}" if s.load else str(s.capacity)
         if s.refused:
-            reasons.append(f"{s.mode} @ {s.capacity}: {s.refused} refused rows")
+            reasons.append(f"{s.mode} @ {at}: {s.refused} refused rows")
         if s.queries == 0:
-            reasons.append(f"{s.mode} @ {s.capacity}: no valid rows")
-    result = Comparison(a.mode, b.mode, a.capacity, "refused" if reasons else "ok", reasons)
+            reasons.append(f"{s.mode} @ {at}: no valid rows")
+    result = Comparison(a.mode, b.mode, a.capacity, a.load, "refused" if reasons else "ok",
+                        reasons)
     if reasons:
         return result
     for name, read in COMPARED.items():
@@ -188,11 +199,27 @@ class Evaluation:
             "comparisons": [asdict(c) for c in self.comparisons],
         }}
 
-    def summary(self, mode: str, capacity: int) -> Summary | None:
+    def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
+        """The summary of (mode, capacity, load); ``load`` None: the sequential one."""
         for s in self.summaries:
-            if s.mode == mode and s.capacity == capacity:
+            if s.mode == mode and s.capacity == capacity and s.load == load:
                 return s
         return None
+
+    @property
+    def has_load(self) -> bool:
+        """True when the run has load points (tables then show a load column)."""
+        return any(s.load is not None for s in self.summaries)
+
+
+def _load_order(load: str | None) -> tuple[int, float, str]:
+    """Sequential first, then concurrency points, then rate points, by value."""
+    kind, value = parse_label(load)
+    rank = {"sequential": 0, "concurrency": 1, "rate": 2}.get(kind, 3)
+    return (rank, value or 0.0, load or "")
+
+
+GroupKey = tuple[str, int, str | None]  # (mode, capacity, load)
 
 
 def evaluate(
@@ -202,31 +229,37 @@ def evaluate(
     experiment: str = "",
     mode_order: Sequence[str] = (),
 ) -> Evaluation:
-    """Validate, summarize per (mode, capacity) and compare each pair at shared capacities."""
+    """Validate, summarize per (mode, capacity, load) and compare each pair at every
+    (capacity, load) both modes measured."""
     rows = current_rows(records)
     violations = check_rows(rows)
-    refused_keys = {(v.mode, v.capacity, v.query_id, v.repetition) for v in violations}
-    groups: dict[tuple[str, int], list[Record]] = {}
+    refused_keys = {v.row_key for v in violations}
+    groups: dict[GroupKey, list[Record]] = {}
     for r in rows:
-        groups.setdefault((r.mode, r.capacity), []).append(r)
+        groups.setdefault((r.mode, r.capacity, r.load), []).append(r)
     order = {m: i for i, m in enumerate(mode_order)}
     summaries: list[Summary] = []
-    for (mode, capacity), group in sorted(
-        groups.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][0], kv[0][1])
+    for (mode, capacity, load), group in sorted(
+        groups.items(),
+        key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][0], kv[0][1],
+                        _load_order(kv[0][2])),
     ):
-        valid = [
-            r for r in group if (r.mode, r.capacity, r.query_id, r.repetition) not in refused_keys
-        ]
-        summaries.append(summarize(valid, mode, capacity, refused=len(group) - len(valid)))
-    by_key = {(s.mode, s.capacity): s for s in summaries}
+        valid = [r for r in group
+                 if (r.mode, r.capacity, r.query_id, r.repetition, r.load) not in refused_keys]
+        summaries.append(summarize(valid, mode, capacity, refused=len(group) - len(valid),
+                                   load=load))
+    by_key = {(s.mode, s.capacity, s.load): s for s in summaries}
     comparisons: list[Comparison] = []
     pair_violations: list[Violation] = []
     for a, b in compare_pairs:
-        shared = sorted({c for m, c in by_key if m == a} & {c for m, c in by_key if m == b})
-        for capacity in shared:
-            found = check_pairs(a, groups[(a, capacity)], b, groups[(b, capacity)])
+        cells_a = {(c, load) for m, c, load in by_key if m == a}
+        cells_b = {(c, load) for m, c, load in by_key if m == b}
+        for capacity, load in sorted(cells_a & cells_b,
+                                     key=lambda cell: (cell[0], _load_order(cell[1]))):
+            found = check_pairs(a, groups[(a, capacity, load)], b, groups[(b, capacity, load)])
             pair_violations.extend(found)
-            comparisons.append(compare(by_key[(a, capacity)], by_key[(b, capacity)], found))
+            comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
+                                       found))
     counts = {
         "records": len(records),
         "warmup": sum(1 for r in records if r.warmup),

@@ -40,6 +40,12 @@ class Violation:
     reason: Reason
     detail: str
     other_mode: str | None = None
+    load: str | None = None  # the row's load point ("c=8", "rate=4.0"); None: sequential
+
+    @property
+    def row_key(self) -> tuple[str, int, str, int, str | None]:
+        """The refused row: (mode, capacity, query, repetition, load)."""
+        return (self.mode, self.capacity, self.query_id, self.repetition, self.load)
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -48,14 +54,16 @@ class Violation:
 
     def __str__(self) -> str:
         who = self.mode if self.other_mode is None else f"{self.mode} vs {self.other_mode}"
+        at = f"{self.capacity} {self.load}" if self.load else str(self.capacity)
         return (
-            f"{who} @ {self.capacity} {self.query_id} rep {self.repetition}: "
+            f"{who} @ {at} {self.query_id} rep {self.repetition}: "
             f"{self.reason}: {self.detail}"
         )
 
 
 def _violation(row: Record, reason: Reason, detail: str) -> Violation:
-    return Violation(row.mode, row.capacity, row.query_id, row.repetition, reason, detail)
+    return Violation(row.mode, row.capacity, row.query_id, row.repetition, reason, detail,
+                     load=row.load)
 
 
 def check_row(row: Record) -> list[Violation]:
@@ -93,7 +101,8 @@ def check_rows(rows: Iterable[Record]) -> list[Violation]:
 def check_pairs(
     mode_a: str, rows_a: Iterable[Record], mode_b: str, rows_b: Iterable[Record]
 ) -> list[Violation]:
-    """Refusals for comparing two modes at one capacity: prompts must match row by row.
+    """Refusals for comparing two modes at one capacity (and one load point): prompts
+    must match row by row.
 
     Rows are matched on (query, repetition). Each pair must have the same prompt
     SHA-256 and the same server-counted prompt tokens; a row without a partner is
@@ -105,7 +114,8 @@ def check_pairs(
 
     def refuse(row: Record, reason: Reason, detail: str) -> None:
         found.append(
-            Violation(mode_a, row.capacity, row.query_id, row.repetition, reason, detail, mode_b)
+            Violation(mode_a, row.capacity, row.query_id, row.repetition, reason, detail, mode_b,
+                      load=row.load)
         )
 
     for key in sorted(a_by.keys() | b_by.keys()):

@@ -48,17 +48,26 @@ def _print_load(evaluation: Any) -> None:
 def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
     from rich.table import Table
 
-    from kvlab.report.markdown import SUMMARY_HEADER, comparison_rows, summary_rows
+    from kvlab.report.markdown import (
+        comparison_header,
+        comparison_rows,
+        summary_header,
+        summary_rows,
+    )
 
-    # Short headers so the table fits 100 columns; report.md has every column.
-    keep = {"mode": "mode", "capacity": "cap", "rows": "rows", "prompt tok": "prompt",
+    # Short headers so the table fits 100 columns; report.md has every column. The load
+    # column only when the run has load points.
+    header = summary_header(evaluation)
+    keep = {"mode": "mode", "capacity": "cap", "load": "load", "rows": "rows",
+            "prompt tok": "prompt",
             "e2e mean ms": "e2e", "tok/s": "tok/s", "prefill ms": "prefill",
             "decode ms/tok": "dec/tok", "TTFT mean ms": "TTFT", "ITL mean ms": "ITL"}
-    index = [SUMMARY_HEADER.index(k) for k in keep]
+    keep = {k: v for k, v in keep.items() if k in header}
+    index = [header.index(k) for k in keep]
     table = Table(title=f"{evaluation.experiment}: means in ms (tok/s = Σ tokens / Σ e2e)")
-    for header in keep.values():
-        table.add_column(header, justify="left" if header == "mode" else "right",
-                         no_wrap=True, min_width=len(header))
+    for short in keep.values():
+        table.add_column(short, justify="left" if short in ("mode", "load") else "right",
+                         no_wrap=True, min_width=len(short))
     rows = [[row[i] for i in index] for row in summary_rows(evaluation)]
     for column, values in zip(table.columns, zip(*rows, strict=True), strict=False):
         column.min_width = max(len(v) for v in [column.header, *values])  # type: ignore[list-item]
@@ -67,9 +76,9 @@ def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
     console.print(table, width=max(console.width, 120), crop=False)
     if evaluation.comparisons:
         ctable = Table(title="comparisons: ratio = mean A / mean B (> 1: B faster)")
-        for k in ["A / B", "capacity", "metric", "mean A", "mean B", "ratio", "reduction"]:
-            ctable.add_column(k, justify="left" if k in ("A / B", "metric") else "right",
-                              no_wrap=True)
+        for k in comparison_header(evaluation):
+            ctable.add_column(k, justify="left" if k in ("A / B", "load", "metric")
+                              else "right", no_wrap=True)
         crows = comparison_rows(evaluation)
         for column, values in zip(ctable.columns, zip(*crows, strict=True), strict=False):
             column.min_width = max(len(v) for v in [column.header, *values])  # type: ignore[list-item]

@@ -34,12 +34,21 @@ SUMMARY_HEADER = [
 ]
 
 
+def summary_header(evaluation: Evaluation) -> list[str]:
+    """SUMMARY_HEADER, with a "load" column after "capacity" when the run has load points."""
+    if not evaluation.has_load:
+        return list(SUMMARY_HEADER)
+    return [*SUMMARY_HEADER[:2], "load", *SUMMARY_HEADER[2:]]
+
+
 def summary_rows(evaluation: Evaluation) -> list[list[str]]:
-    """One row per (mode, capacity), in the columns of SUMMARY_HEADER."""
+    """One row per (mode, capacity, load), in the columns of :func:`summary_header`."""
     rows = []
+    loads = evaluation.has_load
     for s in evaluation.summaries:
         rows.append([
-            s.mode, str(s.capacity), str(s.queries), str(s.refused),
+            s.mode, str(s.capacity), *([s.load or "sequential"] if loads else []),
+            str(s.queries), str(s.refused),
             fmt(s.mean_prompt_tokens, 0), fmt(s.mean_ms), fmt(s.e2e_ms["p95"]),
             fmt(s.tokens_per_second), fmt(s.mean_prompt_ms), fmt(s.mean_decode_ms),
             fmt(s.mean_decode_per_token_ms, 3), fmt(s.ttft_ms["mean"]), fmt(s.ttft_ms["p95"]),
@@ -50,17 +59,30 @@ def summary_rows(evaluation: Evaluation) -> list[list[str]]:
     return rows
 
 
+COMPARISON_HEADER = ["A / B", "capacity", "metric", "mean A", "mean B", "ratio", "reduction"]
+
+
+def comparison_header(evaluation: Evaluation) -> list[str]:
+    """COMPARISON_HEADER, with a "load" column after "capacity" when the run has load points."""
+    if not evaluation.has_load:
+        return list(COMPARISON_HEADER)
+    return [*COMPARISON_HEADER[:2], "load", *COMPARISON_HEADER[2:]]
+
+
 def comparison_rows(evaluation: Evaluation) -> list[list[str]]:
-    """One row per (pair, capacity, metric): means, ratio A/B and reduction."""
+    """One row per (pair, capacity, load, metric): means, ratio A/B and reduction, in the
+    columns of :func:`comparison_header`."""
     rows = []
+    loads = evaluation.has_load
     for c in evaluation.comparisons:
+        where = [str(c.capacity), *([c.load or "sequential"] if loads else [])]
         if c.status != "ok":
-            rows.append([f"{c.a} / {c.b}", str(c.capacity), "refused", "", "", "", "; ".join(
+            rows.append([f"{c.a} / {c.b}", *where, "refused", "", "", "", "; ".join(
                 c.reasons[:3]) + (" …" if len(c.reasons) > 3 else "")])
             continue
         for name, m in c.metrics.items():
             rows.append([
-                f"{c.a} / {c.b}", str(c.capacity), name, fmt(m["mean_a"]), fmt(m["mean_b"]),
+                f"{c.a} / {c.b}", *where, name, fmt(m["mean_a"]), fmt(m["mean_b"]),
                 fmt(m["ratio"], 3), pct(m["reduction"]),
             ])
     return rows
@@ -101,22 +123,26 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
             f"measured rows ({counts['superseded']} earlier attempts superseded by a "
             f"resume), {counts['refused_rows']} rows refused.", ""]
     if evaluation.violations:
-        out += _table(["mode", "capacity", "query", "rep", "reason", "detail"], [
+        loads = any(v.load is not None for v in evaluation.violations)
+        out += _table(["mode", "capacity", *(["load"] if loads else []), "query", "rep",
+                       "reason", "detail"], [
             [v.mode if v.other_mode is None else f"{v.mode} vs {v.other_mode}",
-             str(v.capacity), v.query_id, str(v.repetition), str(v.reason), v.detail]
+             str(v.capacity), *([v.load or "sequential"] if loads else []), v.query_id,
+             str(v.repetition), str(v.reason), v.detail]
             for v in evaluation.violations
         ])
     else:
         out.append("No row or pair was refused.")
-    out += ["", "## Summaries per (mode, capacity)", "",
+    cell, equal = ("(mode, capacity, load)", "equal capacity and load") \
+        if evaluation.has_load else ("(mode, capacity)", "equal capacity")
+    out += ["", f"## Summaries per {cell}", "",
             "Times in ms (means unless p95); tok/s = Σ output tokens / Σ e2e.", ""]
-    out += _table(SUMMARY_HEADER, summary_rows(evaluation))
-    out += ["", "## Comparisons (ratio = mean A / mean B at equal capacity)", "",
+    out += _table(summary_header(evaluation), summary_rows(evaluation))
+    out += ["", f"## Comparisons (ratio = mean A / mean B at {equal})", "",
             "A ratio above 1 means B took less time; reduction = 1 − 1/ratio "
             "(positive: B saves that share of A's time).", ""]
     if evaluation.comparisons:
-        out += _table(["A / B", "capacity", "metric", "mean A", "mean B", "ratio", "reduction"],
-                      comparison_rows(evaluation))
+        out += _table(comparison_header(evaluation), comparison_rows(evaluation))
     else:
         out.append("No comparison requested.")
     if intervals:
@@ -179,13 +205,15 @@ def aa_markdown(evaluation: Evaluation, mode: str) -> str:
     if not pairs:
         return "\n".join([*out, "No valid A/A comparison (see Validation)."]) + "\n"
     rows = []
+    loads = evaluation.has_load
     for c in pairs:
         for name, m in c.metrics.items():
             ratio = m["ratio"]
-            rows.append([str(c.capacity), name, fmt(m["mean_a"]), fmt(m["mean_b"]),
-                         fmt(ratio, 3), "—" if ratio is None else f"{abs(ratio - 1) * 100:.2f} %"])
-    return "\n".join(out + _table(["capacity", "metric", "mean A", "mean A again", "ratio",
-                                   "distance from 1"], rows)) + "\n"
+            rows.append([str(c.capacity), *([c.load or "sequential"] if loads else []), name,
+                         fmt(m["mean_a"]), fmt(m["mean_b"]), fmt(ratio, 3),
+                         "—" if ratio is None else f"{abs(ratio - 1) * 100:.2f} %"])
+    return "\n".join(out + _table(["capacity", *(["load"] if loads else []), "metric", "mean A",
+                                   "mean A again", "ratio", "distance from 1"], rows)) + "\n"
 
 
 def order_markdown(order: dict[str, Any] | None) -> str:
