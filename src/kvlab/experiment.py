@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -326,3 +327,36 @@ def load_experiment(path: Path | str) -> Experiment:
         if not queries.is_absolute():
             experiment.workload.queries_file = str((path.parent / queries).resolve())
     return experiment
+
+
+def with_queries(text: str, queries: int, source: str = "<experiment>") -> str:
+    """The experiment file's text with ``workload.queries`` set to ``queries`` (``kvlab run
+    --queries N``): the one line changed or added, marked by a comment; every other line
+    kept. The result is re-read and checked to differ from the original in that key
+    only, so an unusual layout raises ExperimentError instead of changing anything else."""
+    original = tomllib.loads(text)
+    note = f"  # set by kvlab run --queries {queries}"
+    lines = text.splitlines()
+    header = re.compile(r"^\s*\[\s*workload\s*\]\s*(#.*)?$")
+    at = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if at is None:
+        lines += ["", "[workload]", f"queries = {queries}{note}"]
+    else:
+        end = next((j for j in range(at + 1, len(lines)) if lines[j].lstrip().startswith("[")),
+                   len(lines))
+        key = next((j for j in range(at + 1, end)
+                    if re.match(r"^\s*queries\s*=", lines[j])), None)
+        if key is None:
+            lines.insert(at + 1, f"queries = {queries}{note}")
+        else:
+            lines[key] = f"queries = {queries}{note}"
+    changed = "\n".join(lines) + "\n"
+    expected = {**original, "workload": {**original.get("workload", {}), "queries": queries}}
+    try:
+        same = tomllib.loads(changed) == expected
+    except tomllib.TOMLDecodeError:
+        same = False
+    if not same:
+        raise ExperimentError(f"{source}: cannot set workload.queries in this file's layout; "
+                              "put queries = N under a [workload] table and retry")
+    return changed

@@ -95,3 +95,102 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
     # evaluate is reproducible from records alone
     again = evaluate_run(run_dir)
     assert again.to_json() == json.loads((run_dir / "evaluation.json").read_text())
+
+
+ATTACHED = """
+name = "attached"
+compare = [["a", "b"]]
+[workload]
+queries = 2
+capacities = [128, 160]
+output_tokens = 8
+[[modes]]
+name = "a"
+[modes.embedded]
+threads = 1
+[[modes]]
+name = "b"
+capacities = [128]
+[modes.embedded]
+threads = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def user_servers():
+    """Two servers started by "the user" (not by kvlab): contexts 128 and 160."""
+    from contextlib import ExitStack
+
+    from kvlab.serve import BackgroundServer, ServeSettings, create_app
+    from tests.serve.conftest import wait_ready
+
+    with ExitStack() as stack:
+        urls = {}
+        for n_ctx in (128, 160):
+            server = stack.enter_context(BackgroundServer(create_app(
+                ServeSettings(n_ctx=n_ctx, threads=1))))
+            wait_ready(server.base_url)
+            urls[n_ctx] = server.base_url
+        yield urls
+
+
+def test_no_launch_measures_the_users_servers_and_queries_override(tmp_path,
+                                                                    user_servers) -> None:
+    experiment = tmp_path / "attached.toml"
+    experiment.write_text(ATTACHED)
+    url128, url160 = user_servers[128], user_servers[160]
+    result = run_experiment(
+        experiment, out=tmp_path / "runs", queries=1, no_launch=True,
+        endpoints=[f"a={url128}", f"a@160={url160}", f"b@128={url128}"])
+    run_dir = result.run_dir.path
+    records = read_records(run_dir / "records.jsonl")
+    measured = sorted((r.mode, r.capacity, r.query_id) for r in records if not r.warmup)
+    assert measured == [("a", 128, "q01"), ("a", 160, "q01"), ("b", 128, "q01")]
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["overrides"] == {"queries": 1}
+    assert manifest["experiment_file"] == ATTACHED  # the file, verbatim
+    copy = (run_dir / "experiment.toml").read_text()
+    assert "queries = 1  # set by kvlab run --queries 1" in copy
+    assert manifest["no_launch"] == {"endpoints": {"a": url128, "a@160": url160,
+                                                   "b@128": url128}}
+    servers = {(s["mode"], s["capacity"]): s["facts"] for s in manifest["servers"]}
+    assert servers[("a", 160)]["launched"] is False
+    assert servers[("a", 160)]["base_url"] == url160
+    assert servers[("a", 160)]["props"]["default_generation_settings"]["n_ctx"] == 160
+    assert not (run_dir / "logs").exists()  # kvlab started no process
+    assert [c.status for c in result.evaluation.comparisons] == ["ok"]
+    report = (run_dir / "report.md").read_text()
+    assert "not launched by kvlab" in report and "Overrides of this run (kvlab run): queries = 1" \
+        in report and "Queries per (mode, capacity): 1 × 1" in report
+
+    # a resume reads the run dir's experiment (1 query) and the recorded endpoints
+    again = run_experiment(None, resume=run_dir)
+    assert again.records_written == 0
+    assert again.evaluation.summary("a", 160).queries == 1
+    assert evaluate_run(run_dir).to_json() == again.evaluation.to_json()
+
+
+def test_no_launch_refuses_a_server_of_another_capacity(tmp_path, user_servers) -> None:
+    """MODE=URL for every capacity, but the server runs with 128: the 160 block stops
+    the run with one line that says what to start, and the 128 rows are kept."""
+    experiment = tmp_path / "attached.toml"
+    experiment.write_text(ATTACHED.replace('compare = [["a", "b"]]\n', "")
+                          .split("[[modes]]\nname = \"b\"")[0])
+    from kvlab.errors import EndpointUnreachable
+
+    with pytest.raises(EndpointUnreachable) as info:
+        run_experiment(experiment, out=tmp_path / "runs", queries=1, no_launch=True,
+                       endpoints=[f"a={user_servers[128]}"])
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    message = str(info.value)
+    assert message.startswith("a @ 160: the server at ") and "context of 128 tokens" in message
+    assert f"kvlab run --resume {run_dir}" in message and "\n" not in message
+    kept = [r for r in read_records(run_dir / "records.jsonl") if not r.warmup]
+    assert [(r.capacity, r.query_id) for r in kept] == [(128, "q01")]
+    # the user starts the right server and resumes, naming it
+    resumed = run_experiment(None, resume=run_dir,
+                             endpoints=[f"a@160={user_servers[160]}"], no_launch=True)
+    assert resumed.records_written == 2  # warm-up + q01 at 160
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["no_launch"]["endpoints"]["a@160"] == user_servers[160]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from kvlab.bench.records import RecordStore
 from tests.bench.rows import MS, row
+
+QUICK = str(Path(__file__).parents[2] / "experiments" / "quickstart.toml")
 
 
 def kvlab(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,6 +26,15 @@ def kvlab(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "no-such.toml"], "cannot read the experiment file"),
         (["evaluate", "/nonexistent-run"], "is not a run directory"),
         (["explain", "--", "-1"], "must be positive"),
+        (["run", QUICK, "--queries", "0"], "--queries must be within 1..30"),
+        (["run", QUICK, "--queries", "31"], "--queries must be within 1..30"),
+        (["run", QUICK, "--endpoint", "kv-cache=http://127.0.0.1:1"], "goes with --no-launch"),
+        (["run", QUICK, "--no-launch", "--endpoint", "kv-cache=http://127.0.0.1:1"],
+         "mode recompute (embedded) has no --endpoint"),
+        (["run", QUICK, "--no-launch", "--endpoint", "nope=http://127.0.0.1:1"],
+         "no such mode in quickstart (modes: recompute, kv-cache, recompute-openai, "
+         "kv-cache-openai)"),
+        (["run", QUICK, "--queries", "2", "--dry-run"], "--dry-run prints"),
     ],
 )
 def test_one_line_errors(args, needle) -> None:
@@ -62,3 +74,21 @@ def test_evaluate_a_saved_run(tmp_path) -> None:
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["comparisons"][0]["metrics"]["e2e_ms"]["ratio"] == pytest.approx(1.2)
     assert (run / "report.md").exists() and (run / "evaluation.json").exists()
+
+
+def test_no_launch_with_nothing_listening_is_one_line(tmp_path) -> None:
+    from kvlab.servers.embedded import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    modes = ("recompute", "kv-cache", "recompute-openai", "kv-cache-openai")
+    args = [a for m in modes for a in ("--endpoint", f"{m}={url}")]
+    result = kvlab("run", QUICK, "--no-launch", *args, "--out", str(tmp_path), "-q")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"recompute @ 256: nothing answers {url}/health" in line
+
+
+def test_run_help_documents_no_launch_per_capacity() -> None:
+    text = kvlab("run", "--help").stdout
+    for needle in ("--queries", "--no-launch", "MODE@CAPACITY=URL", "compose.yaml"):
+        assert needle in text

@@ -3,7 +3,8 @@
 Layout::
 
     runs/<experiment>-<YYYYmmdd-HHMMSS>/
-      experiment.toml   the experiment file, verbatim
+      experiment.toml   the experiment file (verbatim, or with `kvlab run --queries N`
+                        applied; manifest.json keeps the verbatim text and the overrides)
       manifest.json     versions, host, servers (argv, /props, logs), times, run order
       prepared.json     the prompts every mode sends (per capacity)
       records.jsonl     one line per request, warm-ups flagged
@@ -25,7 +26,7 @@ from typing import Any
 
 import kvlab
 from kvlab.errors import ConfigError
-from kvlab.experiment import Experiment, load_experiment
+from kvlab.experiment import Experiment, load_experiment, with_queries
 
 
 class RunDir:
@@ -49,8 +50,12 @@ class RunDir:
         return self.path / "logs" / f"{mode}-{capacity}.log"
 
     @classmethod
-    def create(cls, out: Path, experiment_file: Path, experiment: Experiment) -> RunDir:
-        """A fresh run directory under ``out`` holding a verbatim copy of the experiment."""
+    def create(cls, out: Path, experiment_file: Path, experiment: Experiment,
+               overrides: dict[str, Any] | None = None) -> RunDir:
+        """A fresh run directory under ``out`` holding a copy of the experiment: verbatim,
+        or with ``overrides`` applied (only ``{"queries": N}`` today, from ``kvlab run
+        --queries``), so a resume and ``evaluate`` read the experiment as measured. The
+        manifest keeps the file verbatim and the overrides."""
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(out) / f"{experiment.name}-{stamp}"
         suffix = 1
@@ -59,10 +64,16 @@ class RunDir:
             path = Path(out) / f"{experiment.name}-{stamp}-{suffix}"
         path.mkdir(parents=True)
         run = cls(path)
-        run.experiment_path.write_text(
-            Path(experiment_file).read_text(encoding="utf-8"), encoding="utf-8"
-        )
-        run.write_manifest(initial_manifest(run, experiment))
+        text = Path(experiment_file).read_text(encoding="utf-8")
+        copy = text
+        if overrides and "queries" in overrides:
+            copy = with_queries(text, int(overrides["queries"]), str(experiment_file))
+        run.experiment_path.write_text(copy, encoding="utf-8")
+        manifest = initial_manifest(run, experiment)
+        manifest["experiment_file"] = text  # verbatim, as the user wrote it
+        if overrides:
+            manifest["overrides"] = dict(overrides)
+        run.write_manifest(manifest)
         return run
 
     @classmethod

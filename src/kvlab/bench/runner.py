@@ -9,6 +9,10 @@ Record is appended and flushed as it completes. The server is stopped on every e
 path. A Ctrl-C or a dead server raises :class:`~kvlab.errors.RunInterrupted`; the
 records written are kept and ``resume`` skips them.
 
+``kvlab run --queries N`` (a quick run of a long protocol) and ``--no-launch
+--endpoint MODE[@CAPACITY]=URL`` (servers the user started) are arguments of
+:func:`run_experiment`.
+
 This module holds the public entry points; the walk over servers and rows is
 :mod:`kvlab.bench.sessions`, the servers and endpoints :mod:`kvlab.bench.targets`.
 
@@ -26,13 +30,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from kvlab.bench.evaluate import Evaluation, evaluate, write_evaluation
 from kvlab.bench.records import Record, read_records
 from kvlab.bench.rundir import RunDir
 from kvlab.bench.sessions import Session, drive, queries_of
-from kvlab.bench.targets import endpoint_for, make_server
+from kvlab.bench.targets import Attach, attach_plan, endpoint_for, make_server
+from kvlab.bench.workload import BUILTIN_QUERIES
 from kvlab.errors import ConfigError
 from kvlab.experiment import Experiment, load_experiment
 
@@ -86,28 +91,82 @@ def experiment_of(run: RunDir) -> Experiment:
     return experiment.repeat_aa(aa) if aa else experiment
 
 
+def check_queries(experiment: Experiment, queries: int) -> None:
+    """``--queries N`` must pick 1..available built-in queries (ConfigError otherwise)."""
+    if experiment.workload.queries_file is not None:
+        raise ConfigError(f"--queries limits the built-in queries; {experiment.name} reads "
+                          f"its queries from {experiment.workload.queries_file}: shorten that "
+                          "file instead")
+    if not 1 <= queries <= len(BUILTIN_QUERIES):
+        raise ConfigError(f"--queries must be within 1..{len(BUILTIN_QUERIES)} (the built-in "
+                          f"queries), got {queries}")
+
+
+def _attach(experiment: Experiment, endpoints: list[str], aa: str | None) -> Attach:
+    """The --no-launch plan of the experiment as measured; an A/A copy (``<mode>-again``)
+    is measured against its mode's server unless given its own --endpoint."""
+    if aa is not None:
+        given = {spec.split("=", 1)[0].split("@", 1)[0] for spec in endpoints}
+        if f"{aa}-again" not in given:
+            endpoints = endpoints + [f"{aa}-again{spec[len(aa):]}" for spec in endpoints
+                                     if spec.split("=", 1)[0].split("@", 1)[0] == aa]
+    return attach_plan(experiment, endpoints)
+
+
 def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                    resume: Path | None = None, reporter: Reporter | None = None,
-                   repeat_aa: str | None = None) -> RunResult:
+                   repeat_aa: str | None = None, queries: int | None = None,
+                   no_launch: bool = False, endpoints: list[str] | None = None) -> RunResult:
     """Run every mode of an experiment (or resume a run dir), then evaluate it.
 
     ``repeat_aa``: measure only that mode, twice (as ``<mode>`` and ``<mode>-again``,
     in the experiment's order), and compare the two: the run's noise floor.
+    ``queries``: measure the first N built-in queries instead of the file's count; the
+    run dir's experiment.toml says N and the manifest records ``overrides``.
+    ``no_launch`` + ``endpoints`` (``["MODE=URL", "MODE@CAPACITY=URL"]``): measure the
+    embedded/llamacpp modes against servers the user started (see bench.targets); a
+    resume of such a run reuses the recorded endpoints unless given new ones.
     """
+    endpoints = list(endpoints or [])
+    if endpoints and not no_launch:
+        raise ConfigError("--endpoint MODE=URL goes with --no-launch (kvlab launches the "
+                          "servers otherwise)")
+    attach: Attach | None = None
     if resume is not None:
+        if queries is not None:
+            raise ConfigError("--queries applies to a new run; a resumed run keeps the "
+                              "query count it started with")
         run = RunDir.open(resume)
         experiment = experiment_of(run)
+        recorded = run.manifest().get("no_launch")
+        if recorded is not None or no_launch:
+            # endpoints given now replace the recorded ones of the same MODE[@CAPACITY]
+            given = {spec.split("=", 1)[0] for spec in endpoints}
+            specs = [f"{k}={v}" for k, v in (recorded or {}).get("endpoints", {}).items()
+                     if k not in given]
+            attach = attach_plan(experiment, specs + endpoints)
     else:
         if experiment_file is None:
             raise ConfigError("give an experiment file, or --resume RUN_DIR")
         experiment = load_experiment(experiment_file)
+        overrides: dict[str, Any] = {}
+        if queries is not None:
+            check_queries(experiment, queries)
+            overrides["queries"] = queries
+            experiment.workload.queries = queries
+        measured = experiment
         if repeat_aa is not None:
-            experiment.mode(repeat_aa)  # ExperimentError before a run dir is made
-        run = RunDir.create(out, experiment_file, experiment)
+            measured = experiment.repeat_aa(repeat_aa)  # ExperimentError before a run dir
+        if no_launch:
+            attach = _attach(measured, endpoints, repeat_aa)
+        run = RunDir.create(out, experiment_file, experiment, overrides)
         if repeat_aa is not None:
             run.update_manifest(repeat_aa=repeat_aa)
-            experiment = experiment.repeat_aa(repeat_aa)
-    session = Session(run, experiment, reporter or SilentReporter())
+        experiment = measured
+    if attach is not None:
+        attach.run_path = run.path
+        run.update_manifest(no_launch={"endpoints": attach.to_manifest()})
+    session = Session(run, experiment, reporter or SilentReporter(), attach)
     drive(session, list(experiment.modes))
     evaluation = evaluate_run(run.path)
     return RunResult(run, evaluation, session.written)

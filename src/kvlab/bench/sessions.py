@@ -29,7 +29,7 @@ from kvlab.bench.order import (
 )
 from kvlab.bench.records import Outcome, Record, RecordStore, RunClock, read_records
 from kvlab.bench.rundir import RunDir, now_iso
-from kvlab.bench.targets import endpoint_for, make_server
+from kvlab.bench.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
 from kvlab.bench.workload import (
     Prepared,
     PreparedPrompt,
@@ -60,10 +60,12 @@ class ServerDied(Exception):
 class Session:
     """One invocation of the runner over a run directory (a run or a resume)."""
 
-    def __init__(self, run: RunDir, experiment: Experiment, reporter: Reporter) -> None:
+    def __init__(self, run: RunDir, experiment: Experiment, reporter: Reporter,
+                 attach: Attach | None = None) -> None:
         self.run = run
         self.experiment = experiment
         self.reporter = reporter
+        self.attach = attach  # --no-launch: the user's servers instead of launching
         self.queries = queries_of(experiment)
         existing = read_records(run.records_path) if run.records_path.exists() else []
         # A key counts as done once it has an ok record; failed rows are retried.
@@ -125,12 +127,14 @@ class Session:
                         ) -> AsyncIterator[tuple[Endpoint, dict[str, PreparedPrompt], Any]]:
         """Start the mode's server, check it, prepare prompts and warm up; stop it and
         record it in the manifest on the way out."""
-        server = make_server(self.experiment, mode, capacity)
+        server = make_server(self.experiment, mode, capacity, self.attach)
         log = self.run.log_path(mode.name, capacity)
         entry: dict[str, Any] = {"mode": mode.name, "capacity": capacity, "started": now_iso()}
         try:
             if server is not None:
-                self.reporter.note(f"{mode.name} @ {capacity}: starting {mode.server} server")
+                what = (f"checking {redact_url(server.base_url)}"
+                        if isinstance(server, AttachedServer) else f"starting {mode.server} server")
+                self.reporter.note(f"{mode.name} @ {capacity}: {what}")
                 server.start(log, self.experiment.protocol.ready_timeout_s)
             endpoint = endpoint_for(self.experiment, mode, server)
             if server is None:

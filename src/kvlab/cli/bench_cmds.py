@@ -104,18 +104,45 @@ def run(
     repeat_aa: str | None = typer.Option(
         None, "--repeat-aa", metavar="MODE",
         help="Measure MODE twice (A/A) and report the difference: the noise floor."),
+    queries: int | None = typer.Option(
+        None, "--queries", metavar="N",
+        help="Measure the first N built-in queries instead of the file's count (a quick "
+             "run of a long protocol); recorded in manifest.json (overrides) and in the "
+             "run dir's experiment.toml."),
+    no_launch: bool = typer.Option(
+        False, "--no-launch",
+        help="Start no server: measure every embedded/llamacpp mode against the server "
+             "you started, given with --endpoint."),
+    endpoint: list[str] | None = typer.Option(
+        None, "--endpoint", metavar="MODE[@CAPACITY]=URL",
+        help="With --no-launch (repeatable): the URL of MODE's server, e.g. "
+             "mono=http://127.0.0.1:8080. kvlab cannot restart a server it does not own, "
+             "so each capacity needs a server started with that context size: give "
+             "MODE@CAPACITY=URL per capacity (the more specific wins). /health is checked "
+             "when the (mode, capacity) comes up; a /props context size other than the "
+             "capacity is refused. See experiments/compose.yaml."),
 ) -> None:
-    """Run every mode of an experiment; write records, manifest, evaluation and report."""
+    """Run every mode of an experiment; write records, manifest, evaluation and report.
+
+    Examples: kvlab run experiments/llamacpp-cpu.toml --queries 8;
+    kvlab run experiments/llamacpp-gpu-mono-vs-dual.toml --no-launch
+    --endpoint mono@512=http://127.0.0.1:8081 --endpoint dual@512=http://127.0.0.1:8084 ...
+    """
     from kvlab.bench.runner import run_experiment
 
     if dry_run and experiment is not None:
         from kvlab.cli.llamacpp_cmds import print_dry_run
+        from kvlab.errors import ConfigError
 
+        if queries is not None or no_launch or endpoint:
+            raise ConfigError("--dry-run prints the experiment file's own plan; drop "
+                              "--queries/--no-launch/--endpoint to use it")
         print_dry_run(experiment, json_out)
         return
 
     result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet),
-                            repeat_aa=repeat_aa)
+                            repeat_aa=repeat_aa, queries=queries, no_launch=no_launch,
+                            endpoints=endpoint)
     if json_out:
         print_json(result.evaluation.to_json())
     else:

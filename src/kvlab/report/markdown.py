@@ -108,6 +108,13 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         f"timeout {p.ready_timeout_s:g} s.",
         "- Modes:", "",
     ]
+    if manifest.get("overrides"):  # kvlab run --queries N
+        given = ", ".join(f"{k} = {v}" for k, v in manifest["overrides"].items())
+        out[-2:-2] = [f"- Overrides of this run (kvlab run): {given}; experiment.toml in the "
+                      "run dir says so, manifest.json keeps the file verbatim."]
+    if manifest.get("no_launch"):  # kvlab run --no-launch
+        where = ", ".join(f"{k} → {v}" for k, v in manifest["no_launch"]["endpoints"].items())
+        out[-2:-2] = [f"- Servers not launched by kvlab (--no-launch), measured at: {where}."]
     for m in experiment.modes:
         settings = m.embedded or m.external or m.llamacpp
         shown = settings.model_dump(exclude_none=True) if hasattr(settings, "model_dump") \
@@ -160,6 +167,8 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
     for entry in manifest.get("servers", []):
         facts = entry.get("facts") or {}
         argv = " ".join(facts.get("argv", [])) if facts else "(external endpoint)"
+        if facts.get("launched") is False:  # kvlab run --no-launch
+            argv = f"not launched by kvlab: {facts.get('base_url')}"
         out.append(f"- `{entry['mode']}` @ {entry['capacity']}: `{argv}` "
                    f"({facts.get('version', '')}; log {facts.get('log', '—')}; "
                    f"{entry.get('started')} → {entry.get('stopped')})")
