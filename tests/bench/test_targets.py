@@ -79,5 +79,9 @@ def test_nothing_listening_is_one_line_with_what_to_do(tmp_path) -> None:
 
 
 def test_context_size_of_props() -> None:
+    from kvlab.bench.targets import accepted_context_sizes
+
+    assert accepted_context_sizes(1000) == {1000, 1024}  # llama.cpp pads n_ctx to 256
+    assert accepted_context_sizes(512) == {512}
     assert context_size({"default_generation_settings": {"n_ctx": 512}}) == 512
     assert context_size({}) is None and context_size(None) is None

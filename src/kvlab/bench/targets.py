@@ -10,8 +10,8 @@ the mode) or ``MODE@CAPACITY=URL`` (that capacity; the more specific one wins). 
 cannot restart a server it does not own at another ``--ctx-size``/``-c``, so each
 capacity needs a server started with that capacity. An :class:`AttachedServer` checks
 ``/health`` when its (mode, capacity) comes up in the run order, reads ``/props``
-(kept in the manifest; a context size that is not the capacity is refused), and is
-never started or stopped by kvlab.
+(kept in the manifest; a context size that is neither the capacity nor llama.cpp's
+padding of it to a multiple of 256 is refused), and is never started or stopped.
 """
 
 from __future__ import annotations
@@ -173,6 +173,12 @@ def context_size(props: dict[str, Any] | None) -> int | None:
     return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) else None
 
 
+def accepted_context_sizes(capacity: int) -> set[int]:
+    """Slot context sizes that mean "started with ``-c capacity``": the capacity itself,
+    or llama.cpp's padding of it up to a multiple of 256."""
+    return {capacity, -(-capacity // 256) * 256}
+
+
 class AttachedServer:
     """A server the user started (``--no-launch``): checked, never started or stopped."""
 
@@ -215,7 +221,7 @@ class AttachedServer:
         except (httpx.HTTPError, ValueError):
             self._props = None  # /props is optional (not every server has it)
         n_ctx = context_size(self._props)
-        if n_ctx is not None and n_ctx != self.capacity:
+        if n_ctx is not None and n_ctx not in accepted_context_sizes(self.capacity):
             raise self._fail(f"the server at {url} runs with a context of {n_ctx} tokens, "
                              f"not {self.capacity} (/props)")
 
