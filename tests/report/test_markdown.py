@@ -29,3 +29,31 @@ def test_report_states_protocol_definitions_validation_and_numbers() -> None:
     assert "| a | 512 | 2 | 0 | 250 | 1200.00 |" in text  # summary row from records
     assert "refused" in text  # the a/b comparison is refused: b has a refused row
     assert "`kvlab serve`" in text and "git commit abc" in text
+
+
+def _kv_check(cells_logged: int) -> dict:
+    predicted = {"kind": "kv", "cells": 512, "layers": 3, "n_seq_max": 1, "n_stream": 1,
+                 "k_bytes": 786432, "v_bytes": 786432}
+    logged = {"kind": "kv", "cells": cells_logged, "layers": 3, "n_seq_max": 1,
+              "n_stream": 1, "type_k": "f16", "type_v": "f16", "size_mib": 1.5,
+              "k_mib": 0.75, "v_mib": 0.75}
+    match = cells_logged == 512
+    return {"caches": [{"kind": "kv", "predicted": predicted, "logged": logged,
+                        "match": match, "mismatches": [] if match else ["cells"]}],
+            "match": match}
+
+
+def test_kv_check_section_shows_each_server_and_a_disagreement() -> None:
+    from kvlab.report.markdown import kv_check_markdown
+
+    manifest = {"servers": [
+        {"mode": "t1", "capacity": 512, "facts": {"kv_check": _kv_check(512)}},
+        {"mode": "t2", "capacity": 512, "facts": {"kv_check": _kv_check(768)}},
+        {"mode": "embedded", "capacity": 512, "facts": {"argv": []}},
+    ]}
+    text = kv_check_markdown(manifest)
+    assert "## KV check" in text
+    assert "### t1 @ 512" in text and "### t2 @ 512" in text
+    assert "embedded" not in text
+    assert "512 / 768" in text  # the disagreement is printed, not hidden
+    assert kv_check_markdown({"servers": []}) == ""

@@ -116,7 +116,8 @@ def _attach(experiment: Experiment, endpoints: list[str], aa: str | None) -> Att
 def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                    resume: Path | None = None, reporter: Reporter | None = None,
                    repeat_aa: str | None = None, queries: int | None = None,
-                   no_launch: bool = False, endpoints: list[str] | None = None) -> RunResult:
+                   no_launch: bool = False, endpoints: list[str] | None = None,
+                   html: bool = True) -> RunResult:
     """Run every mode of an experiment (or resume a run dir), then evaluate it.
 
     ``repeat_aa``: measure only that mode, twice (as ``<mode>`` and ``<mode>-again``,
@@ -126,6 +127,8 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
     ``no_launch`` + ``endpoints`` (``["MODE=URL", "MODE@CAPACITY=URL"]``): measure the
     embedded/llamacpp modes against servers the user started (see bench.targets); a
     resume of such a run reuses the recorded endpoints unless given new ones.
+    ``html``: also write the self-contained report.html (a few seconds of bootstrap
+    and plotting); report.md and evaluation.json are always written.
     """
     endpoints = list(endpoints or [])
     if endpoints and not no_launch:
@@ -169,6 +172,10 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
     session = Session(run, experiment, reporter or SilentReporter(), attach)
     drive(session, list(experiment.modes))
     evaluation = evaluate_run(run.path)
+    if html:
+        from kvlab.report.html import write_html
+
+        write_html(run.path)
     return RunResult(run, evaluation, session.written)
 
 
@@ -188,7 +195,7 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
                 if server is not None:
                     server.start(run.log_path(mode.name, capacity),
                                  experiment.protocol.ready_timeout_s)
-                await session.prompts(capacity, endpoint_for(experiment, mode, server).base_url)
+                await session.prompts(capacity, endpoint_for(experiment, mode, server))
             finally:
                 if server is not None:
                     server.stop()
@@ -217,7 +224,13 @@ def measure_mode(experiment_file: Path | None, mode_name: str, run_dir: Path | N
 def evaluate_run(run_dir: Path) -> Evaluation:
     """Recompute evaluation.json and report.md of a run dir from its records."""
     from kvlab.bench.load import Slo, load_summaries
-    from kvlab.report.markdown import aa_markdown, load_markdown, order_markdown, render_report
+    from kvlab.report.markdown import (
+        aa_markdown,
+        kv_check_markdown,
+        load_markdown,
+        order_markdown,
+        render_report,
+    )
     from kvlab.report.verdicts import intervals_markdown
 
     run = RunDir.open(run_dir)
@@ -239,6 +252,7 @@ def evaluate_run(run_dir: Path) -> Evaluation:
                            intervals=intervals_markdown(records, experiment.compare))
     report += order_markdown(manifest.get("order"))
     report += load_markdown(summaries)
+    report += kv_check_markdown(manifest)
     if manifest.get("repeat_aa"):
         report += aa_markdown(evaluation, manifest["repeat_aa"])
     run.report_path.write_text(report, encoding="utf-8")

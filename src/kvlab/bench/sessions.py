@@ -87,15 +87,17 @@ class Session:
             prompt_fraction=w.prompt_fraction,
         )
 
-    async def prompts(self, capacity: int, base_url: str) -> list[PreparedPrompt]:
-        """This capacity's prompts, prepared with ``base_url``'s tokenizer on first use."""
+    async def prompts(self, capacity: int, endpoint: Endpoint) -> list[PreparedPrompt]:
+        """This capacity's prompts, prepared with ``endpoint``'s tokenizer on first use."""
         if capacity not in self.prepared.prompts:
             import httpx
 
             w = self.experiment.workload
             async with httpx.AsyncClient() as client:
                 padding, prompts = await prepare_capacity(
-                    http_tokenizer(client, base_url), self.queries, capacity,
+                    http_tokenizer(client, endpoint.base_url, api_key=endpoint.api_key,
+                                   model=endpoint.model),
+                    self.queries, capacity,
                     w.prompt_fraction, w.output_tokens,
                 )
             self.prepared.padding_tokens[capacity] = padding
@@ -141,7 +143,7 @@ class Session:
                 from kvlab.bench.endpoints import check_models
 
                 await asyncio.to_thread(check_models, endpoint)
-            prompts = {p.query_id: p for p in await self.prompts(capacity, endpoint.base_url)}
+            prompts = {p.query_id: p for p in await self.prompts(capacity, endpoint)}
             first = next(iter(prompts.values()))
             for i in range(self.experiment.workload.warmup):
                 await self.send(client, endpoint, mode, capacity, first, i, store, server,

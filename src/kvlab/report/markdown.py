@@ -236,3 +236,20 @@ def order_markdown(order: dict[str, Any] | None) -> str:
     blocks = " → ".join(f"{m}@{c}" + (f"[{p + 1}/{n}]" if n > 1 else "")
                         for m, c, p, n in order.get("sequence", []))
     return "\n".join(["", "## Run order", "", line + ".", "", f"Blocks: {blocks}", ""]) + "\n"
+
+
+def kv_check_markdown(manifest: dict[str, Any]) -> str:
+    """The KV check of every launched llama-server: kvlab's predicted KV-cache
+    allocation next to the ``llama_kv_cache: size = ...`` lines of its log; "" when no
+    server logged one. A disagreement is shown, never hidden."""
+    from kvlab.servers.kvlog import render_markdown
+
+    out: list[str] = []
+    for entry in manifest.get("servers", []):
+        check = (entry.get("facts") or {}).get("kv_check")
+        if check:
+            out += [f"### {entry.get('mode')} @ {entry.get('capacity')}", "",
+                    render_markdown(check), ""]
+    if not out:
+        return ""
+    return "\n".join(["", "## KV check: predicted vs allocated by llama-server", "", *out])
