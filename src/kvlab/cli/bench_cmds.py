@@ -91,6 +91,10 @@ def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
     console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
                   f"(details in {run_dir / 'report.md'})", highlight=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
+    html = run_dir / "report.html"
+    console.print(f"report: {run_dir / 'report.md'}"
+                  + (f" and {html} (opens offline)" if html.exists() else ""),
+                  highlight=False, markup=False)
 
 
 @app.command()
