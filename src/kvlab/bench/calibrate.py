@@ -34,6 +34,7 @@ import aiohttp
 import numpy as np
 
 from kvlab.bench.endpoints import Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.gcpause import paused_gc
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.errors import ConfigError, ServerLaunchError
 
@@ -220,11 +221,13 @@ async def run_level(
     schedule: dict[str, Any],
     api: ApiKind = ApiKind.LLAMACPP_COMPLETION,
     known_delay_ms: float = 0.0,
+    spread_s: float | None = None,
 ) -> LoadResult:
     """``concurrency`` closed-loop streams for ``duration_s`` through the harness client.
 
-    Stream i starts i/concurrency of a write interval after the first, so streams are
-    spread over time rather than all written in the same instant.
+    Stream i starts i/concurrency of ``spread_s`` after the first (default: one
+    request's duration), so the streams' events and request boundaries are spread
+    evenly over time.
     ``known_delay_ms`` shifts the client's clock origin so every timestamp it takes
     reads that much late: a known error the figures must report.
     """
@@ -234,7 +237,12 @@ async def run_level(
     tokens = int(schedule["tokens"])
     records: list[Record] = []
     stop_at = time.perf_counter() + duration_s
-    spread_s = schedule.get("itl_ms", 0.0) / 1e3
+    # Spread the streams over one whole request (TTFT + tokens x ITL), not one ITL:
+    # closed-loop streams started together stay phase-locked, so every stream would
+    # open its next request in the same instant and the per-request set-up of all of
+    # them (~0.5 ms each) would land on the events of the others.
+    if spread_s is None:
+        spread_s = (schedule.get("ttft_ms", 0.0) + tokens * schedule.get("itl_ms", 0.0)) / 1e3
 
     async def worker(i: int, client: HarnessClient) -> None:
         await asyncio.sleep(spread_s * i / concurrency)
@@ -252,8 +260,9 @@ async def run_level(
         await _get(session, base_url + "/synthetic/log?clear=1")
         await _get(session, base_url + "/synthetic/stats?reset=1")
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        async with HarnessClient(max_connections=concurrency) as client:
-            await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
+        with paused_gc():
+            async with HarnessClient(max_connections=concurrency) as client:
+                await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         stats = await _get(session, base_url + "/synthetic/stats")
         log = await _get(session, base_url + "/synthetic/log?clear=1")
@@ -403,16 +412,25 @@ async def _ramp(base_url: str, settings: CalibrateSettings,
     best: LoadResult | None = None
     for rate in settings.ramp_rates:
         interval_ms = streams * per_write / rate * 1e3
-        writes = max(2, math.ceil(1000.0 / interval_ms))  # ~1 s per request
+        # ~0.25 s per request: short enough that a level's ragged start and end (up to
+        # one request per stream) cost little of its duration.
+        writes = max(2, math.ceil(250.0 / interval_ms))
         schedule = {"ttft_ms": interval_ms, "itl_ms": interval_ms, "tokens": writes * per_write,
                     "tokens_per_event": 1, "events_per_write": per_write}
         say(f"ingest ramp: {rate:,.0f} events/s offered")
+        # Streams one write interval apart: the ramp measures sustained ingest, and a
+        # spread over a whole (~1 s) request would leave part of a short level idle.
         res = await _level_with_cpu(base_url, f"ramp={rate:g}", streams,
-                                    settings.ramp_duration_s, schedule, settings.api)
+                                    settings.ramp_duration_s, schedule, settings.api,
+                                    spread_s=interval_ms / 1e3)
         res.offered_events_per_s = rate
         p99 = res.errors.latency_ms.get("p99")
+        # Kept = nothing failed and every event was read within the lag limit (a client
+        # that cannot keep up reads late: its latency grows). The achieved rate is a
+        # sanity check only, at 80 %: a short closed-loop level loses up to one request
+        # per stream to its ragged start and end, which is not the client's doing.
         res.ok = (res.errors.failed == 0 and p99 is not None and p99 <= settings.lag_limit_ms
-                  and res.events_per_s >= 0.9 * rate)
+                  and res.events_per_s >= 0.8 * rate)
         levels.append(res)
         if not res.ok:
             break

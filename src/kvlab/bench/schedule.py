@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvlab.bench.endpoints import RequestSpec
+from kvlab.bench.gcpause import paused_gc
 from kvlab.bench.records import Record, RunClock
 
 LoadKind = Literal["sequential", "concurrency", "rate"]
@@ -242,6 +243,13 @@ async def run_point(point: LoadPoint, specs: Sequence[RequestSpec], send: SendFn
     the point's load. Only measured Records are returned; warm-ups go to ``on_record``."""
     label = point.label
     await run_warmup(warmup, send, label, on_record)
+    with paused_gc():  # a collection mid-point would timestamp every stream late
+        return await _run_measured(point, specs, send, clock, on_record)
+
+
+async def _run_measured(point: LoadPoint, specs: Sequence[RequestSpec], send: SendFn,
+                        clock: RunClock, on_record: RecordFn | None) -> list[Record]:
+    label = point.label
     n = point.requests if point.requests is not None else len(specs)
     if point.kind == "sequential":
         return await run_sequential(specs[:n], send, clock, on_record, label)

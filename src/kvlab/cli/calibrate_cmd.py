@@ -32,7 +32,7 @@ def _render(report: Any) -> None:
     acc = Table(title="Timestamp error vs the server's send times (|error|, ms)")
     for col in ("c", "req", "events", "TTFT50", "TTFT99", "gap50", "gap99", "lat50", "lat99",
                 "µs/tok", "srv CPU", "srv late99"):
-        acc.add_column(col, justify="right")
+        acc.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), 6))
     for r in report.accuracy:
         e = r.errors
         acc.add_row(
@@ -45,7 +45,7 @@ def _render(report: Any) -> None:
             "-" if r.server_cpu_frac is None else f"{r.server_cpu_frac:.0%}",
             _ms(r.server_lateness_p99_ms),
         )
-    console.print(acc)
+    console.print(acc, width=max(console.width, 140), crop=False)
     if report.ingest:
         ing = Table(title="Ingest burst (no delay between writes)")
         for col in ("client", "events/s", "tokens/s", "CPU µs/event", "server CPU"):
@@ -69,7 +69,7 @@ def _render(report: Any) -> None:
                          "-" if r.client_cpu_us_per_token is None
                          else f"{r.client_cpu_us_per_token:.1f}",
                          "yes" if r.ok else "no")
-        console.print(ramp)
+        console.print(ramp, width=max(console.width, 120), crop=False)
     for note in report.notes:
         console.print(f"note: {note}")
 
