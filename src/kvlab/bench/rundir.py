@@ -27,6 +27,7 @@ from typing import Any
 import kvlab
 from kvlab.errors import ConfigError
 from kvlab.experiment import Experiment, load_experiment, with_queries
+from kvlab.servers.preflight import cpu_model
 
 
 class RunDir:
@@ -149,16 +150,6 @@ def git_commit() -> str | None:
         return None
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -177,7 +168,7 @@ def host_facts() -> dict[str, Any]:
     """Platform, CPU, cores, memory, Python and torch versions (torch not imported)."""
     return {
         "platform": platform.platform(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "memory_bytes": _memory_bytes(),
         "python": platform.python_version(),

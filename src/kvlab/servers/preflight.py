@@ -42,7 +42,8 @@ class HostFacts:
         return asdict(self)
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or what platform knows of it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -108,7 +109,7 @@ def host_facts() -> HostFacts:
     gpus, how = query_gpus()
     cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return HostFacts(
-        cpu_model=_cpu_model(), logical_cpus=os.cpu_count() or 0,
+        cpu_model=cpu_model(), logical_cpus=os.cpu_count() or 0,
         memory_total_gib=_memory_gib(), os=platform.platform(),
         python=platform.python_version(), gpus=visible_gpus(gpus, cuda_visible),
         gpu_query=how, cuda_visible_devices=cuda_visible,
