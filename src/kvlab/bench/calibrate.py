@@ -243,11 +243,12 @@ async def run_level(
     # them (~0.5 ms each) would land on the events of the others.
     if spread_s is None:
         spread_s = (schedule.get("ttft_ms", 0.0) + tokens * schedule.get("itl_ms", 0.0)) / 1e3
+    spread_s = min(spread_s, duration_s / 2)  # every stream starts inside the level
 
     async def worker(i: int, client: HarnessClient) -> None:
         await asyncio.sleep(spread_s * i / concurrency)
         j = 0
-        while time.perf_counter() < stop_at:
+        while j == 0 or time.perf_counter() < stop_at:  # at least one request per stream
             spec = RequestSpec(
                 prompt="calibrate", max_tokens=tokens, stream=True, run_id="calibrate",
                 mode=label, query_id=f"w{i}", repetition=j,
