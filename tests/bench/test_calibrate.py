@@ -96,3 +96,17 @@ def test_calibrate_against_finds_a_limit_on_an_easy_ramp(base_url: str) -> None:
     assert report.max_events_per_s == pytest.approx(report.ramp[0].events_per_s)
     doc = report.to_dict()
     assert doc["accuracy"][0]["errors"]["gap_ms"]["p99"] is not None
+
+
+def test_cpu_split_gives_the_server_one_cpu_of_its_own() -> None:
+    import os
+
+    from kvlab.bench.calibrate import _split_cpus
+
+    client, server = _split_cpus()
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        assert (client, server) == (None, None)
+    else:
+        assert server is not None and client is not None
+        assert len(server) == 1 and client | server == cpus and not client & server

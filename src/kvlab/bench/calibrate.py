@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -58,6 +59,7 @@ class CalibrateSettings:
     ramp_rates: tuple[float, ...] = (5e3, 10e3, 25e3, 50e3, 100e3, 150e3, 200e3, 300e3)  # ev/s
     ramp_duration_s: float = 2.0
     lag_limit_ms: float = 2.0  # ramp: p99 latency error above this = "error grows"
+    pin_cpus: bool = False  # server on the last CPU, client on the others (>= 2 CPUs)
 
 
 @dataclass
@@ -123,14 +125,19 @@ class CalibrationReport:
 
 
 @contextlib.contextmanager
-def synthetic_process(host: str = "127.0.0.1", timeout_s: float = 20.0) -> Iterator[str]:
-    """Start ``python -m kvlab.serve.synthetic`` on a free port; yield its base URL."""
+def synthetic_process(host: str = "127.0.0.1", timeout_s: float = 20.0,
+                      cpus: set[int] | None = None) -> Iterator[str]:
+    """Start ``python -m kvlab.serve.synthetic`` on a free port; yield its base URL.
+
+    ``cpus``: the CPUs the server may run on (None: wherever the OS likes)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvlab.serve.synthetic", "--host", host, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    if cpus:
+        os.sched_setaffinity(proc.pid, cpus)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout_s
@@ -442,10 +449,40 @@ async def _ramp(base_url: str, settings: CalibrateSettings,
 
 
 def calibrate(settings: CalibrateSettings, progress: Any = None) -> CalibrationReport:
-    """Start the synthetic server in its own process and run :func:`calibrate_against`."""
+    """Start the synthetic server in its own process and run :func:`calibrate_against`.
+
+    With ``pin_cpus`` and at least two CPUs, the server runs on the last CPU and this
+    client on the others, so the two processes never take turns on one core. Measured
+    on 2 cores at 256 streams (3 alternating runs each): median gap error 0.07-0.18 ms
+    pinned vs 0.14-0.22 ms not, p99 1.1-3.7 ms vs 1.3-2.6 ms: no clear gain at p99,
+    hence off by default.
+    """
     _raise_fd_limit()
-    with synthetic_process() as base_url:
-        return asyncio.run(calibrate_against(base_url, settings, progress))
+    client_cpus, server_cpus = _split_cpus() if settings.pin_cpus else (None, None)
+    before = os.sched_getaffinity(0) if client_cpus else None
+    try:
+        if client_cpus:
+            os.sched_setaffinity(0, client_cpus)
+        with synthetic_process(cpus=server_cpus) as base_url:
+            report = asyncio.run(calibrate_against(base_url, settings, progress))
+    finally:
+        if before:
+            os.sched_setaffinity(0, before)
+    report.notes.append(
+        f"client on CPUs {sorted(client_cpus)}, synthetic server on CPUs {sorted(server_cpus)}"
+        if client_cpus and server_cpus else "client and server not pinned to CPUs")
+    return report
+
+
+def _split_cpus() -> tuple[set[int] | None, set[int] | None]:
+    """(client CPUs, server CPUs): the last usable CPU for the server; (None, None)
+    where affinity is not available or there is a single CPU."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None, None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None, None
+    return set(cpus[:-1]), {cpus[-1]}
 
 
 def _raise_fd_limit() -> None:

@@ -92,6 +92,8 @@ def calibrate(
     ramp: str = typer.Option("5000,10000,25000,50000,100000,150000,200000,300000",
                              help="Offered events/s of the ingest ramp."),
     save: bool = typer.Option(True, help="Write the limits to the calibration file."),
+    pin: bool = typer.Option(False, help="Run the synthetic server on the last CPU and the "
+                             "client on the others, so they never share a core."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document last."),
 ) -> None:
     """Measure the harness's timestamp error and ingest limit against a synthetic server."""
@@ -113,6 +115,7 @@ def calibrate(
         tokens=tokens, api=ApiKind(api), known_delay_ms=known_delay_ms, ingest=ingest,
         ingest_streams=ingest_streams, ramp_rates=_floats(ramp, "--ramp"),
         ingest_duration_s=ingest_duration_s, ramp_duration_s=ramp_duration_s,
+        pin_cpus=pin,
     )
     say = err_console.print if json_out else console.print
     report = run_calibration(settings, progress=lambda m: say(f"[dim]{m}[/dim]"))
