@@ -105,3 +105,31 @@ def test_first_token_arrives_before_the_rest_are_computed() -> None:
     stream = iter_generate(model, [1, 2, 3, 4], 6, cache=cache)
     next(stream)
     assert cache.length == 4  # only the prompt is in the cache so far
+
+
+@pytest.mark.parametrize("kind", list(CONFIGS))
+def test_reusing_a_cached_prefix_gives_the_tokens_of_a_full_recompute(kind: str) -> None:
+    model = MODELS[kind]
+    cache = KVCache(model.config, max_len=40)
+    first_prompt = [7, 8, 9, 10, 11, 12]
+    first = list(iter_generate(model, first_prompt, 4, cache=cache, temperature=0.8, seed=5))
+    held = first_prompt + first[:-1]  # what the cache holds now
+    assert cache.length == len(held)
+    prompt = [*held[:8], 3, 2, 1]  # shares 8 tokens with the cache
+    reused = list(iter_generate(model, prompt, 5, cache=cache, reuse_prefix=8,
+                                temperature=0.8, seed=5))
+    assert cache.length == len(prompt) + 5 - 1
+    full = list(iter_generate(model, prompt, 5, temperature=0.8, seed=5))
+    assert reused == full
+
+
+def test_a_reuse_prefix_the_cache_cannot_serve_is_refused() -> None:
+    model = MODELS["MHA"]
+    cache = KVCache(model.config, max_len=40)
+    list(iter_generate(model, [1, 2, 3], 2, cache=cache))  # the cache holds 4 tokens
+    with pytest.raises(EngineError, match="reuse_prefix 5"):
+        iter_generate(model, [1, 2, 3, 4, 5, 6, 7], 2, cache=cache, reuse_prefix=5)
+    with pytest.raises(EngineError, match="at least one"):
+        iter_generate(model, [1, 2, 3], 2, cache=cache, reuse_prefix=3)
+    with pytest.raises(EngineError, match="reuse_prefix"):
+        iter_generate(model, [1, 2, 3], 2, reuse_prefix=1)

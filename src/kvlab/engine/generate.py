@@ -76,15 +76,17 @@ def _cached_steps(
     cache: KVCache,
     prefill_chunk: int | None,
     logits_out: list[torch.Tensor] | None,
+    reuse: int = 0,
 ) -> Iterator[int]:
     # inference_mode is entered per step, never held across a yield: the caller's
     # code between two tokens must run in its own autograd mode.
-    cache.reset()
+    # ``reuse``: the cache already holds prompt_ids[:reuse]; keep it, compute the rest.
+    cache.truncate(reuse)
     n = len(prompt_ids)
-    chunk = n if prefill_chunk is None else prefill_chunk
+    chunk = n - reuse if prefill_chunk is None else prefill_chunk
     with torch.inference_mode():
         ids = torch.tensor([prompt_ids], dtype=torch.long)  # (1, n)
-        for start in range(0, n, chunk):
+        for start in range(reuse, n, chunk):
             logits = model(ids[:, start:start + chunk], cache, start_pos=cache.length)
             cache.advance(logits.shape[1])
         last = logits[0, -1]  # (vocab,)
@@ -145,11 +147,20 @@ def _steps(
     cache: KVCache | None,
     prefill_chunk: int | None = None,
     logits_out: list[torch.Tensor] | None = None,
+    reuse_prefix: int = 0,
 ) -> Iterator[int]:
     """Validate now, then return the lazy token stream."""
     check_request(model, prompt_ids, max_new_tokens, cache)
     if prefill_chunk is not None and prefill_chunk <= 0:
         raise EngineError(f"prefill_chunk must be positive, got {prefill_chunk}")
+    if reuse_prefix and (not use_cache or cache is None
+                         or not 0 < reuse_prefix < len(prompt_ids)
+                         or reuse_prefix > cache.length):
+        raise EngineError(
+            f"reuse_prefix {reuse_prefix} needs use_cache, a cache holding at least that "
+            f"many tokens, and a longer prompt ({len(prompt_ids)} tokens): at least one "
+            "prompt token is always computed"
+        )
     sample = make_sampler(temperature, seed)
     if max_new_tokens == 0:
         return iter(())
@@ -157,7 +168,8 @@ def _steps(
         if cache is None:
             cache = KVCache(model.config, max_len=len(prompt_ids) + max_new_tokens - 1)
         tokens = _cached_steps(
-            model, prompt_ids, max_new_tokens, sample, cache, prefill_chunk, logits_out
+            model, prompt_ids, max_new_tokens, sample, cache, prefill_chunk, logits_out,
+            reuse_prefix,
         )
     else:
         tokens = _naive_steps(model, prompt_ids, max_new_tokens, sample, logits_out)
@@ -174,6 +186,7 @@ def iter_generate(
     seed: int | None = 42,
     ignore_eos: bool = True,
     cache: KVCache | None = None,
+    reuse_prefix: int = 0,
 ) -> Iterator[int]:
     """Yield each new token id as soon as it is chosen.
 
@@ -181,11 +194,14 @@ def iter_generate(
     cache; the first full pass without). With ``ignore_eos`` False, generation stops at
     :data:`EOS_ID`, which is not yielded: fewer than ``max_new_tokens`` ids means EOS.
     ``cache``: a preallocated cache to reuse (it is reset first); None allocates one
-    sized to the request. Bad requests raise here, before the first ``next()``.
+    sized to the request. ``reuse_prefix``: ``cache`` already holds the K/V of
+    ``prompt_ids[:reuse_prefix]`` (prompt reuse, as llama.cpp's ``cache_prompt``); those
+    cells are kept and only the rest of the prompt is computed (at least one token).
+    Bad requests raise here, before the first ``next()``.
     """
     return _steps(
         model, prompt_ids, max_new_tokens, use_cache=use_cache, temperature=temperature,
-        seed=seed, ignore_eos=ignore_eos, cache=cache,
+        seed=seed, ignore_eos=ignore_eos, cache=cache, reuse_prefix=reuse_prefix,
     )
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.serve.params import GenParams
-from kvlab.serve.prompt_cache import keep_prefix, reusable_prefix, steps_after_prefix
+from kvlab.serve.prompt_cache import reusable_prefix
 
 
 @dataclass
@@ -128,18 +128,14 @@ class Slot:
         if self.cache is not None and params.cache_prompt:
             reuse = reusable_prefix(self._held, prompt_ids)
         self._held = []  # unknown until this request ends well
-        if reuse > 0:
-            keep_prefix(self.cache, reuse)
-            return steps_after_prefix(self.model, self.cache, prompt_ids, limit,
-                                      params.temperature, params.seed), reuse
         # The engine never sees ignore_eos=False: stopping in _run instead lets EOS be
         # counted in tokens_predicted, as llama.cpp counts it.
         tokens = iter_generate(
             self.model, prompt_ids, limit, use_cache=self.use_cache,
             temperature=params.temperature, seed=params.seed, ignore_eos=True,
-            cache=self.cache,
+            cache=self.cache, reuse_prefix=reuse,
         )
-        return tokens, 0
+        return tokens, reuse
 
     def close(self) -> None:
         """Stop the worker thread once the running generation (if any) ends."""
