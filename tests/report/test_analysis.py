@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from kvlab.bench.load import load_order
 from kvlab.bench.records import Outcome
 from kvlab.bench.stats import Verdict
-from kvlab.report.analysis import compare_run, groups, load_sort_key, summarize_run
+from kvlab.report.analysis import compare_run, groups, summarize_run
 from kvlab.report.verdicts import comparisons_markdown, intervals_markdown
 from tests.report.synthetic_runs import make_row, two_mode_rows
 
@@ -64,7 +65,7 @@ def test_a_resumed_row_supersedes_its_failed_attempt() -> None:
 
 def test_loads_sort_numerically_and_sequential_first() -> None:
     labels = ["c=16", None, "c=2", "rate=0.5", "c=4"]
-    assert sorted(labels, key=load_sort_key) == [None, "c=2", "c=4", "c=16", "rate=0.5"]
+    assert sorted(labels, key=load_order) == [None, "c=2", "c=4", "c=16", "rate=0.5"]
     rows = [make_row("a", 256, 0, prefill=1, decode=2, load=lab) for lab in ("c=8", "c=2")]
     assert [k[2] for k in groups(rows)] == ["c=2", "c=8"]
 

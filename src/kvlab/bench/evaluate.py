@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.bench import metrics
-from kvlab.bench.load import parse_label
+from kvlab.bench.load import load_order
 from kvlab.bench.records import Record
 from kvlab.bench.stats import describe, percentile
 from kvlab.bench.validate import Violation, check_pairs, check_rows
@@ -212,13 +212,6 @@ class Evaluation:
         return any(s.load is not None for s in self.summaries)
 
 
-def _load_order(load: str | None) -> tuple[int, float, str]:
-    """Sequential first, then concurrency points, then rate points, by value."""
-    kind, value = parse_label(load)
-    rank = {"sequential": 0, "concurrency": 1, "rate": 2}.get(kind, 3)
-    return (rank, value or 0.0, load or "")
-
-
 GroupKey = tuple[str, int, str | None]  # (mode, capacity, load)
 
 
@@ -242,7 +235,7 @@ def evaluate(
     for (mode, capacity, load), group in sorted(
         groups.items(),
         key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][0], kv[0][1],
-                        _load_order(kv[0][2])),
+                        load_order(kv[0][2])),
     ):
         valid = [r for r in group
                  if (r.mode, r.capacity, r.query_id, r.repetition, r.load) not in refused_keys]
@@ -255,7 +248,7 @@ def evaluate(
         cells_a = {(c, load) for m, c, load in by_key if m == a}
         cells_b = {(c, load) for m, c, load in by_key if m == b}
         for capacity, load in sorted(cells_a & cells_b,
-                                     key=lambda cell: (cell[0], _load_order(cell[1]))):
+                                     key=lambda cell: (cell[0], load_order(cell[1]))):
             found = check_pairs(a, groups[(a, capacity, load)], b, groups[(b, capacity, load)])
             pair_violations.extend(found)
             comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],

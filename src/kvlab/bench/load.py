@@ -76,6 +76,14 @@ def parse_label(load: str | None) -> tuple[str, float | None]:
     return ("concurrency" if match[1] == "c" else "rate", float(match[2]))
 
 
+def load_order(load: str | None) -> tuple[int, float, str]:
+    """Sort key of load labels: sequential first, then concurrency points, then rate
+    points, each by value ("c=2" < "c=16"); unknown labels last."""
+    kind, value = parse_label(load)
+    rank = {"sequential": 0, "concurrency": 1, "rate": 2}.get(kind, 3)
+    return (rank, value or 0.0, load or "")
+
+
 def send_lags_ms(rows: Iterable[Record]) -> list[float]:
     """t_sent - t_scheduled of each row that has a schedule (ms; late is positive)."""
     return [(r.t_sent - r.t_scheduled) / _NS_PER_MS for r in rows if r.t_scheduled is not None]

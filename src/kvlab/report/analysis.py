@@ -16,13 +16,13 @@ differ for the same query is refused, never compared.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.bench import metrics as m
 from kvlab.bench.evaluate import current_rows
+from kvlab.bench.load import load_order, parse_label
 from kvlab.bench.records import Record
 from kvlab.bench.stats import (
     MIN_BOOTSTRAP_VALUES,
@@ -90,23 +90,9 @@ EXTRA_DEFINITIONS: tuple[tuple[str, str], ...] = (
 # ------------------------------------------------------------------------------ groups
 
 
-def load_sort_key(load: str | None) -> tuple[int, str, float]:
-    """Sequential first, then load points by kind and numeric value ("c=2" < "c=16")."""
-    if load is None:
-        return (0, "", 0.0)
-    match = re.fullmatch(r"\s*([A-Za-z_]+)\s*=\s*([0-9.eE+-]+)\s*", load)
-    if match:
-        try:
-            return (1, match[1], float(match[2]))
-        except ValueError:
-            pass
-    return (2, load, 0.0)
-
-
 def load_value(load: str | None) -> float | None:
     """The number in a load label ("c=8" -> 8.0); None for sequential or unparsable."""
-    kind, _, value = load_sort_key(load)
-    return value if kind == 1 else None
+    return parse_label(load)[1]
 
 
 def groups(records: Iterable[Record]) -> dict[GroupKey, list[Record]]:
@@ -121,7 +107,7 @@ def groups(records: Iterable[Record]) -> dict[GroupKey, list[Record]]:
     for row in current_rows(records):
         mode_order.setdefault(row.mode, len(mode_order))
         by.setdefault((row.mode, row.capacity, row.load), []).append(row)
-    order = sorted(by, key=lambda k: (k[1], load_sort_key(k[2]), mode_order[k[0]]))
+    order = sorted(by, key=lambda k: (k[1], load_order(k[2]), mode_order[k[0]]))
     return {k: by[k] for k in order}
 
 
@@ -345,7 +331,7 @@ def compare_run(records: Sequence[Record], pairs: Sequence[tuple[str, str]] | No
                 *, resamples: int = 2000) -> list[PairComparison]:
     """Comparisons of ``pairs`` (default: every pair) at each capacity and load both ran."""
     by = groups(records)
-    cells = sorted({(k[1], k[2]) for k in by}, key=lambda c: (c[0], load_sort_key(c[1])))
+    cells = sorted({(k[1], k[2]) for k in by}, key=lambda c: (c[0], load_order(c[1])))
     out: list[PairComparison] = []
     for capacity, load in cells:
         for a, b in pairs if pairs is not None else default_pairs(records):

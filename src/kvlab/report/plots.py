@@ -12,6 +12,7 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kvlab.bench.load import load_order, parse_label
 from kvlab.bench.records import Record
 from kvlab.report.analysis import (
     E2E,
@@ -20,7 +21,6 @@ from kvlab.report.analysis import (
     GroupSummary,
     RowMetric,
     groups,
-    load_sort_key,
     load_value,
     modes_in_order,
     valid_rows,
@@ -68,7 +68,7 @@ def phase_bars(summaries: Sequence[GroupSummary]) -> bytes | None:
     run); None when no group has server timings.
     """
     first: dict[tuple[str, int], GroupSummary] = {}
-    for s in sorted(summaries, key=lambda s: load_sort_key(s.load)):
+    for s in sorted(summaries, key=lambda s: load_order(s.load)):
         if "prefill_ms" in s.metrics and "decode_ms" in s.metrics:
             first.setdefault((s.mode, s.capacity), s)
     if not first:
@@ -177,14 +177,14 @@ def throughput_vs_load(summaries: Sequence[GroupSummary]) -> bytes | None:
     if not lines:
         return None
     colours = _colours(list(dict.fromkeys(mode for mode, _ in lines)))
-    kinds = sorted({load_sort_key(s.load)[1] for v in lines.values() for s in v})
-    xlabel = {"c": "concurrency", "rate": "request rate (req/s)"}.get(kinds[0], kinds[0])
+    kinds = sorted({parse_label(s.load)[0] for v in lines.values() for s in v})
+    xlabel = {"rate": "request rate (req/s)"}.get(kinds[0], kinds[0])
     fig = _figure(9.0, 3.0)
     ax_tp, ax_lat = fig.subplots(1, 2)
     styles = ["-", "--", ":", "-."]
     capacities = sorted({cap for _, cap in lines})
     for (mode, cap), points in lines.items():
-        points = sorted(points, key=lambda s: load_sort_key(s.load))
+        points = sorted(points, key=lambda s: load_order(s.load))
         xs = [load_value(s.load) for s in points]
         style = styles[capacities.index(cap) % len(styles)]
         label = f"{mode} @ {cap}"
