@@ -14,7 +14,7 @@ from kvlab.bench.targets import (
 )
 from kvlab.errors import ConfigError, EndpointUnreachable
 from kvlab.experiment import parse_experiment
-from kvlab.servers.embedded import free_port
+from kvlab.servers.process import free_port
 
 TWO = parse_experiment("""
 name = "two"

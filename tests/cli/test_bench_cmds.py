@@ -77,7 +77,7 @@ def test_evaluate_a_saved_run(tmp_path) -> None:
 
 
 def test_no_launch_with_nothing_listening_is_one_line(tmp_path) -> None:
-    from kvlab.servers.embedded import free_port
+    from kvlab.servers.process import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     modes = ("recompute", "kv-cache", "recompute-openai", "kv-cache-openai")

@@ -2,13 +2,12 @@
 
 One process per (mode, capacity): ``--ctx-size`` is the capacity being measured. The
 process runs in its own session so a terminal Ctrl-C reaches the runner only; the
-runner stops the server itself (SIGTERM, then SIGKILL) on every exit path.
+runner stops the server itself (SIGTERM, then SIGKILL) on every exit path, and
+:mod:`kvlab.servers.process` makes sure none outlives kvlab.
 """
 
 from __future__ import annotations
 
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,23 +18,16 @@ import httpx
 
 import kvlab
 from kvlab.errors import ServerLaunchError
-
-STOP_GRACE_S = 10.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of a log file ("" if it does not exist)."""
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+from kvlab.servers.process import (
+    STOP_GRACE_S,
+    free_port,
+    log_tail,
+    register,
+    spawn,
+    stop_process,
+    unregister,
+    wait_ready,
+)
 
 
 class EmbeddedServer:
@@ -76,57 +68,32 @@ class EmbeddedServer:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(
-                self.argv(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+            self._process = spawn(self.argv(), log)
+        register(self)
         self._started_at = time.time()
-        deadline = time.monotonic() + ready_timeout_s
-        with httpx.Client(timeout=2.0) as client:
-            while True:
-                code = self._process.poll()
-                if code is not None:
-                    self.stop()
-                    raise ServerLaunchError(
-                        f"kvlab serve exited with status {code} during start-up; "
-                        f"log {self.log_path}:\n{log_tail(self.log_path)}"
-                    )
-                try:
-                    if client.get(f"{self.base_url}/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise ServerLaunchError(
-                        f"kvlab serve not ready after {ready_timeout_s:.0f} s; "
-                        f"log {self.log_path}:\n{log_tail(self.log_path)}"
-                    )
-                time.sleep(0.1)
-            try:
-                response = client.get(f"{self.base_url}/props")
-                self._props = response.json() if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
-                self._props = None
+        try:
+            wait_ready(self.base_url, self._process, ready_timeout_s, poll_s=0.1,
+                       name="kvlab serve")
+        except BaseException as exc:
+            self.stop()
+            if isinstance(exc, ServerLaunchError):
+                raise ServerLaunchError(f"{exc}; log {self.log_path}:\n"
+                                        f"{log_tail(self.log_path, 15)}") from None
+            raise
+        try:
+            response = httpx.get(f"{self.base_url}/props", timeout=2.0)
+            self._props = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            self._props = None
 
     def is_alive(self) -> bool:
         """True while the process runs."""
         return self._process is not None and self._process.poll() is None
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM, then SIGKILL after a grace period; safe to call twice."""
-        process = self._process
-        if process is None or process.poll() is not None:
-            return
-        try:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=STOP_GRACE_S)
+        stop_process(self._process, grace_s)
+        unregister(self)
 
     def facts(self) -> dict[str, Any]:
         """What the manifest keeps about this server."""

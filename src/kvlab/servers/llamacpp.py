@@ -6,20 +6,13 @@ table; :class:`LlamaServer` turns it plus a context capacity into one process.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -30,6 +23,15 @@ from kvlab.errors import ConfigError, KvlabError, ServerLaunchError
 from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server, package_version
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
 from kvlab.servers.kvlog import KvCheck, check_server_log
+from kvlab.servers.process import (
+    free_port,
+    log_tail,
+    register,
+    spawn,
+    stop_process,
+    unregister,
+    wait_ready,
+)
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
@@ -84,31 +86,6 @@ def expand_path(path: Path | None, what: str) -> Path | None:
         raise ConfigError(f"llamacpp.{what} is {text!r} but ${unset[0]} is not set; "
                           f"export {unset[0]}=/path/to/file or edit the experiment")
     return Path(os.path.expandvars(text)).expanduser()
-
-
-def _free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free now (a tiny race with other binders remains)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A pre-exec hook asking Linux to SIGKILL the child when kvlab dies (even by SIGKILL)."""
-
-    def hook() -> None:  # runs in the child between fork and exec
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except OSError:
-            return
-        if os.getppid() != parent_pid:  # kvlab died before prctl took effect
-            os._exit(1)
-
-    return hook
 
 
 class LlamaServer:
@@ -205,7 +182,7 @@ class LlamaServer:
                 raise ServerLaunchError("this llama-server was already started; stop it first")
             self.binary = find_llama_server(expand_path(self.settings.binary, "binary"))
             self.model = resolve_model(expand_path(self.settings.model, "model"))
-            self.port = _free_port(self.host)
+            self.port = free_port(self.host)
             self.base_url = f"http://{self.host}:{self.port}"
             if self._api_key:
                 self._key_dir = Path(tempfile.mkdtemp(prefix="kvlab-key-"))
@@ -215,18 +192,9 @@ class LlamaServer:
             self.log_path = Path(log_path)
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = self.log_path.open("wb")
-            # PDEATHSIG fires when the *thread* that forked exits, so only the main
-            # thread (which lives as long as kvlab) may ask for it.
-            in_main = threading.current_thread() is threading.main_thread()
             started = time.perf_counter()
-            self._proc = subprocess.Popen(
-                self.argv(), stdin=subprocess.DEVNULL, stdout=self._log_file,
-                stderr=subprocess.STDOUT, env=self.binary.child_env(),
-                start_new_session=True,  # own process group: stop() signals the group
-                preexec_fn=(_die_with_parent(os.getpid())
-                            if in_main and sys.platform == "linux" else None),
-            )
-            _register(self)
+            self._proc = spawn(self.argv(), self._log_file, env=self.binary.child_env())
+            register(self)
         try:
             self.health_statuses = wait_ready(self.base_url, self._proc, ready_timeout_s)
         except ServerLaunchError as exc:
@@ -250,21 +218,14 @@ class LlamaServer:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the process group, SIGKILL after ``grace_s``; safe to call twice."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            _signal_group(proc, signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait(timeout=grace_s)
+        stop_process(self._proc, grace_s)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
         if self._key_dir is not None:
             shutil.rmtree(self._key_dir, ignore_errors=True)
             self._key_dir = None
-        _unregister(self)
+        unregister(self)
 
     # -- facts -----------------------------------------------------------------------
 
@@ -314,87 +275,3 @@ class LlamaServer:
             "props": self.props(),
             "kv_check": check.model_dump(mode="json") if check else None,
         }
-
-
-def wait_ready(base_url: str, proc: subprocess.Popen[bytes], timeout_s: float,
-               poll_s: float = 0.05) -> list[int]:
-    """Poll ``/health`` until 200; return the distinct status codes seen, in order.
-
-    503 means "loading model"; a refused connection means "not listening yet". Raises
-    ServerLaunchError if the process exits or ``timeout_s`` passes.
-    """
-    seen: list[int] = []
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=2.0) as client:
-        while True:
-            code = proc.poll()
-            if code is not None:
-                raise ServerLaunchError(f"llama-server exited with status {code} during start-up")
-            try:
-                status = client.get(f"{base_url}/health").status_code
-                if not seen or seen[-1] != status:
-                    seen.append(status)
-                if status == 200:
-                    return seen
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise ServerLaunchError(
-                    f"llama-server was not ready after {timeout_s:.0f} s "
-                    f"(/health statuses seen: {seen or 'none'}); see its log")
-            time.sleep(poll_s)
-
-
-def log_tail(path: Path | None, n_lines: int = 25) -> str:
-    """The last lines of a log file, or a note when there is none."""
-    if path is None or not Path(path).exists():
-        return "(no log)"
-    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    return "\n".join(lines[-n_lines:])
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)  # start_new_session made pid the group id
-
-
-# ------------------------------------------------- no server outlives kvlab, any exit
-
-_LIVE: set[LlamaServer] = set()
-_LIVE_LOCK = threading.Lock()
-_HANDLERS_INSTALLED = False
-
-
-def stop_all() -> None:
-    """Stop every server this process started and has not stopped yet."""
-    with _LIVE_LOCK:
-        servers = list(_LIVE)
-    for server in servers:
-        server.stop(grace_s=5.0)
-
-
-def _on_terminate(signum: int, _frame: Any) -> None:
-    stop_all()
-    signal.signal(signum, signal.SIG_DFL)  # then die the way the signal asked
-    os.kill(os.getpid(), signum)
-
-
-def _register(server: LlamaServer) -> None:
-    global _HANDLERS_INSTALLED
-    with _LIVE_LOCK:
-        _LIVE.add(server)
-        if _HANDLERS_INSTALLED:
-            return
-        _HANDLERS_INSTALLED = True
-    atexit.register(stop_all)  # normal exit, sys.exit, and Ctrl-C (KeyboardInterrupt)
-    # SIGTERM/SIGHUP kill Python without running atexit; take them over unless the
-    # application already has its own handler. SIGKILL is covered by PDEATHSIG.
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) in (signal.SIG_DFL, None):
-                signal.signal(sig, _on_terminate)
-
-
-def _unregister(server: LlamaServer) -> None:
-    with _LIVE_LOCK:
-        _LIVE.discard(server)
