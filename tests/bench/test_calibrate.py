@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from kvlab.bench.calibrate import (
+    INGEST_CLIENTS,
     CalibrateSettings,
     calibrate_against,
     ingest_burst,
     run_level,
+    steady_rate,
     synthetic_process,
     timestamp_errors,
 )
@@ -54,6 +57,15 @@ SCHEDULE = {"ttft_ms": 10.0, "itl_ms": 10.0, "tokens": 8, "tokens_per_event": 1,
             "events_per_write": 1}
 
 
+def test_steady_rate_counts_only_the_window() -> None:
+    recs = [_record([0, 10, 20, 30], "a"), _record([15, 25, 40], "b"),
+            _record([12], "c", Outcome.DISCONNECTED)]
+    recs[0].chunk_tokens = [1, 2, None, 4]
+    events, tokens = steady_rate(recs, 10, 30)  # [10, 30): 10, 20 of a; 15, 25 of b
+    assert events == pytest.approx(4 / 20e-9)
+    assert tokens == pytest.approx((2 + 1 + 1 + 1) / 20e-9)
+
+
 def test_injected_client_delay_shows_in_the_error_figures(base_url: str) -> None:
     clean = asyncio.run(run_level(base_url, "clean", 2, 0.2, SCHEDULE))
     late = asyncio.run(run_level(base_url, "late", 2, 0.2, SCHEDULE, known_delay_ms=5.0))
@@ -68,13 +80,23 @@ def test_injected_client_delay_shows_in_the_error_figures(base_url: str) -> None
     assert late.errors.gap_ms["p50"] < 1.5
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps are Linux's")
+def test_kvlab_client_reads_kernel_stamps_and_aiohttp_does_not(base_url: str) -> None:
+    own = asyncio.run(run_level(base_url, "own", 2, 0.1, SCHEDULE))
+    plain = asyncio.run(run_level(base_url, "plain", 2, 0.1, SCHEDULE, http_client="aiohttp"))
+    assert own.stamps == "kernel" and own.read_lag_ms["p99"] is not None
+    assert plain.stamps == "read" and plain.read_lag_ms == {}
+    for res in (own, plain):
+        assert res.errors.unmatched == res.errors.failed == 0 and res.errors.events > 0
+
+
 def test_openai_chat_level_matches_every_delta(base_url: str) -> None:
     res = asyncio.run(run_level(base_url, "chat", 2, 0.1, SCHEDULE, api=ApiKind.OPENAI_CHAT))
     assert res.errors.requests >= 2
     assert res.errors.unmatched == 0 and res.errors.events == 8 * res.errors.requests
 
 
-@pytest.mark.parametrize("client", ["kvlab", "aiohttp-baseline"])
+@pytest.mark.parametrize("client", INGEST_CLIENTS)
 def test_ingest_burst_counts_every_event(base_url: str, client: str) -> None:
     settings = CalibrateSettings(ingest_streams=2, ingest_duration_s=0.2, ingest_tokens=128)
     res = asyncio.run(ingest_burst(base_url, client, settings))
@@ -91,7 +113,7 @@ def test_calibrate_against_finds_a_limit_on_an_easy_ramp(base_url: str) -> None:
     report = asyncio.run(calibrate_against(base_url, settings))
     assert report.clock["shared"] is True
     assert [r.concurrency for r in report.accuracy] == [2]
-    assert [i.client for i in report.ingest] == ["kvlab", "aiohttp-baseline"]
+    assert [i.client for i in report.ingest] == list(INGEST_CLIENTS)
     assert report.ramp[0].ok is True
     assert report.max_events_per_s == pytest.approx(report.ramp[0].events_per_s)
     doc = report.to_dict()

@@ -25,6 +25,18 @@ def server():
         yield srv
 
 
+CLIENT = "auto"  # the HTTP client every test of this module goes through
+
+
+@pytest.fixture(autouse=True, params=["auto", "aiohttp"])
+def http_client(request):
+    """Each test runs through kvlab's own client ("auto" on http://) and through aiohttp."""
+    global CLIENT
+    CLIENT = request.param
+    yield request.param
+    CLIENT = "auto"
+
+
 @pytest.fixture(autouse=True)
 def _reset(server):
     server.fault = None
@@ -38,7 +50,7 @@ def endpoint(server: FakeServer, api: ApiKind, **kw) -> Endpoint:
 
 def send(ep: Endpoint, spec: RequestSpec) -> Record:
     async def go() -> Record:
-        async with HarnessClient(max_connections=2) as client:
+        async with HarnessClient(max_connections=2, http_client=CLIENT) as client:
             return await client.send(ep, spec, RunClock())
 
     return asyncio.run(go())
@@ -207,7 +219,7 @@ def test_crlf_and_pings(server):
 
 def test_concurrent_sends_share_one_client(server):
     async def go() -> list[Record]:
-        async with HarnessClient(max_connections=4) as client:
+        async with HarnessClient(max_connections=4, http_client=CLIENT) as client:
             ep = endpoint(server, ApiKind.OPENAI_CHAT)
             return await asyncio.gather(*(client.send(ep, spec(5), RunClock()) for _ in range(12)))
 
@@ -334,7 +346,7 @@ def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
         spec = RequestSpec(prompt="abc", max_tokens=1)
         clock = RunClock()
         outcomes = []
-        async with server, HarnessClient() as client:
+        async with server, HarnessClient(http_client=CLIENT) as client:
             for _ in range(3):
                 outcomes.append((await client.send(endpoint, spec, clock)).outcome)
         return outcomes

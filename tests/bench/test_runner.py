@@ -88,9 +88,12 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
 
     report = (run_dir / "report.md").read_text()
     for section in ("## Protocol", "## Metric definitions", "## Validation",
-                    "## Summaries", "## Comparisons", "## Manifest essentials"):
+                    "## Summaries", "## Comparisons", "## Manifest essentials",
+                    "## Client load"):
         assert section in report
     assert "llama / llama-nocache" in report
+    assert manifest["calibration"] is None  # none on this machine (tests/conftest.py)
+    assert "no calibration for this machine" in report
 
     # evaluate is reproducible from records alone
     again = evaluate_run(run_dir)

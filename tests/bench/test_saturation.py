@@ -11,6 +11,7 @@ from kvlab.bench.saturation import (
     Calibration,
     busiest_rate,
     calibration_path,
+    client_check,
     load_calibration,
     saturation_warning,
     save_calibration,
@@ -60,3 +61,23 @@ def test_calibration_file_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert load_calibration() == cal
     target.write_text("{not json")
     assert load_calibration() is None
+
+
+def test_client_check_says_saturated_ok_or_uncalibrated() -> None:
+    saturated = client_check(RECORDS, Calibration(max_events_per_s=100.0, max_tokens_per_s=1e9))
+    assert saturated.status == "saturated" and saturated.warning
+    assert saturated.text == saturation_warning(RECORDS, Calibration(100.0, 1e9))
+    ok = client_check(RECORDS, Calibration(1e6, 1e6, measured_at="2026-12-02T10:00:00+00:00"))
+    assert ok.status == "ok" and not ok.warning
+    assert "2,000 events/s" in ok.text and "0%" in ok.text and "2026-12-02" in ok.text
+    unknown = client_check(RECORDS, None)
+    assert unknown.status == "uncalibrated" and "kvlab calibrate" in unknown.text
+
+
+def test_the_client_section_warns_only_when_saturated() -> None:
+    """report.md's "Client load" section (a run with a tiny limit warns)."""
+    from kvlab.report.markdown import client_markdown
+
+    section = client_markdown(client_check(RECORDS, Calibration(100.0, 1e9)))
+    assert section.startswith("\n## Client load\n") and "**Warning:** client near" in section
+    assert "**Warning:**" not in client_markdown(client_check(RECORDS, None))

@@ -28,7 +28,7 @@ def test_calibrate_json_last_line_and_saved_limits(tmp_path: Path) -> None:
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["accuracy"][0]["concurrency"] == 2
     assert doc["accuracy"][0]["errors"]["events"] > 0
-    assert {i["client"] for i in doc["ingest"]} == {"kvlab", "aiohttp-baseline"}
+    assert {i["client"] for i in doc["ingest"]} == {"kvlab", "kvlab-aiohttp", "aiohttp-baseline"}
     if doc["max_events_per_s"] is not None:
         assert doc["calibration_file"] == str(cal)
         assert json.loads(cal.read_text())["max_events_per_s"] == doc["max_events_per_s"]

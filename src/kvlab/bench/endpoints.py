@@ -31,11 +31,15 @@ Outcomes (``records.Outcome``):
 
 Timing: every clock field is ``RunClock`` ns. One timestamp is taken per network read,
 and every event parsed out of that read shares it (events that arrive together are
-indistinguishable to the client anyway). ``chunk_ns`` has one entry per stream event
-that carries generated output (non-empty text, or a non-empty llama.cpp ``tokens``
-list); ``chunk_tokens`` holds that event's token count when the API states it
-(llama.cpp), else ``None`` (OpenAI deltas). Reading bodies and events into those facts
-is :mod:`kvlab.bench.responses`; this module owns the connection and the clock.
+indistinguishable to the client anyway). For ``http://`` (kvlab's own client, on
+Linux) that timestamp is the kernel's: when the read's last byte reached the TCP
+stack, however late the event loop handled it; through aiohttp (``https://``, or
+``http_client="aiohttp"``) it is when the read's coroutine resumed. ``chunk_ns`` has
+one entry per stream event that carries generated output (non-empty text, or a
+non-empty llama.cpp ``tokens`` list); ``chunk_tokens`` holds that event's token count
+when the API states it (llama.cpp), else ``None`` (OpenAI deltas). Reading bodies and
+events into those facts is :mod:`kvlab.bench.responses`; this module owns the
+connection and the clock.
 """
 
 from __future__ import annotations
@@ -44,11 +48,13 @@ import asyncio
 import hashlib
 import json
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from kvlab.bench.rawhttp import RAW_SUPPORTED, Disconnected, RawPool
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.bench.responses import ERROR_EXCERPT_CHARS, MalformedResponse, ResponseFacts
 from kvlab.bench.sse import SSEParser
@@ -129,14 +135,27 @@ def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
     return body
 
 
-class HarnessClient:
-    """Owns one aiohttp session with at most ``max_connections`` open connections."""
+HTTP_CLIENTS = ("auto", "aiohttp")
 
-    def __init__(self, max_connections: int = 1) -> None:
+
+class HarnessClient:
+    """At most ``max_connections`` open connections to the servers it is sent to.
+
+    ``http_client``: ``"auto"`` sends ``http://`` requests through kvlab's own client
+    (:mod:`kvlab.bench.rawhttp`: kernel receive timestamps, no per-read coroutine
+    switch) and ``https://`` ones through aiohttp; ``"aiohttp"`` uses aiohttp for all
+    (each read stamped when its coroutine resumes).
+    """
+
+    def __init__(self, max_connections: int = 1, http_client: str = "auto") -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
+        if http_client not in HTTP_CLIENTS:
+            raise ValueError(f"http_client must be one of {HTTP_CLIENTS}, not {http_client!r}")
         self.max_connections = max_connections
+        self.http_client = http_client
         self._session: aiohttp.ClientSession | None = None
+        self._raw: RawPool | None = None
 
     async def __aenter__(self) -> HarnessClient:
         connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
@@ -145,12 +164,23 @@ class HarnessClient:
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None),
         )
+        if self.http_client == "auto" and RAW_SUPPORTED:
+            self._raw = RawPool(self.max_connections)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    @property
+    def read_lags_ns(self) -> array[int] | None:
+        """Per kernel-stamped read, how late the loop handled it (ns); None without
+        kvlab's own client (see :class:`~kvlab.bench.rawhttp.RawPool`)."""
+        return self._raw.read_lags_ns if self._raw is not None else None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -171,6 +201,10 @@ class HarnessClient:
                     await self._exchange(endpoint, path, payload, spec.stream, clock, facts)
             except TimeoutError:
                 facts.fail(Outcome.TIMEOUT, f"no complete answer within {endpoint.timeout_s:g} s")
+            except Disconnected as exc:  # kvlab's client
+                if attempt == 1 and exc.stale:
+                    continue  # a reused connection the server had closed: send again
+                facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
                 if attempt == 1 and facts.t_headers is None:
                     # A pooled keep-alive connection the server had already closed
@@ -242,7 +276,12 @@ class HarnessClient:
             headers["Accept"] = "text/event-stream"
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
-        async with self.session.post(endpoint.url(path), data=payload, headers=headers) as resp:
+        url = endpoint.url(path)
+        if self._raw is not None and url.startswith("http://"):
+            await self._exchange_raw(self._raw, url, headers, endpoint.api, payload, stream,
+                                     clock, facts)
+            return
+        async with self.session.post(url, data=payload, headers=headers) as resp:
             facts.t_headers = clock.now()
             facts.status = resp.status
             if resp.status >= 300:
@@ -250,57 +289,52 @@ class HarnessClient:
                 facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
                 return
             if not stream:
-                obj = json.loads(await resp.read())
-                if not isinstance(obj, dict):
-                    raise MalformedResponse(f"expected a JSON object, got {type(obj).__name__}")
-                if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
-                    facts.llama_answer(obj)
-                else:
-                    facts.openai_answer(obj, endpoint.api is ApiKind.OPENAI_CHAT)
+                _whole_answer(await resp.read(), endpoint.api, facts)
                 return
-            ctype = resp.headers.get("Content-Type", "")
-            if not ctype.startswith("text/event-stream"):
-                raise MalformedResponse(
-                    f"streamed answer is {ctype or 'untyped'}, not text/event-stream"
-                )
+            _check_event_stream(resp.headers.get("Content-Type", ""))
             await self._read_stream(resp, endpoint.api, clock, facts)
+
+    @staticmethod
+    async def _exchange_raw(
+        pool: RawPool,
+        url: str,
+        headers: dict[str, str],
+        api: ApiKind,
+        payload: bytes,
+        stream: bool,
+        clock: RunClock,
+        facts: ResponseFacts,
+    ) -> None:
+        """The same exchange through kvlab's own client (kernel receive timestamps)."""
+        async with pool.post(url, headers, payload) as resp:
+            facts.t_headers = resp.t_head_ns - clock.t0_ns
+            facts.status = resp.status
+            if resp.status >= 300:
+                raw = (await resp.read())[: 4 * ERROR_EXCERPT_CHARS]
+                facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
+                return
+            if not stream:
+                _whole_answer(await resp.read(), api, facts)
+                return
+            _check_event_stream(resp.headers.get("content-type", ""))
+            reader = _StreamReader(api, clock, facts)
+            await resp.stream(reader.feed)
+            reader.finish()
 
     async def _read_stream(
         self, resp: aiohttp.ClientResponse, api: ApiKind, clock: RunClock, facts: ResponseFacts
     ) -> None:
-        """Hot loop: one timestamp per network read, all its events share it."""
-        facts.saw_terminator = False
-        llama = api is ApiKind.LLAMACPP_COMPLETION
-        chat = api is ApiKind.OPENAI_CHAT
-        if not llama:
-            facts.saw_usage = False
-        parser = SSEParser()
+        """aiohttp's read loop: one timestamp per network read, all its events share it."""
+        reader = _StreamReader(api, clock, facts)
+        feed = reader.feed
         content = resp.content
-        t0 = clock.t0_ns
         now = time.perf_counter_ns
-        done = False
         while True:
             chunk = await content.readany()
             if not chunk:
                 break
-            t = now() - t0
-            if facts.t_first_chunk is None:
-                facts.t_first_chunk = t
-            if done:
-                continue  # drain what follows the terminator so the connection is reused
-            events = parser.feed(chunk)
-            if events:
-                done = (
-                    facts.llama_events(events, t) if llama else facts.openai_events(events, t, chat)
-                )
-        if not done:
-            tail = parser.close()
-            if tail:
-                t = now() - t0
-                done = facts.llama_events(tail, t) if llama else facts.openai_events(tail, t, chat)
-        if not done:
-            what = "the final stop event" if llama else "data: [DONE]"
-            facts.fail(Outcome.DISCONNECTED, f"stream ended before {what}")
+            feed(chunk, now())
+        reader.finish()
 
     async def check_models(self, endpoint: Endpoint) -> list[str]:
         """GET /v1/models with the key; return the ids; raise unless the model is listed.
@@ -344,6 +378,74 @@ class HarnessClient:
                 f"{ids}; fix the model id setting"
             )
         return ids
+
+
+def _whole_answer(raw: bytes, api: ApiKind, facts: ResponseFacts) -> None:
+    """Facts of a non-streamed answer."""
+    obj = json.loads(raw)
+    if not isinstance(obj, dict):
+        raise MalformedResponse(f"expected a JSON object, got {type(obj).__name__}")
+    if api is ApiKind.LLAMACPP_COMPLETION:
+        facts.llama_answer(obj)
+    else:
+        facts.openai_answer(obj, api is ApiKind.OPENAI_CHAT)
+
+
+def _check_event_stream(content_type: str) -> None:
+    if not content_type.startswith("text/event-stream"):
+        raise MalformedResponse(
+            f"streamed answer is {content_type or 'untyped'}, not text/event-stream"
+        )
+
+
+class _StreamReader:
+    """A streamed answer's hot path, shared by both HTTP clients: reads in, facts out.
+
+    ``feed(chunk, t_ns)`` takes one network read and its arrival (``perf_counter_ns``);
+    every event parsed out of it shares that time.
+    """
+
+    __slots__ = ("_chat", "_done", "_facts", "_llama", "_parser", "_t0")
+
+    def __init__(self, api: ApiKind, clock: RunClock, facts: ResponseFacts) -> None:
+        self._llama = api is ApiKind.LLAMACPP_COMPLETION
+        self._chat = api is ApiKind.OPENAI_CHAT
+        self._facts = facts
+        self._parser = SSEParser()
+        self._t0 = clock.t0_ns
+        self._done = False
+        facts.saw_terminator = False
+        if not self._llama:
+            facts.saw_usage = False
+
+    def feed(self, chunk: bytes, t_ns: int) -> None:
+        facts = self._facts
+        t = t_ns - self._t0
+        if facts.t_first_chunk is None:
+            facts.t_first_chunk = t
+        if self._done:
+            return  # what follows the terminator is drained, so the connection is reused
+        events = self._parser.feed(chunk)
+        if events:
+            self._done = (
+                facts.llama_events(events, t) if self._llama
+                else facts.openai_events(events, t, self._chat)
+            )
+
+    def finish(self) -> None:
+        """End of body: a last unterminated event counts; no terminator = disconnected."""
+        facts = self._facts
+        if not self._done:
+            tail = self._parser.close()
+            if tail:
+                t = time.perf_counter_ns() - self._t0
+                self._done = (
+                    facts.llama_events(tail, t) if self._llama
+                    else facts.openai_events(tail, t, self._chat)
+                )
+        if not self._done:
+            what = "the final stop event" if self._llama else "data: [DONE]"
+            facts.fail(Outcome.DISCONNECTED, f"stream ended before {what}")
 
 
 def check_models(endpoint: Endpoint) -> list[str]:

@@ -113,7 +113,11 @@ class RunDir:
 
 
 def initial_manifest(run: RunDir, experiment: Experiment) -> dict[str, Any]:
-    """What is known before the first request."""
+    """What is known before the first request (with this machine's client limits from
+    ``kvlab calibrate``, or None, so every later report judges against the same)."""
+    from kvlab.bench.saturation import load_calibration
+
+    calibration = load_calibration()
     return {
         "run_id": run.run_id,
         "kvlab_version": kvlab.__version__,
@@ -124,6 +128,7 @@ def initial_manifest(run: RunDir, experiment: Experiment) -> dict[str, Any]:
         "sessions": [],
         "servers": [],
         "run_order": [],
+        "calibration": calibration.to_dict() if calibration else None,
     }
 
 

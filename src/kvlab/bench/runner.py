@@ -224,8 +224,10 @@ def measure_mode(experiment_file: Path | None, mode_name: str, run_dir: Path | N
 def evaluate_run(run_dir: Path) -> Evaluation:
     """Recompute evaluation.json and report.md of a run dir from its records."""
     from kvlab.bench.load import Slo, load_summaries
+    from kvlab.bench.saturation import client_check, load_calibration
     from kvlab.report.markdown import (
         aa_markdown,
+        client_markdown,
         kv_check_markdown,
         load_markdown,
         order_markdown,
@@ -247,11 +249,14 @@ def evaluate_run(run_dir: Path) -> Evaluation:
     evaluation.extra["order"] = manifest.get("order")
     if manifest.get("repeat_aa"):
         evaluation.extra["repeat_aa"] = manifest["repeat_aa"]
+    client = client_check(records, manifest.get("calibration") or load_calibration())
+    evaluation.extra["client_check"] = {"status": client.status, "text": client.text}
     write_evaluation(evaluation, run.evaluation_path)
     report = render_report(evaluation, experiment, manifest,
                            intervals=intervals_markdown(records, experiment.compare))
     report += order_markdown(manifest.get("order"))
     report += load_markdown(summaries)
+    report += client_markdown(client)
     report += kv_check_markdown(manifest)
     if manifest.get("repeat_aa"):
         report += aa_markdown(evaluation, manifest["repeat_aa"])

@@ -88,7 +88,10 @@ def busiest_rate(
     tokens: list[int] = []
     for record in records:
         times.extend(record.chunk_ns)
-        tokens.extend(1 if n is None else n for n in record.chunk_tokens)
+        if len(record.chunk_tokens) == len(record.chunk_ns):
+            tokens.extend(1 if n is None else n for n in record.chunk_tokens)
+        else:  # counts not kept (a hand-made or older record): one token per chunk
+            tokens.extend([1] * len(record.chunk_ns))
     if not times:
         return 0.0, 0.0
     order = np.argsort(np.asarray(times, dtype=np.int64), kind="stable")
@@ -100,6 +103,49 @@ def busiest_rate(
     events = int((ends - starts).max())
     toks = int((cum[ends] - cum[starts]).max())
     return events / window_s, toks / window_s
+
+
+@dataclass(frozen=True)
+class ClientCheck:
+    """Did the run's load come near the client's limit? One line for every report.
+
+    ``status``: ``"saturated"`` (over the threshold: the warning), ``"ok"`` (below it)
+    or ``"uncalibrated"`` (no limit known for this machine: nobody can tell).
+    """
+
+    status: str
+    text: str
+
+    @property
+    def warning(self) -> bool:
+        return self.status == "saturated"
+
+
+def client_check(
+    records: Iterable[Record],
+    calibration: Calibration | Mapping[str, Any] | None,
+    threshold: float = DEFAULT_THRESHOLD,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> ClientCheck:
+    """Compare the run's busiest ``window_s`` of ingest with the calibrated limit."""
+    records = list(records)
+    events_s, _tokens = busiest_rate(records, window_s)
+    if calibration is None:
+        return ClientCheck("uncalibrated", (
+            f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s; no "
+            "calibration for this machine, so whether the client was near its limit is "
+            "unknown (run kvlab calibrate once, then kvlab evaluate this run)"))
+    cal = calibration if isinstance(calibration, Calibration) else Calibration.from_dict(
+        calibration)
+    warning = saturation_warning(records, cal, threshold, window_s)
+    if warning is not None:
+        return ClientCheck("saturated", warning)
+    share = events_s / cal.max_events_per_s if cal.max_events_per_s > 0 else 0.0
+    when = f" (calibrated {cal.measured_at})" if cal.measured_at else ""
+    return ClientCheck("ok", (
+        f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s, {share:.0%} "
+        f"of the {cal.max_events_per_s:,.0f} events/s this machine's client handles on time"
+        f"{when}: the client was not the limit"))
 
 
 def saturation_warning(

@@ -90,6 +90,11 @@ def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
     _print_load(evaluation)
     console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
                   f"(details in {run_dir / 'report.md'})", highlight=False)
+    client = evaluation.extra.get("client_check")
+    if client:
+        style = "bold yellow" if client["status"] == "saturated" else None
+        console.print(("warning: " if style else "") + client["text"], style=style,
+                      highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
     html = run_dir / "report.html"
     console.print(f"report: {run_dir / 'report.md'}"

@@ -18,6 +18,7 @@ from typing import Any
 import kvlab
 from kvlab.bench.evaluate import current_rows
 from kvlab.bench.records import Record
+from kvlab.bench.saturation import ClientCheck, client_check, load_calibration
 from kvlab.bench.validate import Violation, check_rows
 from kvlab.report import plots
 from kvlab.report.analysis import (
@@ -140,9 +141,10 @@ def _validation(run: RunDir, all_records: Sequence[Record], rows: Sequence[Recor
              f"<p>{len(all_records)} records: {sum(r.warmup for r in all_records)} warm-up, "
              f"{len(rows)} measured, {len(refused)} rows refused "
              "(left out of every aggregate).</p>"]
-    warning = _saturation(run, all_records)
-    if warning:
-        parts.append(f'<p class="warn">{escape(warning)}</p>')
+    check = _client_check(run, all_records)
+    if check is not None:
+        css = ' class="warn"' if check.warning else ""
+        parts.append(f"<p{css}>{escape(check.text)}.</p>")
     if violations or pair_notes:
         table_rows = [
             [v.mode if v.other_mode is None else f"{v.mode} vs {v.other_mode}",
@@ -159,15 +161,11 @@ def _validation(run: RunDir, all_records: Sequence[Record], rows: Sequence[Recor
     return "\n".join(parts)
 
 
-def _saturation(run: RunDir, records: Sequence[Record]) -> str | None:
-    """The calibrate engineer's client-saturation warning, when a calibration exists."""
-    try:
-        from kvlab.bench.saturation import load_calibration, saturation_warning
-    except ImportError:
-        return None
+def _client_check(run: RunDir, records: Sequence[Record]) -> ClientCheck | None:
+    """Was the client near its calibrated limit? (None when the calibration is unreadable)"""
     calibration = run.manifest.get("calibration") or load_calibration()
     try:
-        return saturation_warning(records, calibration)
+        return client_check(records, calibration)
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -253,3 +253,10 @@ def kv_check_markdown(manifest: dict[str, Any]) -> str:
     if not out:
         return ""
     return "\n".join(["", "## KV check: predicted vs allocated by llama-server", "", *out])
+
+
+def client_markdown(check: Any) -> str:
+    """The "Client load" section: a :class:`~kvlab.bench.saturation.ClientCheck` line,
+    as a warning when the client came near its calibrated limit."""
+    prefix = "**Warning:** " if check.warning else ""
+    return "\n".join(["", "## Client load", "", prefix + check.text + ".", ""]) + "\n"

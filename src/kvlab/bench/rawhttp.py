@@ -1,0 +1,435 @@
+"""kvlab's own HTTP/1.1 client for plain ``http://``: streams read with kernel timestamps.
+
+Why not aiohttp here: a client that stamps a network read when its coroutine resumes
+reads late whenever the event loop is busy with other streams (at 256 streams a
+request's set-up alone delays everyone else's tokens by ~0.4 ms). This client asks the
+kernel to stamp every received segment (``SO_TIMESTAMPNS``) and reads with
+``recvmsg``: each read carries the time its last byte reached the machine's TCP stack,
+however late the loop gets to it. Where the kernel gives no stamp (not Linux), the
+read is stamped when it is made, as aiohttp reads are.
+
+Scope: what benchmark servers send (llama-server, vLLM/uvicorn, the embedded and
+synthetic servers): one request at a time per connection, ``Content-Length``,
+``chunked`` or read-to-close bodies, keep-alive with a bounded pool. No TLS, proxies,
+redirects, compression or cookies; :class:`~kvlab.bench.endpoints.HarnessClient` uses
+aiohttp for ``https://``.
+
+Reads are pushed, not pulled: the loop's reader callback does ``recvmsg``, removes the
+HTTP framing and hands ``(body bytes, t_ns)`` straight to the caller's sink, with no
+coroutine switch per read. ``t_ns`` is ``perf_counter_ns`` time.
+
+Errors: :class:`Disconnected` (an ``OSError``) when the server closes or resets the
+connection before the answer is complete; ``stale`` is set when that happened on a
+reused connection before any byte of the answer (the request can be sent again).
+:class:`ProtocolError` (a ``ValueError``) for a response that is not HTTP/1.x.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+# SO_TIMESTAMPNS: 35 on x86, arm and most Linux ports (Python does not export it).
+SO_TIMESTAMPNS: int | None = getattr(
+    socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
+# Non-blocking sockets + loop.add_reader + recvmsg: POSIX selector event loops only.
+RAW_SUPPORTED = sys.platform != "win32" and hasattr(socket.socket, "recvmsg")
+READ_SIZE = 256 * 1024
+_ANC_SIZE = socket.CMSG_SPACE(16)  # one struct timespec
+_TIMESPEC = struct.Struct("@qq")
+MAX_HEAD_BYTES = 64 * 1024
+
+Sink = Callable[[bytes, int], None]  # body bytes, arrival time (perf_counter ns)
+
+
+class Disconnected(ConnectionError):
+    """The connection ended before the answer did."""
+
+    def __init__(self, message: str, stale: bool = False) -> None:
+        super().__init__(message)
+        self.stale = stale  # on a reused connection, before any byte: safe to resend
+
+
+class ProtocolError(ValueError):
+    """Bytes that are not an HTTP/1.x response."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one request goes: host, port and the path with its query."""
+
+    host: str
+    port: int
+    path: str
+
+    @classmethod
+    def parse(cls, url: str) -> Target:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"not a plain http:// URL: {url!r}")
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return cls(parts.hostname, parts.port or 80, path)
+
+
+@dataclass
+class Response:
+    """Status and headers of an answer; its body is taken with :meth:`read` or :meth:`stream`."""
+
+    status: int
+    headers: dict[str, str]  # names lower-cased; a repeated header keeps its last value
+    t_head_ns: int  # arrival of the read that completed the head (perf_counter ns)
+    _conn: Connection = field(repr=False)
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        parts: list[bytes] = []
+        await self._conn.body(lambda data, _t: parts.append(data))
+        return b"".join(parts)
+
+    async def stream(self, sink: Sink) -> None:
+        """Hand each piece of body to ``sink(data, t_ns)`` as it arrives; return at its end."""
+        await self._conn.body(sink)
+
+
+class Connection:
+    """One socket to one server, used for one exchange at a time."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop,
+                 lags: array[int] | None = None) -> None:
+        self.sock = sock
+        self._loop = loop
+        self._fd = sock.fileno()
+        self.reused = False
+        self.reusable = False  # set when an answer ended cleanly with keep-alive
+        # Per kernel-stamped read: how long after its arrival the loop handled it (ns).
+        self.lags: array[int] = array("q") if lags is None else lags
+        self._buf = b""
+        self._raw_mode = True  # reading a head into _buf (else: a body, to the sink)
+        self._head_t = 0  # arrival of the last read taken in raw mode
+        self._sink: Sink | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._framing: _Framing | None = None
+
+    @classmethod
+    async def open(cls, host: str, port: int, lags: array[int] | None = None) -> Connection:
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        last: OSError | None = None
+        for family, type_, proto, _name, addr in infos:
+            sock = socket.socket(family, type_, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if SO_TIMESTAMPNS is not None:
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                await loop.sock_connect(sock, addr)
+                return cls(sock, loop, lags)
+            except OSError as exc:
+                sock.close()
+                last = exc
+        raise last or OSError(f"cannot resolve {host}")
+
+    def alive(self) -> bool:
+        """False when an idle connection was closed by the server (EOF or data waiting)."""
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return True  # nothing to read: open and quiet
+        except OSError:
+            return False
+        return False  # EOF, or bytes nobody asked for: either way not reusable
+
+    def close(self) -> None:
+        self._stop_reading()
+        self.reusable = False
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    # -- one exchange --------------------------------------------------------------
+
+    async def request(self, head: bytes, body: bytes) -> Response:
+        """Send a request and wait for the head of its answer."""
+        self.reusable = False
+        self._buf = b""
+        self._framing = None
+        try:
+            await self._loop.sock_sendall(self.sock, head + body)
+        except OSError as exc:  # a reused connection the server has closed, typically
+            raise Disconnected(f"{type(exc).__name__}: {exc}", stale=self.reused) from exc
+        return await self._read_head()
+
+    async def _read_head(self) -> Response:
+        while True:
+            t = await self._next_read()
+            end = self._buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self._buf) > MAX_HEAD_BYTES:
+                    raise ProtocolError("response head over 64 KiB")
+                continue
+            head, self._buf = self._buf[:end], self._buf[end + 4 :]
+            status, headers = _parse_head(head)
+            if 100 <= status < 200:
+                continue  # an interim answer (100 Continue); the real one follows
+            self._framing = _Framing.of(headers, status)
+            return Response(status, headers, t, self)
+
+    async def _next_read(self) -> int:
+        """Wait for one read into ``_buf``; return its arrival time."""
+        self._done = self._loop.create_future()
+        self._raw_mode = True
+        self._loop.add_reader(self._fd, self._on_readable)
+        try:
+            await self._done
+        finally:
+            self._stop_reading()
+        return self._head_t
+
+    async def body(self, sink: Sink) -> None:
+        """Feed the body to ``sink`` until it ends."""
+        framing = self._framing
+        if framing is None:
+            raise RuntimeError("body() before a response head")
+        self._raw_mode = False
+        self._sink = sink
+        self._done = self._loop.create_future()
+        if framing.empty:
+            self.reusable = framing.keep_alive
+            self._finish(None)
+        elif self._buf:  # body bytes that came in the head's read
+            data, self._buf = self._buf, b""
+            self._feed(data, self._head_t)
+        if not self._done.done():
+            self._loop.add_reader(self._fd, self._on_readable)
+        try:
+            await self._done
+        finally:
+            self._stop_reading()
+
+    # -- the reader callback (hot path) ---------------------------------------------
+
+    def _on_readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, _ANC_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._finish(Disconnected(f"{type(exc).__name__}: {exc}", stale=self._stale()))
+            return
+        now = time.perf_counter_ns()
+        t = now
+        if anc and anc[0][1] == SO_TIMESTAMPNS:
+            sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
+            kernel = sec * 1_000_000_000 + nsec - (time.time_ns() - time.perf_counter_ns())
+            if kernel < now:  # a clock step could put it in the future: keep ours then
+                t = kernel
+                self.lags.append(now - kernel)
+        if not data:
+            self._on_eof()
+            return
+        if self._raw_mode:
+            self._buf += data
+            self._head_t = t
+            self._finish(None)
+        else:
+            self._feed(data, t)
+
+    def _feed(self, data: bytes, t: int) -> None:
+        try:
+            body, finished = self._framing.feed(data)  # type: ignore[union-attr]
+        except ProtocolError as exc:
+            self._finish(exc)
+            return
+        if body:
+            try:
+                self._sink(body, t)  # type: ignore[misc]
+            except Exception as exc:  # the caller's parser refused the data
+                self._finish(exc)
+                return
+        if finished:
+            self.reusable = self._framing.keep_alive  # type: ignore[union-attr]
+            self._finish(None)
+
+    def _on_eof(self) -> None:
+        framing = self._framing
+        if not self._raw_mode and framing is not None and framing.until_close:
+            self._finish(None)  # a read-to-close body ends here
+            return
+        self._finish(Disconnected("the server closed the connection", stale=self._stale()))
+
+    def _stale(self) -> bool:
+        return self.reused and self._raw_mode and not self._buf
+
+    def _finish(self, exc: BaseException | None) -> None:
+        self._stop_reading()
+        done = self._done
+        if done is not None and not done.done():
+            if exc is None:
+                done.set_result(None)
+            else:
+                done.set_exception(exc)
+
+    def _stop_reading(self) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            self._loop.remove_reader(self._fd)
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    if parts[0] == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
+        headers.setdefault("connection", "close")
+    return int(parts[1]), headers
+
+
+class _Framing:
+    """Removes the HTTP body framing: Content-Length, chunked, or read until close."""
+
+    __slots__ = ("_left", "_mode", "_pending", "empty", "keep_alive", "until_close")
+
+    def __init__(self, mode: str, length: int, keep_alive: bool) -> None:
+        self._mode = mode  # "length", "chunked" or "close"
+        self._left = length  # length: body bytes still due; chunked: of this chunk
+        self._pending = b""  # chunked: bytes of an incomplete size line or CRLF
+        self.keep_alive = keep_alive and mode != "close"
+        self.until_close = mode == "close"
+        self.empty = mode == "length" and length == 0  # nothing to read at all
+
+    @classmethod
+    def of(cls, headers: dict[str, str], status: int) -> _Framing:
+        keep = "close" not in headers.get("connection", "").lower()
+        if status in (204, 304):
+            return cls("length", 0, keep)
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            return cls("chunked", -1, keep)
+        if "content-length" in headers:
+            try:
+                return cls("length", int(headers["content-length"]), keep)
+            except ValueError as exc:
+                raise ProtocolError("bad Content-Length") from exc
+        return cls("close", 0, False)
+
+    def feed(self, data: bytes) -> tuple[bytes, bool]:
+        """(body bytes in ``data``, whether the body is complete)."""
+        if self._mode == "length":
+            take = data[: self._left]
+            self._left -= len(take)
+            return take, self._left == 0
+        if self._mode == "close":
+            return data, False
+        return self._chunked(data)
+
+    def _chunked(self, data: bytes) -> tuple[bytes, bool]:
+        # _left > 0: bytes of the current chunk still due; -2: its CRLF is due; -1: a
+        # size line is due; -3: after the last chunk, trailer lines until a blank one.
+        buf = self._pending + data if self._pending else data
+        self._pending = b""
+        out: list[bytes] = []
+        pos, n = 0, len(buf)
+        while pos < n:
+            if self._left > 0:
+                take = buf[pos : pos + self._left]
+                out.append(take)
+                self._left -= len(take)
+                pos += len(take)
+                if self._left == 0:
+                    self._left = -2
+                continue
+            if self._left == -2:
+                if n - pos < 2:
+                    self._pending = buf[pos:]
+                    break
+                if buf[pos : pos + 2] != b"\r\n":
+                    raise ProtocolError("chunk not followed by CRLF")
+                pos += 2
+                self._left = -1
+                continue
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                if n - pos > 1024:
+                    raise ProtocolError("chunk size or trailer line over 1 KiB")
+                self._pending = buf[pos:]
+                break
+            line, pos = buf[pos:eol], eol + 2
+            if self._left == -3:
+                if not line:
+                    return b"".join(out), True  # the blank line after the last chunk
+                continue  # a trailer field: ignored
+            size_text = line.split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError as exc:
+                raise ProtocolError(f"bad chunk size {size_text[:20]!r}") from exc
+            self._left = size if size else -3
+        return b"".join(out), False
+
+
+class RawPool:
+    """Keep-alive connections per (host, port), at most ``max_connections`` in use.
+
+    ``read_lags_ns``: for every kernel-stamped read, how long the event loop took to
+    handle it after it arrived, which is the error a client stamping reads when it
+    handles them would have had (empty where the kernel gives no stamps).
+    """
+
+    def __init__(self, max_connections: int) -> None:
+        self._slots = asyncio.Semaphore(max_connections)
+        self._idle: dict[tuple[str, int], list[Connection]] = {}
+        self.read_lags_ns: array[int] = array("q")
+
+    @contextlib.asynccontextmanager
+    async def post(self, url: str, headers: dict[str, str], body: bytes):  # type: ignore[no-untyped-def]
+        """``async with pool.post(url, headers, body) as response:`` (body read inside)."""
+        target = Target.parse(url)
+        head = _request_head("POST", target, headers, len(body))
+        async with self._slots:
+            conn = await self._connection(target)
+            ok = False
+            try:
+                yield await conn.request(head, body)
+                ok = True
+            finally:
+                if ok and conn.reusable:
+                    self._idle.setdefault((target.host, target.port), []).append(conn)
+                else:
+                    conn.close()
+
+    async def _connection(self, target: Target) -> Connection:
+        idle = self._idle.get((target.host, target.port))
+        while idle:
+            conn = idle.pop()
+            if conn.alive():
+                conn.reused = True
+                return conn
+            conn.close()
+        return await Connection.open(target.host, target.port, self.read_lags_ns)
+
+    def close(self) -> None:
+        for conns in self._idle.values():
+            for conn in conns:
+                conn.close()
+        self._idle.clear()
+
+
+def _request_head(method: str, target: Target, headers: dict[str, str], length: int) -> bytes:
+    host = target.host if target.port == 80 else f"{target.host}:{target.port}"
+    if ":" in target.host:  # an IPv6 literal
+        host = f"[{target.host}]" + ("" if target.port == 80 else f":{target.port}")
+    lines = [f"{method} {target.path} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

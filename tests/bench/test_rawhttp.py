@@ -1,0 +1,179 @@
+"""kvlab's own HTTP/1.1 client: framing, heads, pooling and kernel receive stamps.
+
+Whole exchanges against real servers (aiohttp, the embedded and synthetic servers,
+llama-server) go through it in test_endpoints.py and the integration tests; here are
+the parts a server will not exercise on demand (every split of a chunked body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import pytest
+
+from kvlab.bench.rawhttp import (
+    Disconnected,
+    ProtocolError,
+    RawPool,
+    Target,
+    _Framing,
+    _parse_head,
+)
+
+CHUNKED = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n"
+
+
+def feed_split(framing: _Framing, data: bytes, cuts: list[int]) -> tuple[bytes, bool]:
+    out, done, start = [], False, 0
+    for end in [*cuts, len(data)]:
+        body, finished = framing.feed(data[start:end])
+        out.append(body)
+        done = done or finished
+        start = end
+    return b"".join(out), done
+
+
+def test_chunked_body_survives_every_split():
+    for i in range(len(CHUNKED) + 1):
+        for j in range(i, len(CHUNKED) + 1):
+            framing = _Framing.of({"transfer-encoding": "chunked"}, 200)
+            body, done = feed_split(framing, CHUNKED, [i, j])
+            assert (body, done) == (b"hello, world", True), (i, j)
+
+
+def test_chunked_incomplete_is_not_done_and_bad_size_is_refused():
+    framing = _Framing.of({"transfer-encoding": "chunked"}, 200)
+    assert framing.feed(b"5\r\nhel") == (b"hel", False)
+    framing = _Framing.of({"transfer-encoding": "chunked"}, 200)
+    assert framing.feed(b"1\r\nx\r\n0\r\nX-Trailer: 1\r\n") == (b"x", False)
+    assert framing.feed(b"\r\n") == (b"", True)  # done only at the blank line
+    with pytest.raises(ProtocolError, match="chunk size"):
+        _Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"zz\r\n")
+    with pytest.raises(ProtocolError, match="CRLF"):
+        _Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"2\r\nabXY")
+
+
+def test_content_length_and_read_to_close():
+    framing = _Framing.of({"content-length": "5"}, 200)
+    assert framing.feed(b"abc") == (b"abc", False)
+    assert framing.feed(b"deEXTRA") == (b"de", True)
+    assert framing.keep_alive
+    assert _Framing.of({"content-length": "0"}, 200).empty
+    assert _Framing.of({}, 204).empty
+    closing = _Framing.of({}, 200)
+    assert closing.until_close and not closing.keep_alive
+    assert closing.feed(b"anything") == (b"anything", False)
+    assert not _Framing.of({"content-length": "3", "connection": "close"}, 200).keep_alive
+    with pytest.raises(ProtocolError):
+        _Framing.of({"content-length": "x"}, 200)
+
+
+def test_parse_head():
+    status, headers = _parse_head(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-A:  b ")
+    assert status == 200 and headers == {"content-type": "text/event-stream", "x-a": "b"}
+    assert _parse_head(b"HTTP/1.0 200 OK")[1]["connection"] == "close"
+    with pytest.raises(ProtocolError, match="status line"):
+        _parse_head(b"SSH-2.0-OpenSSH_9.2")
+
+
+def test_target_parse():
+    assert Target.parse("http://h:8080/v1/x?a=1") == Target("h", 8080, "/v1/x?a=1")
+    assert Target.parse("http://h") == Target("h", 80, "/")
+    with pytest.raises(ValueError, match="plain http"):
+        Target.parse("https://h/x")
+
+
+async def _serve_once(handler):
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length"))
+    return head + await reader.readexactly(length)
+
+
+def test_request_bytes_keep_alive_and_stream():
+    seen: list[bytes] = []
+
+    async def handler(reader, writer):
+        for _ in range(2):  # two requests on one connection
+            seen.append(await _read_request(reader))
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"3\r\nabc\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.02)
+            writer.write(b"2\r\nde\r\n0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    async def go():
+        server, url = await _serve_once(handler)
+        pool = RawPool(1)
+        pieces: list[tuple[bytes, int]] = []
+        async with server:
+            for _ in range(2):
+                async with pool.post(url + "/completion", {"X-K": "v"}, b'{"a":1}') as resp:
+                    assert resp.status == 200
+                    await resp.stream(lambda data, t: pieces.append((data, t)))
+        pool.close()
+        return pieces
+
+    pieces = asyncio.run(go())
+    assert len(seen) == 2  # the second request reused the connection
+    assert seen[0].startswith(b"POST /completion HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"\r\nX-K: v\r\n" in seen[0] and seen[0].endswith(b'\r\n\r\n{"a":1}')
+    body = b"".join(p for p, _ in pieces)
+    assert body == b"abcdeabcde"
+    stamps = [t for _, t in pieces]
+    assert stamps == sorted(stamps)
+
+
+def test_server_closing_mid_body_is_disconnected_not_stale():
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        await writer.drain()
+        writer.close()
+
+    async def go():
+        server, url = await _serve_once(handler)
+        async with server, RawPool(1).post(url, {}, b"") as resp:
+            await resp.read()
+
+    with pytest.raises(Disconnected) as info:
+        asyncio.run(go())
+    assert not info.value.stale
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps are Linux's")
+def test_a_late_read_keeps_the_kernel_arrival_time():
+    """Bytes that wait 80 ms in the socket while the loop is blocked are stamped with
+    when they arrived, not when they were read."""
+    sent_at: list[int] = []
+
+    async def handler(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        sent_at.append(time.perf_counter_ns())
+        writer.write(b"1\r\nx\r\n0\r\n\r\n")
+        await writer.drain()
+        time.sleep(0.08)  # block the loop: the client cannot read meanwhile
+
+    async def go():
+        server, url = await _serve_once(handler)
+        got: list[tuple[int, int]] = []
+        async with server, RawPool(1).post(url, {}, b"") as resp:
+            await resp.stream(lambda data, t: got.append((t, time.perf_counter_ns())))
+        return got
+
+    got = asyncio.run(go())
+    (arrived, handled), = got
+    assert handled - sent_at[0] > 70e6  # read after the 80 ms block
+    assert 0 <= arrived - sent_at[0] < 20e6  # stamped when it came
