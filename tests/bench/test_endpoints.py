@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import socket
+import sys
 import time
 
 import pytest
@@ -83,6 +84,10 @@ def test_stream_ok_records_facts(server, api):
     assert rec.timings is not None and rec.timings["prompt_n"] == 5
     assert rec.cached_tokens == 0
     assert rec.stop_type in ("limit", "length")
+    if CLIENT == "aiohttp" or sys.platform != "linux":
+        assert rec.read_lag_ns is None  # reads stamped when handled: no lag to tell
+    else:
+        assert rec.read_lag_ns is not None and 0 <= rec.read_lag_ns < rec.t_end - rec.t_sent
     clock = [
         rec.t_sent,
         rec.t_headers,

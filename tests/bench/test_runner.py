@@ -93,7 +93,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
         assert section in report
     assert "llama / llama-nocache" in report
     assert manifest["calibration"] is None  # none on this machine (tests/conftest.py)
-    assert "no calibration for this machine" in report
+    assert "no calibrated limit for this machine" in report
 
     # evaluate is reproducible from records alone
     again = evaluate_run(run_dir)

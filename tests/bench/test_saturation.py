@@ -13,6 +13,7 @@ from kvlab.bench.saturation import (
     calibration_path,
     client_check,
     load_calibration,
+    read_lag,
     saturation_warning,
     save_calibration,
 )
@@ -81,3 +82,24 @@ def test_the_client_section_warns_only_when_saturated() -> None:
     section = client_markdown(client_check(RECORDS, Calibration(100.0, 1e9)))
     assert section.startswith("\n## Client load\n") and "**Warning:** client near" in section
     assert "**Warning:**" not in client_markdown(client_check(RECORDS, None))
+
+
+def _lagged(lag_ms: float) -> list[Record]:
+    """Ten streams, an event every 10 ms, whose reads waited ``lag_ms`` for the loop."""
+    out = []
+    for i in range(10):
+        rec = _record([i * 1000 + k * 10_000_000 for k in range(20)], [1] * 20)
+        rec.read_lag_ns = round(lag_ms * 1e6)
+        out.append(rec)
+    return out
+
+
+def test_read_lag_over_half_the_gap_warns_even_uncalibrated() -> None:
+    assert read_lag(_lagged(2.0)) == pytest.approx((2.0, 10.0))
+    assert read_lag(RECORDS) is None  # no kernel stamps: nothing to say
+    late = client_check(_lagged(6.0), None)
+    assert late.status == "saturated" and "6.00 ms" in late.text and "10.00 ms" in late.text
+    fine = client_check(_lagged(2.0), None)
+    assert fine.status == "ok" and "2.00 ms" in fine.text and "not in them" in fine.text
+    calibrated = client_check(_lagged(2.0), Calibration(1e6, 1e6))
+    assert calibrated.status == "ok" and "not the limit" in calibrated.text

@@ -55,6 +55,7 @@ from typing import Any
 import aiohttp
 
 from kvlab.bench.rawhttp import RAW_SUPPORTED, Disconnected, RawPool
+from kvlab.bench.rawhttp import Response as RawResponse
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.bench.responses import ERROR_EXCERPT_CHARS, MalformedResponse, ResponseFacts
 from kvlab.bench.sse import SSEParser
@@ -247,6 +248,7 @@ class HarnessClient:
             t_end=t_end,
             chunk_ns=facts.chunk_ns,
             chunk_tokens=facts.chunk_tokens,
+            read_lag_ns=facts.read_lag_ns,
             prompt_tokens=facts.prompt_tokens,
             output_tokens=facts.output,
             cached_tokens=facts.cached,
@@ -307,19 +309,10 @@ class HarnessClient:
     ) -> None:
         """The same exchange through kvlab's own client (kernel receive timestamps)."""
         async with pool.post(url, headers, payload) as resp:
-            facts.t_headers = resp.t_head_ns - clock.t0_ns
-            facts.status = resp.status
-            if resp.status >= 300:
-                raw = (await resp.read())[: 4 * ERROR_EXCERPT_CHARS]
-                facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
-                return
-            if not stream:
-                _whole_answer(await resp.read(), api, facts)
-                return
-            _check_event_stream(resp.headers.get("content-type", ""))
-            reader = _StreamReader(api, clock, facts)
-            await resp.stream(reader.feed)
-            reader.finish()
+            try:
+                await _raw_answer(resp, api, stream, clock, facts)
+            finally:
+                facts.read_lag_ns = resp.max_lag_ns
 
     async def _read_stream(
         self, resp: aiohttp.ClientResponse, api: ApiKind, clock: RunClock, facts: ResponseFacts
@@ -378,6 +371,24 @@ class HarnessClient:
                 f"{ids}; fix the model id setting"
             )
         return ids
+
+
+async def _raw_answer(resp: RawResponse, api: ApiKind, stream: bool, clock: RunClock,
+                      facts: ResponseFacts) -> None:
+    """Read one answer of kvlab's own client into ``facts``."""
+    facts.t_headers = resp.t_head_ns - clock.t0_ns
+    facts.status = resp.status
+    if resp.status >= 300:
+        raw = (await resp.read())[: 4 * ERROR_EXCERPT_CHARS]
+        facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
+        return
+    if not stream:
+        _whole_answer(await resp.read(), api, facts)
+        return
+    _check_event_stream(resp.headers.get("content-type", ""))
+    reader = _StreamReader(api, clock, facts)
+    await resp.stream(reader.feed)
+    reader.finish()
 
 
 def _whole_answer(raw: bytes, api: ApiKind, facts: ResponseFacts) -> None:

@@ -98,6 +98,12 @@ class Response:
         """Hand each piece of body to ``sink(data, t_ns)`` as it arrives; return at its end."""
         await self._conn.body(sink)
 
+    @property
+    def max_lag_ns(self) -> int | None:
+        """Most a read of this answer waited before the loop took it (ns); None when no
+        read carried a kernel stamp."""
+        return self._conn.exchange_lag_ns
+
 
 class Connection:
     """One socket to one server, used for one exchange at a time."""
@@ -111,6 +117,7 @@ class Connection:
         self.reusable = False  # set when an answer ended cleanly with keep-alive
         # Per kernel-stamped read: how long after its arrival the loop handled it (ns).
         self.lags: array[int] = array("q") if lags is None else lags
+        self.exchange_lag_ns: int | None = None  # the most of those, this exchange
         self._buf = b""
         self._raw_mode = True  # reading a head into _buf (else: a body, to the sink)
         self._head_t = 0  # arrival of the last read taken in raw mode
@@ -159,6 +166,7 @@ class Connection:
     async def request(self, head: bytes, body: bytes) -> Response:
         """Send a request and wait for the head of its answer."""
         self.reusable = False
+        self.exchange_lag_ns = None
         self._buf = b""
         self._framing = None
         try:
@@ -231,7 +239,10 @@ class Connection:
             kernel = sec * 1_000_000_000 + nsec - (time.time_ns() - time.perf_counter_ns())
             if kernel < now:  # a clock step could put it in the future: keep ours then
                 t = kernel
-                self.lags.append(now - kernel)
+                lag = now - kernel
+                self.lags.append(lag)
+                if self.exchange_lag_ns is None or lag > self.exchange_lag_ns:
+                    self.exchange_lag_ns = lag
         if not data:
             self._on_eof()
             return

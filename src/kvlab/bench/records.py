@@ -86,6 +86,11 @@ class Record(BaseModel):
     t_end: int
     chunk_ns: list[int] = Field(default_factory=list)  # arrival of each content chunk
     chunk_tokens: list[int | None] = Field(default_factory=list)  # tokens in each chunk
+    # Most any read of this answer waited in the socket before the client's loop took
+    # it (ns). Times above are the kernel's arrival stamps, so this lag is not in them,
+    # unless it outgrew the gap between two events (they then share the later stamp).
+    # None where reads carry no kernel stamp (aiohttp, https://, not Linux).
+    read_lag_ns: int | None = None
 
     # server-reported
     prompt_tokens: int | None = None  # tokens_evaluated / usage.prompt_tokens

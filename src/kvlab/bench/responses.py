@@ -36,6 +36,7 @@ class ResponseFacts:
         "outcome",
         "output",
         "prompt_tokens",
+        "read_lag_ns",
         "saw_terminator",
         "saw_usage",
         "status",
@@ -68,6 +69,7 @@ class ResponseFacts:
         self.timings: dict[str, Any] | None = None
         self.saw_terminator: bool | None = None
         self.saw_usage: bool | None = None
+        self.read_lag_ns: int | None = None
 
     def fail(self, outcome: Outcome, error: str) -> None:
         """Record a failed exchange; the error text is cut to ``ERROR_EXCERPT_CHARS``."""

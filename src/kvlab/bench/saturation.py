@@ -121,20 +121,56 @@ class ClientCheck:
         return self.status == "saturated"
 
 
+def read_lag(records: Iterable[Record]) -> tuple[float, float] | None:
+    """(p99 over requests of the most a read waited for the client's loop, median gap
+    between successive content chunks), in ms; None when no record has kernel stamps."""
+    lags: list[int] = []
+    gaps: list[np.ndarray] = []
+    for record in records:
+        if record.read_lag_ns is None:
+            continue
+        lags.append(record.read_lag_ns)
+        if len(record.chunk_ns) > 1:
+            gaps.append(np.diff(np.asarray(record.chunk_ns, dtype=np.int64)))
+    if not lags:
+        return None
+    gap = float(np.median(np.concatenate(gaps))) / 1e6 if gaps else float("inf")
+    return float(np.percentile(np.asarray(lags, dtype=np.float64), 99)) / 1e6, gap
+
+
 def client_check(
     records: Iterable[Record],
     calibration: Calibration | Mapping[str, Any] | None,
     threshold: float = DEFAULT_THRESHOLD,
     window_s: float = DEFAULT_WINDOW_S,
 ) -> ClientCheck:
-    """Compare the run's busiest ``window_s`` of ingest with the calibrated limit."""
+    """Was the client near its limit? Two kinds of evidence, either one warns:
+
+    - the run's busiest ``window_s`` of ingest against the calibrated limit;
+    - the run's own read lag (kernel-stamped reads): when reads waited for the loop
+      longer than half the typical gap between events, events of one stream may have
+      merged into one read and share its (later) stamp.
+    """
     records = list(records)
     events_s, _tokens = busiest_rate(records, window_s)
+    lag = read_lag(records)
+    lag_text = ""
+    if lag is not None:
+        lag_ms, gap_ms = lag
+        if lag_ms > gap_ms / 2:
+            return ClientCheck("saturated", (
+                f"client near saturation: its reads waited up to {lag_ms:.2f} ms for the "
+                f"event loop (p99 over requests) against a median gap of {gap_ms:.2f} ms "
+                "between events, so events of one stream may have merged and share a "
+                "late timestamp - use fewer streams or more client processes"))
+        lag_text = (f"; reads waited for the client's loop up to {lag_ms:.2f} ms (p99 over "
+                    f"requests), under half the {gap_ms:.2f} ms median gap between events, "
+                    "and timestamps are the kernel's arrival times, so the wait is not in them")
     if calibration is None:
-        return ClientCheck("uncalibrated", (
-            f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s; no "
-            "calibration for this machine, so whether the client was near its limit is "
-            "unknown (run kvlab calibrate once, then kvlab evaluate this run)"))
+        return ClientCheck("ok" if lag is not None else "uncalibrated", (
+            f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s{lag_text}; "
+            "no calibrated limit for this machine to compare with (run kvlab calibrate "
+            "once, then kvlab evaluate this run)"))
     cal = calibration if isinstance(calibration, Calibration) else Calibration.from_dict(
         calibration)
     warning = saturation_warning(records, cal, threshold, window_s)
@@ -145,7 +181,7 @@ def client_check(
     return ClientCheck("ok", (
         f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s, {share:.0%} "
         f"of the {cal.max_events_per_s:,.0f} events/s this machine's client handles on time"
-        f"{when}: the client was not the limit"))
+        f"{when}{lag_text}: the client was not the limit"))
 
 
 def saturation_warning(
