@@ -33,7 +33,7 @@ import struct
 import sys
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -404,7 +404,8 @@ class RawPool:
         self.read_lags_ns: array[int] = array("q")
 
     @contextlib.asynccontextmanager
-    async def post(self, url: str, headers: dict[str, str], body: bytes):  # type: ignore[no-untyped-def]
+    async def post(self, url: str, headers: dict[str, str],
+                   body: bytes) -> AsyncIterator[Response]:
         """``async with pool.post(url, headers, body) as response:`` (body read inside)."""
         target = Target.parse(url)
         head = _request_head("POST", target, headers, len(body))
