@@ -175,10 +175,9 @@ def client_check(
                 f"{lag.gap:.2f} ms median gap between events, so events of one stream "
                 "merged into one read and share its later timestamp - use fewer streams "
                 "or more client processes"))
-        lag_text = (f"; reads waited for the client's loop {lag.typical:.2f} ms at most in a "
-                    f"typical request (worst {lag.worst:.2f} ms), against a {lag.gap:.2f} ms "
-                    "median gap between events, and timestamps are the kernel's arrival "
-                    "times, so those waits are not in them")
+        lag_text = (f"; its reads waited up to {lag.typical:.2f} ms for its loop in a typical "
+                    f"request (worst {lag.worst:.2f} ms) against a {lag.gap:.2f} ms median "
+                    "event gap, waits the timestamps (kernel arrival times) do not include")
     if calibration is None:
         return ClientCheck("ok" if lag is not None else "uncalibrated", (
             f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s{lag_text}; "
