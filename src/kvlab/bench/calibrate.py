@@ -308,8 +308,8 @@ async def run_level(
         await _get(session, base_url + "/synthetic/stats?reset=1")
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with paused_gc():
-            async with HarnessClient(max_connections=concurrency,
-                                     http_client=http_client) as client:
+            async with HarnessClient(max_connections=concurrency, http_client=http_client,
+                                     keep_read_lags=True) as client:
                 begin_ns = clock.now()
                 stop_at = time.perf_counter() + duration_s
                 await asyncio.gather(*(worker(i, client) for i in range(concurrency)))

@@ -145,16 +145,19 @@ class HarnessClient:
     ``http_client``: ``"auto"`` sends ``http://`` requests through kvlab's own client
     (:mod:`kvlab.bench.rawhttp`: kernel receive timestamps, no per-read coroutine
     switch) and ``https://`` ones through aiohttp; ``"aiohttp"`` uses aiohttp for all
-    (each read stamped when its coroutine resumes).
+    (each read stamped when its coroutine resumes). ``keep_read_lags``: keep the loop's
+    lag of every read (:attr:`read_lags_ns`, for ``kvlab calibrate``).
     """
 
-    def __init__(self, max_connections: int = 1, http_client: str = "auto") -> None:
+    def __init__(self, max_connections: int = 1, http_client: str = "auto",
+                 keep_read_lags: bool = False) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
         if http_client not in HTTP_CLIENTS:
             raise ValueError(f"http_client must be one of {HTTP_CLIENTS}, not {http_client!r}")
         self.max_connections = max_connections
         self.http_client = http_client
+        self.keep_read_lags = keep_read_lags
         self._session: aiohttp.ClientSession | None = None
         self._raw: RawPool | None = None
 
@@ -166,7 +169,7 @@ class HarnessClient:
             timeout=aiohttp.ClientTimeout(total=None),
         )
         if self.http_client == "auto" and RAW_SUPPORTED:
-            self._raw = RawPool(self.max_connections)
+            self._raw = RawPool(self.max_connections, self.keep_read_lags)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -179,8 +182,8 @@ class HarnessClient:
 
     @property
     def read_lags_ns(self) -> array[int] | None:
-        """Per kernel-stamped read, how late the loop handled it (ns); None without
-        kvlab's own client (see :class:`~kvlab.bench.rawhttp.RawPool`)."""
+        """Per kernel-stamped read, how late the loop handled it (ns); None unless kept
+        by kvlab's own client (see :class:`~kvlab.bench.rawhttp.RawPool`)."""
         return self._raw.read_lags_ns if self._raw is not None else None
 
     @property

@@ -115,8 +115,9 @@ class Connection:
         self._fd = sock.fileno()
         self.reused = False
         self.reusable = False  # set when an answer ended cleanly with keep-alive
-        # Per kernel-stamped read: how long after its arrival the loop handled it (ns).
-        self.lags: array[int] = array("q") if lags is None else lags
+        # Per kernel-stamped read: how long after its arrival the loop handled it (ns);
+        # None: not kept.
+        self.lags = lags
         self.exchange_lag_ns: int | None = None  # the most of those, this exchange
         self._buf = b""
         self._raw_mode = True  # reading a head into _buf (else: a body, to the sink)
@@ -240,7 +241,8 @@ class Connection:
             if kernel < now:  # a clock step could put it in the future: keep ours then
                 t = kernel
                 lag = now - kernel
-                self.lags.append(lag)
+                if self.lags is not None:
+                    self.lags.append(lag)
                 if self.exchange_lag_ns is None or lag > self.exchange_lag_ns:
                     self.exchange_lag_ns = lag
         if not data:
@@ -393,15 +395,16 @@ class _Framing:
 class RawPool:
     """Keep-alive connections per (host, port), at most ``max_connections`` in use.
 
-    ``read_lags_ns``: for every kernel-stamped read, how long the event loop took to
-    handle it after it arrived, which is the error a client stamping reads when it
-    handles them would have had (empty where the kernel gives no stamps).
+    ``read_lags_ns`` (with ``keep_read_lags``; 8 bytes per read, else None): for every
+    kernel-stamped read, how long the event loop took to handle it after it arrived,
+    which is the error a client stamping reads when it handles them would have had
+    (empty where the kernel gives no stamps).
     """
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, keep_read_lags: bool = False) -> None:
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: dict[tuple[str, int], list[Connection]] = {}
-        self.read_lags_ns: array[int] = array("q")
+        self.read_lags_ns: array[int] | None = array("q") if keep_read_lags else None
 
     @contextlib.asynccontextmanager
     async def post(self, url: str, headers: dict[str, str],
