@@ -73,6 +73,7 @@ def test_client_check_says_saturated_ok_or_uncalibrated() -> None:
     assert "2,000 events/s" in ok.text and "0%" in ok.text and "2026-12-02" in ok.text
     unknown = client_check(RECORDS, None)
     assert unknown.status == "uncalibrated" and "kvlab calibrate" in unknown.text
+    assert client_check(RECORDS, {"max_events_per_s": "x"}).status == "uncalibrated"
 
 
 def test_the_client_section_warns_only_when_saturated() -> None:

@@ -166,6 +166,11 @@ def client_check(
     records = list(records)
     events_s, _tokens = busiest_rate(records, window_s)
     lag = read_lag(records)
+    try:
+        cal = (calibration if isinstance(calibration, Calibration) or calibration is None
+               else Calibration.from_dict(calibration))
+    except (KeyError, TypeError, ValueError):
+        cal = None  # an unreadable calibration counts as none
     lag_text = ""
     if lag is not None:
         if lag.typical > lag.gap:
@@ -178,13 +183,11 @@ def client_check(
         lag_text = (f"; its reads waited up to {lag.typical:.2f} ms for its loop in a typical "
                     f"request (worst {lag.worst:.2f} ms) against a {lag.gap:.2f} ms median "
                     "event gap, waits the timestamps (kernel arrival times) do not include")
-    if calibration is None:
+    if cal is None:
         return ClientCheck("ok" if lag is not None else "uncalibrated", (
             f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s{lag_text}; "
             "no calibrated limit for this machine to compare with (run kvlab calibrate "
             "once, then kvlab evaluate this run)"))
-    cal = calibration if isinstance(calibration, Calibration) else Calibration.from_dict(
-        calibration)
     warning = saturation_warning(records, cal, threshold, window_s)
     if warning is not None:
         return ClientCheck("saturated", warning)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvlab.bench.evaluate import METRIC_DEFINITIONS, Evaluation
+from kvlab.bench.saturation import ClientCheck
 from kvlab.experiment import Experiment
 
 
@@ -255,7 +256,7 @@ def kv_check_markdown(manifest: dict[str, Any]) -> str:
     return "\n".join(["", "## KV check: predicted vs allocated by llama-server", "", *out])
 
 
-def client_markdown(check: Any) -> str:
+def client_markdown(check: ClientCheck) -> str:
     """The "Client load" section: a :class:`~kvlab.bench.saturation.ClientCheck` line,
     as a warning when the client came near its calibrated limit."""
     prefix = "**Warning:** " if check.warning else ""
