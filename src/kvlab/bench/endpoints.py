@@ -49,6 +49,7 @@ import hashlib
 import json
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,17 +288,8 @@ class HarnessClient:
                                      clock, facts)
             return
         async with self.session.post(url, data=payload, headers=headers) as resp:
-            facts.t_headers = clock.now()
-            facts.status = resp.status
-            if resp.status >= 300:
-                raw = (await resp.read())[: 4 * ERROR_EXCERPT_CHARS]
-                facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
-                return
-            if not stream:
-                _whole_answer(await resp.read(), endpoint.api, facts)
-                return
-            _check_event_stream(resp.headers.get("Content-Type", ""))
-            await self._read_stream(resp, endpoint.api, clock, facts)
+            answer = _AiohttpAnswer(resp, time.perf_counter_ns())
+            await _answer(answer, endpoint.api, stream, clock, facts)
 
     @staticmethod
     async def _exchange_raw(
@@ -313,24 +305,9 @@ class HarnessClient:
         """The same exchange through kvlab's own client (kernel receive timestamps)."""
         async with pool.post(url, headers, payload) as resp:
             try:
-                await _raw_answer(resp, api, stream, clock, facts)
+                await _answer(resp, api, stream, clock, facts)
             finally:
                 facts.read_lag_ns = resp.max_lag_ns
-
-    async def _read_stream(
-        self, resp: aiohttp.ClientResponse, api: ApiKind, clock: RunClock, facts: ResponseFacts
-    ) -> None:
-        """aiohttp's read loop: one timestamp per network read, all its events share it."""
-        reader = _StreamReader(api, clock, facts)
-        feed = reader.feed
-        content = resp.content
-        now = time.perf_counter_ns
-        while True:
-            chunk = await content.readany()
-            if not chunk:
-                break
-            feed(chunk, now())
-        reader.finish()
 
     async def check_models(self, endpoint: Endpoint) -> list[str]:
         """GET /v1/models with the key; return the ids; raise unless the model is listed.
@@ -376,9 +353,33 @@ class HarnessClient:
         return ids
 
 
-async def _raw_answer(resp: RawResponse, api: ApiKind, stream: bool, clock: RunClock,
-                      facts: ResponseFacts) -> None:
-    """Read one answer of kvlab's own client into ``facts``."""
+class _AiohttpAnswer:
+    """An aiohttp response behind :class:`~kvlab.bench.rawhttp.Response`'s interface
+    (status, headers, t_head_ns, read, stream); each read stamped when its coroutine
+    resumes."""
+
+    def __init__(self, resp: aiohttp.ClientResponse, t_head_ns: int) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers = resp.headers  # case-insensitive
+        self.t_head_ns = t_head_ns
+
+    async def read(self) -> bytes:
+        return await self._resp.read()
+
+    async def stream(self, sink: Callable[[bytes, int], None]) -> None:
+        content = self._resp.content
+        now = time.perf_counter_ns
+        while True:
+            chunk = await content.readany()
+            if not chunk:
+                return
+            sink(chunk, now())
+
+
+async def _answer(resp: RawResponse | _AiohttpAnswer, api: ApiKind, stream: bool,
+                  clock: RunClock, facts: ResponseFacts) -> None:
+    """Read one answer, through either HTTP client, into ``facts``."""
     facts.t_headers = resp.t_head_ns - clock.t0_ns
     facts.status = resp.status
     if resp.status >= 300:
