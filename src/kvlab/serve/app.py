@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kvlab.serve import llamacpp_api, openai_api
-from kvlab.serve.api_errors import INVALID_API_KEY, LOADING, ApiError
+from kvlab.serve.api_errors import INVALID_API_KEY, LOADING, ApiError, is_openai_path
 from kvlab.serve.state import ServerState, ServeSettings
 
 log = logging.getLogger("kvlab.serve")
@@ -85,7 +85,7 @@ class _Gate:
         if scope["type"] == "http":
             refusal = self._refusal(scope)
             if refusal is not None:
-                await refusal.response()(scope, receive, send)
+                await refusal.response(is_openai_path(scope["path"]))(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -110,20 +110,25 @@ def _authorized(scope: Scope, key: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), key.encode())
 
 
-async def _api_error(_: Request, exc: Any) -> JSONResponse:
-    return exc.response()
+async def _api_error(request: Request, exc: Any) -> JSONResponse:
+    return exc.response(is_openai_path(request.url.path))
 
 
-async def _http_error(_: Request, exc: Any) -> JSONResponse:
+async def _http_error(request: Request, exc: Any) -> JSONResponse:
+    """Routing errors: 404 as llama.cpp words it; 405 keeps Starlette's ``Allow``."""
+    openai = is_openai_path(request.url.path)
     if exc.status_code == 404:
-        return ApiError("not_found_error", "File Not Found").response()
-    return JSONResponse(
-        {"error": {"code": exc.status_code, "message": str(exc.detail),
-                   "type": "invalid_request_error"}},
-        status_code=exc.status_code,
-    )
+        return ApiError("not_found_error", "File Not Found").response(openai)
+    if exc.status_code == 405:
+        return ApiError("method_not_allowed",
+                        f"{request.method} is not allowed on {request.url.path}"
+                        ).response(openai, headers=exc.headers)
+    error = ApiError("invalid_request_error", str(exc.detail))
+    error.status = exc.status_code
+    return error.response(openai, headers=exc.headers)
 
 
-async def _server_error(_: Request, exc: Exception) -> JSONResponse:
+async def _server_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("kvlab serve: request failed")
-    return ApiError("server_error", f"{type(exc).__name__}: {exc}").response()
+    return ApiError("server_error", f"{type(exc).__name__}: {exc}").response(
+        is_openai_path(request.url.path))

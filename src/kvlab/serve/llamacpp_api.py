@@ -15,7 +15,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from kvlab.serve.api_errors import ApiError, invalid_request
-from kvlab.serve.params import GenParams, parse_gen_params, parse_json_body
+from kvlab.serve.body import read_json_body
+from kvlab.serve.params import GenParams, parse_gen_params
 from kvlab.serve.slot import Finished, TokenEvent
 from kvlab.serve.sse import event, sse_response
 from kvlab.serve.state import ServerState
@@ -43,13 +44,16 @@ async def props(request: Request) -> dict[str, Any]:
 @router.post("/tokenize")
 async def tokenize(request: Request) -> dict[str, Any]:
     """``{content}`` -> ``{tokens:[ids]}`` (``with_pieces`` -> ``[{id, piece}]``)."""
-    body = parse_json_body(await request.body())
+    body = await read_json_body(request)
     content = body.get("content")
     if not isinstance(content, str):
         raise invalid_request("'content' is required and must be a string")
+    with_pieces = body.get("with_pieces")
+    if with_pieces is not None and not isinstance(with_pieces, bool):
+        raise invalid_request(f"Field 'with_pieces': expected a boolean, got {with_pieces!r}")
     tokenizer = _state(request).slot.tokenizer
     ids = tokenizer.encode(content)
-    if body.get("with_pieces") is True:
+    if with_pieces:
         return {"tokens": [{"id": i, "piece": tokenizer.decode([i])} for i in ids]}
     return {"tokens": ids}
 
@@ -57,7 +61,7 @@ async def tokenize(request: Request) -> dict[str, Any]:
 @router.post("/detokenize")
 async def detokenize(request: Request) -> dict[str, str]:
     """``{tokens:[ids]}`` -> ``{content}``."""
-    body = parse_json_body(await request.body())
+    body = await read_json_body(request)
     tokens = body.get("tokens")
     tokenizer = _state(request).slot.tokenizer
     if not isinstance(tokens, list) or not all(
@@ -74,7 +78,7 @@ async def detokenize(request: Request) -> dict[str, str]:
 async def completion(request: Request) -> Response:
     """Generate from ``prompt`` (string or token ids), plain or streamed."""
     state = _state(request)
-    body = parse_json_body(await request.body())
+    body = await read_json_body(request)
     params = parse_gen_params(body, state.settings.seed)
     prompt_ids = state.prompt_ids(body.get("prompt"))
     if params.stream:

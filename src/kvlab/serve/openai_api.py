@@ -25,8 +25,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from kvlab import __version__
+from kvlab.serve.body import read_json_body
 from kvlab.serve.llamacpp_api import run_to_end
-from kvlab.serve.params import GenParams, chat_prompt, parse_gen_params, parse_json_body
+from kvlab.serve.params import GenParams, chat_prompt, parse_gen_params
 from kvlab.serve.slot import Finished, TokenEvent
 from kvlab.serve.sse import DONE, event, sse_response
 from kvlab.serve.state import ServerState
@@ -71,7 +72,7 @@ async def completions(request: Request) -> Response:
 
 async def _complete(request: Request, chat: bool) -> Response:
     state = _state(request)
-    body = parse_json_body(await request.body())
+    body = await read_json_body(request)
     params = parse_gen_params(body, state.settings.seed)
     prompt = chat_prompt(body) if chat else body.get("prompt")
     prompt_ids = state.prompt_ids(prompt, "messages" if chat else "prompt")

@@ -3,7 +3,9 @@
 Field names, aliases and defaults follow llama-server's ``/completion`` schema:
 ``n_predict`` (aliases ``max_completion_tokens``, ``max_tokens``; the first present
 wins, in that order; -1 = until the context is full), ``temperature`` (default 0.8,
-clamped to >= 0), ``seed`` (-1 = random), ``ignore_eos`` (default false),
+clamped to >= 0; below :data:`GREEDY_BELOW`, 0 included, decoding is greedy: argmax,
+as llama.cpp does for 0 — dividing logits by a tinier temperature overflows),
+``seed`` (-1 = random), ``ignore_eos`` (default false),
 ``cache_prompt`` (default true), ``stream``, ``stream_options.include_usage``.
 A ``null`` value means "use the default"; unknown fields are ignored; a field with
 the wrong type is a 400 ``Field 'x': ...``. Sampling is plain temperature sampling:
@@ -12,7 +14,7 @@ the wrong type is a 400 ``Field 'x': ...``. Sampling is plain temperature sampli
 
 from __future__ import annotations
 
-import json
+import math
 import random
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 from kvlab.serve.api_errors import invalid_request
 
 DEFAULT_TEMPERATURE = 0.8  # llama.cpp's default; the benchmark harness always sends 0
+GREEDY_BELOW = 1e-6  # temperatures under this are greedy (0 included); see the module doc
 RANDOM_SEEDS = (-1, 0xFFFFFFFF)  # llama.cpp: -1 (or its uint32 form) = a random seed
 
 
@@ -41,17 +44,6 @@ class GenParams:
         out.pop("include_usage")
         out["max_tokens"] = self.n_predict
         return out
-
-
-def parse_json_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a JSON object, or 400 ``invalid_request_error``."""
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise invalid_request(f"invalid JSON in request body: {exc}") from None
-    if not isinstance(body, dict):
-        raise invalid_request("the request body must be a JSON object")
-    return body
 
 
 def _field(body: dict[str, Any], name: str, kinds: tuple[type, ...], what: str) -> Any:
@@ -79,7 +71,7 @@ def parse_gen_params(body: dict[str, Any], default_seed: int) -> GenParams:
         raise invalid_request(f"Field 'n_predict': must be >= -1, got {n_predict}")
 
     temperature = _field(body, "temperature", (int, float), "a number")
-    temperature = DEFAULT_TEMPERATURE if temperature is None else max(0.0, float(temperature))
+    temperature = DEFAULT_TEMPERATURE if temperature is None else _temperature(temperature)
 
     seed = _field(body, "seed", (int,), "an integer")
     seed = default_seed if seed is None else seed
@@ -102,6 +94,17 @@ def parse_gen_params(body: dict[str, Any], default_seed: int) -> GenParams:
         stream=bool(stream),
         include_usage=include_usage,
     )
+
+
+def _temperature(value: float) -> float:
+    """A finite temperature >= 0; 0.0 (greedy) below :data:`GREEDY_BELOW`."""
+    try:
+        temperature = float(value)
+    except OverflowError:  # an integer too large for a double
+        temperature = math.inf
+    if not math.isfinite(temperature):
+        raise invalid_request(f"Field 'temperature': expected a finite number, got {value!r}")
+    return 0.0 if temperature < GREEDY_BELOW else temperature
 
 
 def chat_prompt(body: dict[str, Any]) -> str:
