@@ -7,7 +7,10 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
+from kvlab.errors import ConfigError
+from kvlab.serve.runner import bind
 from tests.serve.conftest import wait_ready
 
 KVLAB = [sys.executable, "-m", "kvlab"]
@@ -20,6 +23,21 @@ def test_ctx_size_beyond_max_len_exits_2_with_one_line() -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --ctx-size 999999")
     assert "Traceback" not in result.stderr and "listening" not in result.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--synthetic"]])
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_port_out_of_range_exits_2_with_one_line(port: str, extra: list[str]) -> None:
+    result = subprocess.run([*KVLAB, "serve", "--port", port, *extra],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: --port {port} is not a TCP port")
+
+
+def test_bind_refuses_an_out_of_range_port() -> None:
+    with pytest.raises(ConfigError, match="not a TCP port"):
+        bind("127.0.0.1", 99999)
 
 
 def test_serve_prints_its_url_and_answers() -> None:

@@ -29,10 +29,11 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:
         sock.close()
+        why = exc.strerror if isinstance(exc, OSError) else "not a TCP port"
         raise ConfigError(
-            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port "
+            f"cannot listen on {host}:{port}: {why}; choose another --port "
             f"(0 picks a free one) or --host") from None
     sock.listen(128)
     sock.set_inheritable(True)
