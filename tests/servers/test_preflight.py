@@ -30,7 +30,7 @@ def test_cuda_visible_devices_filters_by_index_or_uuid() -> None:
 
 
 def test_host_facts_are_collected() -> None:
-    report = run_preflight()
+    report = run_preflight(smoke=False)
     assert report.host.logical_cpus >= 1 and report.host.cpu_model
     assert report.to_json()["host"]["gpu_query"]
 
@@ -51,7 +51,7 @@ gpus = {gpus}
 def test_experiment_needing_more_gpus_than_visible_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "exp.toml"
     path.write_text(EXPERIMENT.format(gpus=64))
-    done = subprocess.run([sys.executable, "-m", "kvlab", "preflight", str(path)],
+    done = subprocess.run([sys.executable, "-m", "kvlab", "preflight", "--no-smoke", str(path)],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 2

@@ -234,11 +234,16 @@ class Session:
             self.reporter.end(f"{mode.name} {point.label}", capacity)
             if any(r.outcome != Outcome.OK for r in records) and server is not None \
                     and hasattr(server, "is_alive") and not server.is_alive():
-                raise ServerDied(f"{mode.name} @ {capacity}: the server exited mid-run "
-                                  f"(log {self.run.log_path(mode.name, capacity)})")
+                raise ServerDied(self.died(mode, capacity, server))
             manifest = self.run.manifest()
             manifest.setdefault("points_done", []).append([mode.name, capacity, point.label])
             self.run.write_manifest(manifest)
+
+    def died(self, mode: Mode, capacity: int, server: Any) -> str:
+        """The one-line reason a managed server stopped mid-run (its signal, if any)."""
+        how = getattr(server, "exit_description", lambda: None)() or "exited"
+        return (f"{mode.name} @ {capacity}: the server {how} mid-run "
+                f"(log {self.run.log_path(mode.name, capacity)})")
 
     def spec(self, mode: Mode, capacity: int, prompt: PreparedPrompt, repetition: int,
              position: int, warmup: bool = False) -> RequestSpec:
@@ -269,8 +274,7 @@ class Session:
             self.reporter.advance(record)
         if (record.outcome != Outcome.OK and server is not None
                 and hasattr(server, "is_alive") and not server.is_alive()):
-            raise ServerDied(f"{mode.name} @ {capacity}: the server exited mid-run "
-                              f"(log {self.run.log_path(mode.name, capacity)})")
+            raise ServerDied(self.died(mode, capacity, server))
 
     async def run_modes(self, modes: list[Mode]) -> None:
         choice = resolve_order(self.experiment.order, {m.name: m.server for m in modes})

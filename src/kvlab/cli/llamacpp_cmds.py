@@ -36,13 +36,18 @@ def fetch(
 def preflight(
     experiment: Path | None = typer.Argument(
         None, help="Experiment file whose llamacpp modes to check (binary, model, GPUs)."),
+    smoke: bool = typer.Option(
+        True, "--smoke/--no-smoke",
+        help="Start each llama-server once on the bundled Gemma 3 270M and generate 8 "
+             "tokens (a build for the wrong CPU dies here, naming its signal)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Host facts (CPU, memory, GPUs), the llama-server and model that would be used;
-    refuses (exit 2) when an experiment needs more GPUs than are visible."""
+    """Host facts (CPU, memory, GPUs), the llama-server and model that would be used, and
+    a smoke generation; refuses (exit 2) when the server cannot generate or an
+    experiment needs more GPUs than are visible."""
     from kvlab.servers.preflight import require_ready, run_preflight
 
-    report = run_preflight(experiment)
+    report = run_preflight(experiment, smoke=smoke)
     if json_out:
         print_json(report.to_json())
     else:
@@ -81,6 +86,10 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
         table.add_row("model", f"{model['path']} ({model['size_bytes'] / 1e6:.1f} MB, sha256 "
                       f"{model['sha256'][:16]}…)" if model.get("present")
                       else f"{model.get('path', '')}: {model['error']}")
+    for smoke in report.smoke:
+        table.add_row("smoke", f"{smoke['tokens']} tokens at {smoke['tokens_per_s']} tok/s "
+                      f"(start-up {smoke['startup_s']} s): {smoke['text']!r}"
+                      if smoke["ok"] else f"FAILED: {smoke['error']}")
     if report.gpus_needed:
         table.add_row("GPUs needed", str(report.gpus_needed))
     table.add_row("ready", "yes" if not report.problems else "NO")

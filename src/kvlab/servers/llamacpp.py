@@ -6,6 +6,7 @@ table; :class:`LlamaServer` turns it plus a context capacity into one process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server,
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
 from kvlab.servers.kvlog import KvCheck, check_server_log
 from kvlab.servers.process import (
+    exit_verb,
     free_port,
     log_tail,
     register,
@@ -116,6 +118,7 @@ class LlamaServer:
         self._props: dict[str, Any] | None = None
         self._version: str | None = None
         self._lock = threading.Lock()
+        self._stopped_by_kvlab = False  # stop() ended it (so its SIGTERM is no crash)
 
     # -- argv ------------------------------------------------------------------------
 
@@ -216,8 +219,24 @@ class LlamaServer:
         """True while the process is alive."""
         return self._proc is not None and self._proc.poll() is None
 
+    def is_alive(self) -> bool:
+        """True while the process runs (the runner's mid-run death check)."""
+        return self.running()
+
+    def exit_description(self, wait_s: float = 0.0) -> str | None:
+        """How the process ended on its own ("died of SIGILL (...)"); None while it runs
+        (after waiting up to ``wait_s`` seconds for it to end) or when kvlab stopped it."""
+        if self._proc is not None and wait_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=wait_s)
+        code = self._proc.poll() if self._proc is not None else None
+        if code is None or self._stopped_by_kvlab:
+            return None
+        return exit_verb(code, "llama-server")
+
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the process group, SIGKILL after ``grace_s``; safe to call twice."""
+        self._stopped_by_kvlab = self._stopped_by_kvlab or self.running()
         stop_process(self._proc, grace_s)
         if self._log_file is not None:
             self._log_file.close()

@@ -125,11 +125,12 @@ class Preflight:
     model: dict[str, Any]
     gpus_needed: int = 0
     problems: list[str] = field(default_factory=list)
+    smoke: list[dict[str, Any]] = field(default_factory=list)  # one per binary checked
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host.to_json(), "llama_server": self.llama_server,
                 "model": self.model, "gpus_needed": self.gpus_needed,
-                "problems": self.problems, "ok": not self.problems}
+                "smoke": self.smoke, "problems": self.problems, "ok": not self.problems}
 
 
 def _server_facts(binary: Path | None) -> dict[str, Any]:
@@ -164,8 +165,23 @@ def _model_facts(model: Path | None) -> dict[str, Any]:
             "sha256": checked.sha256}
 
 
-def run_preflight(experiment_path: Path | None = None) -> Preflight:
-    """Host facts, plus the server/model/GPU needs of an experiment's llamacpp modes."""
+def _smoke(binary: Path | None) -> dict[str, Any]:
+    """Generate a few tokens with ``binary`` on the bundled model (see servers/smoke)."""
+    from kvlab.servers.smoke import smoke_check
+
+    try:
+        return {"ok": True, **smoke_check(binary).to_json()}
+    except KvlabError as exc:
+        return {"ok": False, "binary": str(binary or "llama-server"), "error": str(exc)}
+
+
+def run_preflight(experiment_path: Path | None = None, smoke: bool = True) -> Preflight:
+    """Host facts, plus the server/model/GPU needs of an experiment's llamacpp modes.
+
+    With ``smoke``, every llama-server found also generates a few tokens on the bundled
+    model, since a binary built for other CPU features starts and then dies at its
+    first computation.
+    """
     host = host_facts()
     binaries: list[Path | None] = [None]
     models: list[Path | None] = [None]
@@ -189,6 +205,11 @@ def run_preflight(experiment_path: Path | None = None) -> Preflight:
         report.llama_server = report.llama_server or facts
         if not facts["found"]:
             report.problems.append(facts["error"])
+        elif smoke:
+            checked = _smoke(binary)
+            report.smoke.append(checked)
+            if not checked["ok"]:
+                report.problems.append(checked["error"])
     for model in models:
         facts = _model_facts(model)
         report.model = report.model or facts

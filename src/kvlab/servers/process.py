@@ -77,6 +77,40 @@ def spawn(argv: list[str], log: IO[bytes], env: Mapping[str, str] | None = None
     )
 
 
+# What a death by signal usually means, for the one-line error.
+_SIGNAL_HINTS = {
+    signal.SIGILL: "illegal instruction: this {name} was built for CPU features this "
+                   "machine does not let it use",
+    signal.SIGSEGV: "segmentation fault: the server crashed (a bug, or a damaged model file)",
+    signal.SIGKILL: "killed: usually the kernel's OOM killer (out of memory; see `dmesg`), "
+                    "or someone ran kill -9",
+    signal.SIGABRT: "aborted: the server stopped on a failed check; its log's last lines say "
+                    "which",
+    signal.SIGBUS: "bus error: a memory-mapped file (the model?) was truncated or vanished",
+}
+
+
+def describe_exit(code: int, name: str = "server") -> str:
+    """``Popen.returncode`` in words: "status 1", or the signal's name and usual cause.
+
+    A negative code is a death by that signal (SIGILL is -4); ``name`` is the program.
+    """
+    if code >= 0:
+        return f"status {code}"
+    try:
+        sig = signal.Signals(-code)
+    except ValueError:
+        return f"signal {-code}"
+    hint = _SIGNAL_HINTS.get(sig)
+    return f"{sig.name} ({hint.format(name=name)})" if hint else sig.name
+
+
+def exit_verb(code: int, name: str = "server") -> str:
+    """"exited with status N" or "died of SIGNAME (...)"."""
+    described = describe_exit(code, name)
+    return f"exited with {described}" if code >= 0 else f"died of {described}"
+
+
 def wait_ready(base_url: str, proc: subprocess.Popen[bytes], timeout_s: float,
                poll_s: float = 0.05, name: str = "llama-server") -> list[int]:
     """Poll ``/health`` until 200; return the distinct status codes seen, in order.
@@ -90,7 +124,7 @@ def wait_ready(base_url: str, proc: subprocess.Popen[bytes], timeout_s: float,
         while True:
             code = proc.poll()
             if code is not None:
-                raise ServerLaunchError(f"{name} exited with status {code} during start-up")
+                raise ServerLaunchError(f"{name} {exit_verb(code, name)} during start-up")
             try:
                 status = client.get(f"{base_url}/health").status_code
                 if not seen or seen[-1] != status:
