@@ -244,3 +244,16 @@ class TestSummarizeMetric:
         summary = summarize_metric([1.0, 2.0])
         assert summary["count"] == 2
         assert summary["intervals"] == {"mean": None, "median": None, "p95": None, "p99": None}
+
+
+def test_weighted_percentile_is_guidellms_no_interpolation() -> None:
+    from kvlab.bench.stats import weighted_percentile
+
+    assert weighted_percentile([4, 1, 3, 2], [1, 1, 1, 1], 50) == 2.0  # linear: 2.5
+    assert weighted_percentile([1, 2, 3, 4], [1, 1, 1, 1], 95) == 4.0
+    # Weights move the median: 10 weighs 63, 100 weighs 1.
+    assert weighted_percentile([10, 100], [63, 1], 50) == 10.0
+    assert weighted_percentile([10, 100], [63, 1], 99) == 100.0
+    assert weighted_percentile([], [], 50) is None
+    with pytest.raises(ValueError, match="weights"):
+        weighted_percentile([1, 2], [1], 50)

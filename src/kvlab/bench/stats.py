@@ -50,6 +50,7 @@ __all__ = [
     "ratio_ci",
     "summarize_metric",
     "verdict",
+    "weighted_percentile",
 ]
 
 # Below this many values a bootstrap interval is mostly an artefact of the few points
@@ -77,6 +78,30 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     if arr.size == 0:
         return None
     return float(np.percentile(arr, q))
+
+
+def weighted_percentile(values: Sequence[float], weights: Sequence[float],
+                        q: float) -> float | None:
+    """GuideLLM's percentile: the smallest value whose cumulative weight share reaches
+    q / 100, without interpolation; None if empty or the weights sum to 0.
+
+    Used only by the ``guidellm`` definition set (bench.definitions), to report what
+    GuideLLM would: p50 of [1, 2, 3, 4] with equal weights is 2 (linear gives 2.5).
+    Follows ``Percentiles.from_pdf`` in guidellm/schemas/base/statistics.py (0.8.1).
+    """
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile q must be within [0, 100], got {q}")
+    arr, w = _as_array(values), _as_array(weights)
+    if arr.size != w.size:
+        raise ValueError(f"{arr.size} values but {w.size} weights")
+    if arr.size == 0 or w.sum() <= 0:
+        return None
+    if np.any(w < 0):
+        raise ValueError("weights must be non-negative")
+    order = np.argsort(arr, kind="stable")
+    cdf = np.cumsum(w[order]) / w.sum()
+    index = min(int(np.searchsorted(cdf, q / 100.0, side="left")), arr.size - 1)
+    return float(arr[order][index])
 
 
 @dataclass(frozen=True)
