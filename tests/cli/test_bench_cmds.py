@@ -92,3 +92,27 @@ def test_run_help_documents_no_launch_per_capacity() -> None:
     text = kvlab("run", "--help").stdout
     for needle in ("--queries", "--no-launch", "MODE@CAPACITY=URL", "compose.yaml"):
         assert needle in text
+
+
+def test_evaluate_with_other_tools_definitions(tmp_path) -> None:
+    run = tmp_path / "x-run"
+    run.mkdir()
+    (run / "experiment.toml").write_text('name = "x"\n[[modes]]\nname = "a"\n')
+    with RecordStore(run / "records.jsonl") as store:
+        for i, end in enumerate((500, 1500)):
+            store.append(row(query_id=f"q{i}", t_end=end * MS, t_last_content=400 * MS))
+    result = kvlab("evaluate", str(run), "--json", "--definitions", "vllm", "-d", "aiperf")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    block = data["definitions"]
+    assert list(block["sets"]) == ["kvlab", "vllm", "aiperf"]
+    cell = block["cells"][0]["definitions"]
+    assert cell["kvlab"]["output_tokens_per_s"] == pytest.approx(64.0)  # 128 / 2.0 s
+    assert cell["aiperf"]["e2e_ms"]["median"] == pytest.approx(400.0)  # last content
+    report = (run / "report.md").read_text()
+    assert "## The same run under other tools' definitions" in report
+    assert "| mode | metric | kvlab | vllm | guidellm | aiperf |" in report
+    bad = kvlab("evaluate", str(run), "--definitions", "genai-perf")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == ("error: unknown definition set 'genai-perf'; valid: kvlab, vllm, "
+                                  "guidellm, aiperf, all")

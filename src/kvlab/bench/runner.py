@@ -221,8 +221,12 @@ def measure_mode(experiment_file: Path | None, mode_name: str, run_dir: Path | N
     return run
 
 
-def evaluate_run(run_dir: Path) -> Evaluation:
-    """Recompute evaluation.json and report.md of a run dir from its records."""
+def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation:
+    """Recompute evaluation.json and report.md of a run dir from its records.
+
+    ``definitions``: other tools' definition sets (bench.definitions) that
+    evaluation.json keeps beside kvlab's; report.md always shows every set."""
+    from kvlab.bench.definitions import evaluation_block
     from kvlab.bench.load import Slo, load_summaries
     from kvlab.bench.saturation import client_check, load_calibration
     from kvlab.report.markdown import (
@@ -233,6 +237,7 @@ def evaluate_run(run_dir: Path) -> Evaluation:
         order_markdown,
         render_report,
     )
+    from kvlab.report.peer_definitions import definitions_markdown
     from kvlab.report.verdicts import intervals_markdown
 
     run = RunDir.open(run_dir)
@@ -251,6 +256,7 @@ def evaluate_run(run_dir: Path) -> Evaluation:
         evaluation.extra["repeat_aa"] = manifest["repeat_aa"]
     client = client_check(records, manifest.get("calibration") or load_calibration())
     evaluation.extra["client_check"] = {"status": client.status, "text": client.text}
+    evaluation.extra["definitions"] = evaluation_block(records, definitions)
     write_evaluation(evaluation, run.evaluation_path)
     report = render_report(evaluation, experiment, manifest,
                            intervals=intervals_markdown(records, experiment.compare))
@@ -258,6 +264,7 @@ def evaluate_run(run_dir: Path) -> Evaluation:
     report += load_markdown(summaries)
     report += client_markdown(client)
     report += kv_check_markdown(manifest)
+    report += definitions_markdown(records)
     if manifest.get("repeat_aa"):
         report += aa_markdown(evaluation, manifest["repeat_aa"])
     run.report_path.write_text(report, encoding="utf-8")

@@ -203,11 +203,17 @@ def measure(
 def evaluate(
     run_dir: Path = typer.Argument(..., help="Run directory."),
     json_out: bool = typer.Option(False, "--json", help="Print evaluation.json."),
+    definitions: list[str] = typer.Option(
+        [], "--definitions", "-d",
+        help="Add another tool's metric definitions to evaluation.json: kvlab, vllm, "
+             "guidellm, aiperf or all (repeatable; report.md always shows every set)."),
 ) -> None:
     """Recompute evaluation.json and report.md from records.jsonl and print the table."""
+    from kvlab.bench.definitions import resolve
     from kvlab.bench.runner import evaluate_run
 
-    evaluation = evaluate_run(run_dir)
+    names = resolve(n for value in definitions for n in value.split(","))
+    evaluation = evaluate_run(run_dir, tuple(names))
     if json_out:
         print_json(evaluation.to_json())
     else:

@@ -273,6 +273,13 @@ def _kv_check(manifest: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _peer_definitions(rows: Sequence[Record]) -> str:
+    """The same run under vLLM's, GuideLLM's and AIPerf's definitions (report.md's)."""
+    from kvlab.report.peer_definitions import TITLE, section_body
+
+    return f"<h2>{escape(TITLE)}</h2>\n" + _markdown_block(section_body(rows))
+
+
 def render_html(run: RunDir, *, resamples: int = 2000) -> str:
     """The whole report as one HTML document (no external resource)."""
     rows = current_rows(run.records)
@@ -291,6 +298,7 @@ def render_html(run: RunDir, *, resamples: int = 2000) -> str:
         _comparisons(comparisons, named=pairs is not None),
         _figures(rows, summaries),
         _kv_check(run.manifest),
+        _peer_definitions(rows),
         "<h2>Manifest</h2><details><summary>manifest.json</summary>"
         f"<pre>{escape(manifest_json)}</pre></details>",
     ])

@@ -65,7 +65,7 @@ def section_body(records: Iterable[Record], names: Sequence[str] = tuple(SETS)) 
     for (capacity, load), group in groups.items():
         where = f"capacity {capacity}" + (f", {load}" if load else "")
         counted = ", ".join(f"{c.mode} {c.rows}" for c in group)
-        out += [f"**{where}** (valid rows: {counted})", ""]
+        out += [f"{where[0].upper()}{where[1:]} (valid rows: {counted}):", ""]
         out += _table(["mode", "metric", *names], table_rows(group, names))
         out.append("")
     out.append("Sources (file and version each set follows; what kvlab's records can "
@@ -74,7 +74,7 @@ def section_body(records: Iterable[Record], names: Sequence[str] = tuple(SETS)) 
     for n in names:
         ds = SETS[n]
         note = f" Approximated: {ds.approximations}." if ds.approximations else ""
-        out.append(f"- `{n}`: {ds.source}.{note}")
+        out.append(f"- {n}: {ds.source}.{note}")
     return "\n".join(out) + "\n"
 
 
