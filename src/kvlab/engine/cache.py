@@ -1,30 +1,49 @@
-"""A preallocated KV cache with an explicit length.
+"""A preallocated KV cache with an explicit length, full or sliding-window per layer.
 
-All layers' K and V live in two buffers shaped [layers, batch, kv_heads, max_len,
-head_dim]; ``cache.k[layer]`` is that layer's [batch, kv_heads, max_len, head_dim]
-view. A layer writes its new keys and values at the current length with
-:meth:`KVCache.update` and attends over the returned views of the filled part; the
-engine, not a layer, calls :meth:`KVCache.advance` once every layer has written. Nothing
-is concatenated or copied as the sequence grows.
+Each layer has its own K and V buffers shaped [batch, kv_heads, cells, head_dim];
+``cache.k[layer]`` is one of them. A layer of full attention has ``max_len`` cells and
+keeps token ``p`` in cell ``p``. A sliding-window layer (window W, Gemma 3's local
+layers) has only W cells, used as a ring: token ``p`` goes to cell ``p % W`` and
+overwrites the token W positions earlier, which no later query can see any more.
+
+A layer writes its new keys and values with :meth:`KVCache.update` and attends over
+what it returns; the engine, not a layer, calls :meth:`KVCache.advance` once every
+layer has written. Nothing grows as the sequence grows.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 
-from kvlab.engine.config import ModelConfig
 from kvlab.errors import CacheOverflowError, ConfigError, EngineError
+
+
+class CacheLayout(Protocol):
+    """What a cache needs from a model config (both architectures provide it)."""
+
+    n_layers: int
+    n_kv_heads: int
+    head_dim: int
+    max_len: int
+
+    @property
+    def layer_windows(self) -> tuple[int | None, ...]:
+        """Per layer: its sliding window in tokens, or None for full attention."""
+        ...
 
 
 class KVCache:
     """Per-layer K and V buffers for ``batch`` sequences of up to ``max_len`` tokens.
 
-    ``max_len`` None means the model's ``config.max_len``.
+    ``max_len`` None means the model's ``config.max_len``. A window at least as long
+    as ``max_len`` never slides, so that layer gets a plain buffer of ``max_len`` cells.
     """
 
     def __init__(
         self,
-        config: ModelConfig,
+        config: CacheLayout,
         batch: int = 1,
         max_len: int | None = None,
         dtype: torch.dtype = torch.float32,
@@ -39,9 +58,17 @@ class KVCache:
         self.config = config
         self.batch = batch
         self.max_len = max_len
-        shape = (config.n_layers, batch, config.n_kv_heads, max_len, config.head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, kvh, T, hd)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, kvh, T, hd)
+        # None where the layer keeps every token; W where it keeps a ring of W cells.
+        self.windows: list[int | None] = [
+            w if w is not None and w < max_len else None for w in config.layer_windows
+        ]
+        self.cells = [max_len if w is None else w for w in self.windows]
+        self.k = [
+            torch.zeros((batch, config.n_kv_heads, cells, config.head_dim),
+                        dtype=dtype, device=device)  # (B, kvh, cells, hd)
+            for cells in self.cells
+        ]
+        self.v = [torch.zeros_like(k) for k in self.k]  # (B, kvh, cells, hd)
         self.length = 0  # tokens every layer holds
         # End of what each layer has written; runs ahead of `length` between the
         # layers' writes and the engine's advance().
@@ -49,8 +76,8 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the allocated K and V buffers (all of max_len, not just the fill)."""
-        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+        """Bytes held by the allocated K and V buffers (every cell, not just the fill)."""
+        return sum(t.numel() * t.element_size() for t in (*self.k, *self.v))
 
     def reset(self) -> None:
         """Forget every token; the buffers are kept and overwritten by the next writes."""
@@ -58,34 +85,66 @@ class KVCache:
         self._written = [0] * self.config.n_layers
 
     def truncate(self, n: int) -> None:
-        """Keep only the first ``n`` tokens (prefix reuse); their K/V stay in place."""
+        """Keep only the first ``n`` tokens (prefix reuse); their K/V stay in place.
+
+        A ring may already have overwritten tokens the kept prefix still needs (the
+        last W - 1 before position ``n``); then EngineError says so.
+        """
         if not 0 <= n <= self.length:
             raise EngineError(
                 f"cannot truncate a cache of {self.length} tokens to {n}; "
                 f"choose 0..{self.length}"
             )
+        for layer, window in enumerate(self.windows):
+            if window is not None and max(0, n - window + 1) < self.length - window:
+                raise EngineError(
+                    f"cannot truncate to {n} tokens: sliding-window layer {layer} keeps "
+                    f"only the last {window} of {self.length} and has overwritten some "
+                    f"of the {window - 1} tokens before position {n}; recompute instead"
+                )
         self.length = n
         self._written = [n] * self.config.n_layers
 
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``, ``v`` (B, kvh, n_new, hd) at positions length..length+n_new.
+        """Store ``k``, ``v`` (B, kvh, n_new, hd) at positions length..length+n_new-1.
 
-        Returns views (B, kvh, length+n_new, hd) of the layer's filled keys and values.
+        Returns the keys and values (B, kvh, n_keys, hd) the new queries may need,
+        ending with the new ones. Full layer: views of positions 0..end-1. Sliding
+        layer, several new tokens: a copy of positions end-n_new-W+1..end-1 in position
+        order. Sliding layer, one new token: a view of the ring, in ring order once it
+        has wrapped, which is harmless because the one query sees every cell.
         """
         start = self.length
-        end = start + k.shape[2]
+        n_new = k.shape[2]
+        end = start + n_new
         if end > self.max_len:
             raise CacheOverflowError(
-                f"KV cache overflow: writing {k.shape[2]} token(s) at position {start} "
+                f"KV cache overflow: writing {n_new} token(s) at position {start} "
                 f"needs {end} slots but the cache holds {self.max_len}; allocate a "
                 f"larger cache (max_len) or shorten the prompt/generation"
             )
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
         self._written[layer] = end
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+        ck, cv = self.k[layer], self.v[layer]  # (B, kvh, cells, hd)
+        window = self.windows[layer]
+        if window is None:
+            ck[:, :, start:end] = k
+            cv[:, :, start:end] = v
+            return ck[:, :, :end], cv[:, :, :end]
+        if n_new == 1:
+            ck[:, :, start % window] = k[:, :, 0]
+            cv[:, :, start % window] = v[:, :, 0]
+            return ck[:, :, :min(end, window)], cv[:, :, :min(end, window)]
+        # Several new tokens: the first one looks back W - 1 positions.
+        past = torch.arange(max(0, start - window + 1), start) % window  # cells, in order
+        keys = torch.cat([ck[:, :, past], k], dim=2)  # (B, kvh, n_keys, hd)
+        values = torch.cat([cv[:, :, past], v], dim=2)  # (B, kvh, n_keys, hd)
+        kept = min(n_new, window)  # only the last W new tokens stay
+        cells = torch.arange(end - kept, end) % window
+        ck[:, :, cells] = k[:, :, n_new - kept:]
+        cv[:, :, cells] = v[:, :, n_new - kept:]
+        return keys, values
 
     def advance(self, n: int) -> None:
         """Commit ``n`` new tokens after every layer has written them."""
@@ -103,5 +162,6 @@ class KVCache:
         self.length = end
 
     def layer_lengths(self) -> list[int]:
-        """Tokens written by each layer (equal to ``length`` after a completed step)."""
+        """Tokens written by each layer (equal to ``length`` after a completed step);
+        a sliding-window layer holds only the last ``min(length, W)`` of them."""
         return list(self._written)

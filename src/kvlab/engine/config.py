@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvlab.engine.tokenizer import EOS_ID
 from kvlab.errors import ConfigError
 
 
@@ -68,6 +69,16 @@ class ModelConfig:
     def group_size(self) -> int:
         """Query heads that share one KV head (1 for MHA, n_heads for MQA)."""
         return self.n_heads // self.n_kv_heads
+
+    @property
+    def layer_windows(self) -> tuple[int | None, ...]:
+        """Per layer: its sliding window (None: the toy attends to every earlier token)."""
+        return (None,) * self.n_layers
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """Token ids that end a generation: the byte tokenizer's NUL."""
+        return (EOS_ID,)
 
     @property
     def attention_kind(self) -> str:

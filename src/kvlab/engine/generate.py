@@ -1,5 +1,8 @@
 """Generation: naive (recompute everything each step) or cached (prefill, then one token).
 
+One loop for every architecture (:class:`kvlab.engine.lm.LanguageModel`): the toy and
+Gemma 3 differ in their layers and caches' windows, not in how tokens are chosen.
+
 Both paths share the sampler, so on the same weights and seed they choose the same
 tokens; only the reused work differs. The last chosen token is never fed back, so a
 cached generation of N tokens leaves prompt + N - 1 tokens in the cache.
@@ -16,8 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab.engine.cache import KVCache
-from kvlab.engine.model import TinyLM
-from kvlab.engine.tokenizer import EOS_ID
+from kvlab.engine.lm import LanguageModel, new_cache
 from kvlab.errors import CacheOverflowError, EngineError, PromptTooLongError
 
 Sampler = Callable[[torch.Tensor], int]
@@ -44,7 +46,7 @@ def make_sampler(temperature: float, seed: int | None) -> Sampler:
 
 
 def check_request(
-    model: TinyLM, prompt_ids: list[int], max_new_tokens: int, cache: KVCache | None = None
+    model: LanguageModel, prompt_ids: list[int], max_new_tokens: int, cache: KVCache | None = None
 ) -> None:
     """Refuse a request the model cannot serve, before any work is done."""
     vocab = model.config.vocab_size
@@ -69,7 +71,7 @@ def check_request(
 
 
 def _cached_steps(
-    model: TinyLM,
+    model: LanguageModel,
     prompt_ids: list[int],
     max_new_tokens: int,
     sample: Sampler,
@@ -87,8 +89,9 @@ def _cached_steps(
     with torch.inference_mode():
         ids = torch.tensor([prompt_ids], dtype=torch.long)  # (1, n)
         for start in range(reuse, n, chunk):
-            logits = model(ids[:, start:start + chunk], cache, start_pos=cache.length)
-            cache.advance(logits.shape[1])
+            part = ids[:, start:start + chunk]  # (1, <= chunk)
+            logits = model(part, cache, start_pos=cache.length, last_only=True)
+            cache.advance(part.shape[1])
         last = logits[0, -1]  # (vocab,)
         step_ids = torch.zeros((1, 1), dtype=torch.long)  # reused for every decode step
     for step in range(max_new_tokens):
@@ -106,7 +109,7 @@ def _cached_steps(
 
 
 def _naive_steps(
-    model: TinyLM,
+    model: LanguageModel,
     prompt_ids: list[int],
     max_new_tokens: int,
     sample: Sampler,
@@ -118,7 +121,7 @@ def _naive_steps(
         seq[0, :n] = torch.tensor(prompt_ids, dtype=torch.long)
     for _ in range(max_new_tokens):
         with torch.inference_mode():
-            last = model(seq[:, :n])[0, -1]  # whole sequence again; (vocab,)
+            last = model(seq[:, :n], last_only=True)[0, -1]  # whole sequence again; (vocab,)
             token = sample(last)
         if logits_out is not None:
             logits_out.append(last)
@@ -128,15 +131,15 @@ def _naive_steps(
         n += 1
 
 
-def _stop_at_eos(tokens: Iterator[int]) -> Iterator[int]:
+def _stop_at_eos(tokens: Iterator[int], eos_ids: tuple[int, ...]) -> Iterator[int]:
     for token in tokens:
-        if token == EOS_ID:
+        if token in eos_ids:
             return
         yield token
 
 
 def _steps(
-    model: TinyLM,
+    model: LanguageModel,
     prompt_ids: list[int],
     max_new_tokens: int,
     *,
@@ -166,18 +169,18 @@ def _steps(
         return iter(())
     if use_cache:
         if cache is None:
-            cache = KVCache(model.config, max_len=len(prompt_ids) + max_new_tokens - 1)
+            cache = new_cache(model, len(prompt_ids) + max_new_tokens - 1)
         tokens = _cached_steps(
             model, prompt_ids, max_new_tokens, sample, cache, prefill_chunk, logits_out,
             reuse_prefix,
         )
     else:
         tokens = _naive_steps(model, prompt_ids, max_new_tokens, sample, logits_out)
-    return tokens if ignore_eos else _stop_at_eos(tokens)
+    return tokens if ignore_eos else _stop_at_eos(tokens, model.config.eos_ids)
 
 
 def iter_generate(
-    model: TinyLM,
+    model: LanguageModel,
     prompt_ids: list[int],
     max_new_tokens: int,
     *,
@@ -192,7 +195,8 @@ def iter_generate(
 
     The time to the first yield is the prompt processing (one prefill pass with the
     cache; the first full pass without). With ``ignore_eos`` False, generation stops at
-    :data:`EOS_ID`, which is not yielded: fewer than ``max_new_tokens`` ids means EOS.
+    one of ``model.config.eos_ids``, which is not yielded: fewer than
+    ``max_new_tokens`` ids means EOS.
     ``cache``: a preallocated cache to reuse (it is reset first); None allocates one
     sized to the request. ``reuse_prefix``: ``cache`` already holds the K/V of
     ``prompt_ids[:reuse_prefix]`` (prompt reuse, as llama.cpp's ``cache_prompt``); those
@@ -215,7 +219,7 @@ class Generation:
 
 
 def generate(
-    model: TinyLM,
+    model: LanguageModel,
     prompt_ids: list[int],
     max_new_tokens: int,
     *,
@@ -231,7 +235,7 @@ def generate(
     that many tokens (exercising the offset mask); None prefills in one pass."""
     if use_cache and cache is None:
         check_request(model, prompt_ids, max_new_tokens)
-        cache = KVCache(model.config, max_len=len(prompt_ids) + max(max_new_tokens - 1, 0))
+        cache = new_cache(model, len(prompt_ids) + max(max_new_tokens - 1, 0))
     logits_out: list[torch.Tensor] | None = [] if keep_logits else None
     tokens = list(_steps(
         model, prompt_ids, max_new_tokens, use_cache=use_cache, temperature=temperature,

@@ -1,6 +1,6 @@
 """The reference model: a small pre-norm causal transformer with an explicit KV cache.
 
-Reads top to bottom: the causal mask with a cache offset, attention (MHA/GQA/MQA),
+Reads top to bottom: attention (MHA/GQA/MQA, with the causal mask of masks.py),
 MLP, block, model, and a deterministic constructor. Shapes: B batch, T new tokens,
 P tokens already in the cache, C d_model, nh query heads, kvh KV heads, hd head dim.
 
@@ -15,18 +15,8 @@ from torch import nn
 
 from kvlab.engine.cache import KVCache
 from kvlab.engine.config import ModelConfig
+from kvlab.engine.masks import causal_mask
 from kvlab.errors import EngineError, PromptTooLongError
-
-
-def causal_mask(n_new: int, past: int) -> torch.Tensor:
-    """Boolean mask (n_new, past+n_new): True where query ``past+i`` may see key ``j``.
-
-    Query ``i`` of the new block sits at position ``past+i`` and sees keys
-    ``0..past+i``: all cached keys, the new ones before it, and itself.
-    """
-    query_pos = past + torch.arange(n_new)[:, None]  # (n_new, 1)
-    key_pos = torch.arange(past + n_new)[None, :]  # (1, past+n_new)
-    return key_pos <= query_pos  # (n_new, past+n_new)
 
 
 class CausalSelfAttention(nn.Module):
@@ -130,13 +120,14 @@ class TinyLM(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, ids: torch.Tensor, cache: KVCache | None = None, start_pos: int = 0
+        self, ids: torch.Tensor, cache: KVCache | None = None, start_pos: int = 0,
+        last_only: bool = False,
     ) -> torch.Tensor:
         """Logits (B, T, vocab) for token ids (B, T) placed at positions start_pos...
 
         With a cache, ``start_pos`` must equal ``cache.length``: the new tokens follow
         the cached ones. The layers write their K/V into the cache; advancing it is the
-        caller's job.
+        caller's job. ``last_only``: logits (B, 1, vocab) of the last position only.
         """
         T = ids.shape[1]  # ids: (B, T)
         if cache is not None and start_pos != cache.length:
@@ -157,6 +148,8 @@ class TinyLM(nn.Module):
         x = self.tok_emb(ids) + self.pos_emb(pos)  # (B, T, C)
         for layer, block in enumerate(self.blocks):
             x = block(x, layer, cache, mask)  # (B, T, C)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, C)
         return self.lm_head(self.norm(x))  # (B, T, vocab)
 
 

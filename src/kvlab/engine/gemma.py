@@ -1,0 +1,217 @@
+"""Gemma 3 (text), from scratch: the engine's second architecture, same cache, same loop.
+
+Reads top to bottom: RMSNorm, RoPE, attention, GeGLU MLP, block, model. Shapes: B
+batch, T new tokens, P tokens already in the cache, C d_model (640), nh query heads
+(4), kvh KV heads (1), hd head dim (256), F the MLP width (2,048), V vocab (262,144).
+
+What differs from the toy (:mod:`kvlab.engine.model`):
+
+- RMSNorm with Gemma's ``1 + weight`` scale, around both sublayers (pre and post);
+- QK-norm: queries and keys are RMS-normalised per head before RoPE;
+- rotary positions instead of a position table, with one base for the sliding layers
+  and another for the global ones;
+- a sliding window of 512 tokens on five of every six layers (the cache keeps only
+  those 512 for them, see :mod:`kvlab.engine.cache`);
+- a GeGLU MLP (tanh-approximated GELU gate times a linear branch);
+- embeddings scaled by sqrt(C), and the output head tied to the embeddings.
+
+The cache is passed in explicitly; layers write into it, the caller advances it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from kvlab.engine.cache import KVCache
+from kvlab.engine.gemma_config import GemmaConfig
+from kvlab.engine.masks import causal_mask
+from kvlab.errors import EngineError, PromptTooLongError
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * (1 + weight), computed in float32 (a zero weight is the identity)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()  # (..., dim)
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x32 * (1.0 + self.weight.float())).to(x.dtype)  # (..., dim)
+
+
+def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> tuple[
+        torch.Tensor, torch.Tensor]:
+    """cos and sin (T, hd) of the rotation at ``positions`` (T,).
+
+    Pair i of a head (dims i and i + hd/2) turns by position * base^(-2i/hd).
+    """
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim  # (hd/2,)
+    inv_freq = 1.0 / (base ** exponents)  # (hd/2,)
+    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, hd/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, hd)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each (i, i + hd/2) pair of x (B, heads, T, hd) by the angles (T, hd)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, heads, T, hd)
+    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+
+
+class Attention(nn.Module):
+    """Grouped-query attention with QK-norm and RoPE; local (windowed) or global."""
+
+    def __init__(self, config: GemmaConfig, layer: int) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads = config.n_heads, config.n_kv_heads
+        self.head_dim = config.head_dim
+        self.window = config.layer_windows[layer]  # None: a global layer
+        self.rope_base = config.rope_base(layer)
+        self.scale = 1.0 / math.sqrt(config.head_dim)
+        self.q = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
+        self.k = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.v = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.o = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
+        self.q_norm = RMSNorm(config.head_dim, config.norm_eps)
+        self.k_norm = RMSNorm(config.head_dim, config.norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, layer: int, cache: KVCache | None, positions: torch.Tensor
+    ) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
+        k = self.k(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
+        v = self.v(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
+        cos, sin = rope_angles(positions, self.head_dim, self.rope_base)  # (T, hd) each
+        q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
+        k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
+        past = int(positions[0])
+        if cache is not None:
+            k, v = cache.update(layer, k, v)  # (B, kvh, n_keys, hd): cached + new
+        n_keys = k.shape[2]
+        if T == 1 and self.n_kv_heads != self.n_heads:
+            # One new token sees every key it is given (the cache keeps only the window
+            # on a sliding layer): a group's query heads become rows of one query.
+            q = q.view(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, self.head_dim)
+            y = F.scaled_dot_product_attention(q, k, v, scale=self.scale)  # (B,kvh,grp,hd)
+            y = y.reshape(B, self.n_heads, 1, self.head_dim)  # (B, nh, 1, hd)
+        elif T == 1 and (self.window is None or n_keys <= self.window):
+            y = F.scaled_dot_product_attention(q, k, v, scale=self.scale)  # (B, nh, 1, hd)
+        else:
+            mask = None
+            if n_keys != T or (self.window is not None and self.window < T):
+                mask = causal_mask(T, past, self.window, n_keys).to(x.device)  # (T, n_keys)
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale,
+                enable_gqa=self.n_kv_heads != self.n_heads,
+            )  # (B, nh, T, hd)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, nh*hd)
+        return self.o(y)  # (B, T, C)
+
+
+class GeGLU(nn.Module):
+    """Gated MLP: down(gelu_tanh(gate(x)) * up(x)), C -> F -> C."""
+
+    def __init__(self, config: GemmaConfig) -> None:
+        super().__init__()
+        self.gate = nn.Linear(config.d_model, config.ffn_dim, bias=False)
+        self.up = nn.Linear(config.d_model, config.ffn_dim, bias=False)
+        self.down = nn.Linear(config.ffn_dim, config.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = F.gelu(self.gate(x), approximate="tanh") * self.up(x)  # (B, T, F)
+        return self.down(hidden)  # (B, T, C)
+
+
+class Block(nn.Module):
+    """x + post_norm(attn(pre_norm(x))), then x + post_norm(mlp(pre_norm(x)))."""
+
+    def __init__(self, config: GemmaConfig, layer: int) -> None:
+        super().__init__()
+        self.pre_attn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.attn = Attention(config, layer)
+        self.post_attn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.pre_mlp_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.mlp = GeGLU(config)
+        self.post_mlp_norm = RMSNorm(config.d_model, config.norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, layer: int, cache: KVCache | None, positions: torch.Tensor
+    ) -> torch.Tensor:
+        x = x + self.post_attn_norm(self.attn(self.pre_attn_norm(x), layer, cache, positions))
+        return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))  # (B, T, C)
+
+
+class Gemma3(nn.Module):
+    """Scaled embeddings, blocks, final RMSNorm, output head tied to the embeddings."""
+
+    def __init__(self, config: GemmaConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
+
+    def num_parameters(self) -> int:
+        """Number of weights (the tied head is counted once, as the embeddings)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self, ids: torch.Tensor, cache: KVCache | None = None, start_pos: int = 0,
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """Logits (B, T, V) for token ids (B, T) placed at positions start_pos...
+
+        Same contract as the toy's :meth:`kvlab.engine.model.TinyLM.forward`: with a
+        cache ``start_pos`` must equal ``cache.length``; advancing it is the caller's
+        job. ``last_only``: logits (B, 1, V) of the last position only (the head is a
+        640 x 262,144 product, the largest in the model).
+        """
+        T = ids.shape[1]  # ids: (B, T)
+        if cache is not None and start_pos != cache.length:
+            raise EngineError(
+                f"start_pos {start_pos} does not follow the cache, which holds "
+                f"{cache.length} tokens; pass start_pos=cache.length"
+            )
+        end = start_pos + T
+        if end > self.config.max_len:
+            raise PromptTooLongError(
+                f"positions up to {end} exceed the model's max_len {self.config.max_len}; "
+                f"shorten the input"
+            )
+        positions = self.positions[start_pos:end]  # (T,)
+        x = self.embed(ids)  # (B, T, C)
+        x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)  # (B, T, C)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, layer, cache, positions)  # (B, T, C)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, C)
+        return F.linear(self.norm(x), self.embed.weight)  # (B, T, V)
+
+
+def build_gemma(config: GemmaConfig, seed: int = 42, dtype: torch.dtype = torch.float32
+                ) -> Gemma3:
+    """A Gemma3 with random weights drawn from ``seed``, in eval mode, no gradients.
+
+    For tests and proofs on small shapes; :func:`kvlab.engine.gguf_weights.load_gemma`
+    gives the real weights. Norm weights are random too, so they are not the identity.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Gemma3(config)
+        for module in model.modules():
+            if isinstance(module, RMSNorm):
+                nn.init.normal_(module.weight, std=0.1)
+    model.to(dtype)
+    model.eval()
+    model.requires_grad_(False)
+    return model
