@@ -84,3 +84,23 @@ def test_compare_refuses_incomparable_runs(tmp_path, monkeypatch, capsys) -> Non
     assert code == 2 and out == ""
     assert err.strip() == ("error: runs are not comparable: different output tokens "
                            "(A requested [8], B requested [32])")
+
+
+def test_compare_two_peer_files_with_verdicts(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tests.bench.peers.files import guidellm_report, vllm_result, write
+
+    slow = write(tmp_path / "a.json", guidellm_report(n=8, gap=0.012))
+    fast = write(tmp_path / "b.json", guidellm_report(n=8, gap=0.010))
+    code, out, err = _run(["compare", str(slow), str(fast), "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    data = json.loads(out.strip().splitlines()[-1])
+    (cell,) = data["comparisons"]
+    assert cell["mode"] == "guidellm"
+    itl = next(m for m in cell["metrics"] if m["metric"] == "itl_effective_ms")
+    assert itl["ratio"] == pytest.approx(1.2) and itl["paired"] is True
+    e2e = next(m for m in cell["metrics"] if m["metric"] == "e2e_ms")
+    assert e2e["verdict"] == "faster"
+    # A vLLM file whose requests stopped short is refused, and named, in one line.
+    short = write(tmp_path / "short.json", vllm_result(output_lens=[64] * 5 + [3]))
+    code, _, err = _run(["compare", str(short), str(short)], monkeypatch, capsys)
+    assert code == 2 and str(short) in err and len(err.strip().splitlines()) == 1

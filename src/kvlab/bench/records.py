@@ -102,6 +102,10 @@ class Record(BaseModel):
     saw_terminator: bool | None = None  # [DONE] or final stop:true; None if not streamed
     saw_usage: bool | None = None  # usage object seen; None if not applicable
 
+    # provenance: None for a request kvlab sent; else the peer result file it was read
+    # from (bench.peers): its facts are the peer's clock, and facts it lacks are None
+    imported_from: str | None = None
+
     # outcome
     outcome: Outcome
     http_status: int | None = None

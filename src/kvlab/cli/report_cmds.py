@@ -40,19 +40,28 @@ def report(
 
 @app.command()
 def compare(
-    run_a: Path = typer.Argument(..., help="First run directory (A)."),
-    run_b: Path = typer.Argument(..., help="Second run directory (B)."),
+    run_a: Path = typer.Argument(..., help="First run directory, or a peer's result file (A)."),
+    run_b: Path = typer.Argument(..., help="Second run directory, or a peer's result file (B)."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    requested_tokens: int | None = typer.Option(
+        None, "--requested-tokens", min=1,
+        help="Output tokens the peer requested, for files that do not say (vLLM)."),
 ) -> None:
-    """Compare two runs: ratio A/B per metric with a 95 % interval and a verdict on B."""
+    """Compare two runs: ratio A/B per metric with a 95 % interval and a verdict on B.
+
+    A run may also be a GuideLLM benchmarks.json, a vLLM bench serve JSON saved with
+    --save-detailed or an AIPerf profile_export.jsonl: its requests are read as kvlab
+    records (imported; what the file lacks stays empty), refused if any request's
+    output tokens differ from the requested count."""
     from rich import box
     from rich.table import Table
 
     from kvlab.report.compare_runs import compare_runs
-    from kvlab.report.rundir import load_run
+    from kvlab.report.rundir import load_run_or_import
     from kvlab.report.verdicts import comparison_rows, load_label
 
-    result = compare_runs(load_run(run_a), load_run(run_b))
+    result = compare_runs(load_run_or_import(run_a, requested_tokens),
+                          load_run_or_import(run_b, requested_tokens))
     if json_out:
         print_json(result.to_dict())
         return

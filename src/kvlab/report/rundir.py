@@ -68,6 +68,22 @@ def load_run(path: Path | str) -> RunDir:
     return RunDir(path=path, records=records, manifest=manifest)
 
 
+def load_run_or_import(path: Path | str, requested_tokens: int | None = None) -> RunDir:
+    """A run directory, or a peer's result file (GuideLLM, vLLM, AIPerf) read as one.
+
+    A file's requests become imported Records (kvlab.bench.peers); its manifest only
+    says where they came from. ``requested_tokens``: the output length the peer asked
+    for, when its file does not say (vLLM).
+    """
+    path = Path(path)
+    if path.is_file():
+        from kvlab.bench.peers import read_peer_file
+
+        return RunDir(path=path, records=read_peer_file(path, requested_tokens),
+                      manifest={"imported_from": str(path)})
+    return load_run(path)
+
+
 def kv_checks(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """Every non-empty ``kv_check`` found in the manifest, with where it was found.
 

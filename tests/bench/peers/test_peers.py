@@ -1,0 +1,85 @@
+"""Peer result files read into kvlab Records: shapes, clocks, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvlab.bench import definitions as d
+from kvlab.bench import metrics
+from kvlab.bench.peers import read_peer_file
+from kvlab.bench.validate import check_row
+from kvlab.errors import ConfigError, ValidationFailure
+from tests.bench.peers.files import aiperf_lines, guidellm_report, vllm_result, write
+
+
+def test_vllm_result_becomes_imported_records(tmp_path) -> None:
+    path = write(tmp_path / "vllm.json", vllm_result())
+    rows = read_peer_file(path)
+    assert len(rows) == 6 and {r.mode for r in rows} == {"vllm"}
+    r = rows[1]
+    assert r.imported_from == str(path) and r.timings is None and r.cached_tokens is None
+    assert r.t_sent == 1_000_000_000 and r.query_id == "r00001" and r.requested_tokens == 64
+    assert metrics.ttft_ms(r) == pytest.approx(100.0)
+    assert metrics.e2e_ms(r) == pytest.approx(730.0)
+    assert len(r.chunk_ns) == 64 and check_row(r) == []
+    # vLLM's own TPOT from the imported clock: (latency − TTFT) / (out − 1).
+    assert d.vllm_tpot_ms(r) == pytest.approx(10.0)
+
+
+def test_guidellm_report_becomes_imported_records(tmp_path) -> None:
+    rows = read_peer_file(write(tmp_path / "benchmarks.json", guidellm_report()))
+    r = rows[0]
+    assert r.mode == "guidellm" and r.load is None and r.prompt == "query 0"
+    assert r.query_id.startswith("p") and len(r.prompt_sha256) == 64
+    assert metrics.ttft_ms(r) == pytest.approx(100.0)
+    assert metrics.itl_effective_ms(r) == pytest.approx(10.0)
+    assert metrics.e2e_ms(r) == pytest.approx(780.0)
+    assert r.chunk_ns == [] and check_row(r) == []
+
+
+def test_aiperf_export_becomes_imported_records(tmp_path) -> None:
+    rows = read_peer_file(write(tmp_path / "profile_export.jsonl", aiperf_lines()))
+    assert [r.warmup for r in rows] == [True] + [False] * 6
+    r = rows[1]
+    assert metrics.ttft_ms(r) == pytest.approx(100.0)
+    assert d.aiperf_e2e_ms(r) == pytest.approx(730.0)
+    assert metrics.e2e_ms(r) == pytest.approx(735.0)  # request end, after the last content
+    assert d.aiperf_itl_ms(r) == pytest.approx(10.0)
+
+
+def test_wrong_output_token_counts_refuse_the_file(tmp_path) -> None:
+    path = write(tmp_path / "short.json", vllm_result(output_lens=[64, 64, 58, 64, 64, 64]))
+    with pytest.raises(ValidationFailure) as err:
+        read_peer_file(path)
+    assert str(path) in str(err.value) and "request 2: 58 output tokens, 64 requested" in \
+        str(err.value)
+    path = write(tmp_path / "g.json", guidellm_report(output_tokens=[64] * 5 + [12]))
+    with pytest.raises(ValidationFailure, match="request 5: 12 output tokens"):
+        read_peer_file(path)
+
+
+def test_requested_length_must_be_known(tmp_path) -> None:
+    data = vllm_result()
+    del data["output_len"]
+    path = write(tmp_path / "v.json", data)
+    with pytest.raises(ConfigError, match="give --requested-tokens N"):
+        read_peer_file(path)
+    assert read_peer_file(path, requested_tokens=64)[0].requested_tokens == 64
+    with pytest.raises(ValidationFailure):
+        read_peer_file(path, requested_tokens=32)
+
+
+def test_unknown_shapes_are_one_line(tmp_path) -> None:
+    path = write(tmp_path / "other.json", {"results": []})
+    with pytest.raises(ConfigError) as err:
+        read_peer_file(path)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message
+    assert "GuideLLM benchmarks.json" in message and "AIPerf profile_export.jsonl" in message
+    assert "vLLM bench serve JSON" in message
+    summary = write(tmp_path / "summary.json", vllm_result(detailed=False))
+    with pytest.raises(ConfigError, match="--save-detailed"):
+        read_peer_file(summary)
+    (tmp_path / "bad.txt").write_text("not json\n")
+    with pytest.raises(ConfigError, match="not a result file kvlab reads"):
+        read_peer_file(tmp_path / "bad.txt")
