@@ -45,6 +45,9 @@ class Workload(_Strict):
     queries_file: str | None = None  # JSONL of {"id": ..., "text": ...}; overrides queries
     capacities: list[int] = Field(default_factory=lambda: [512, 2048, 4096], min_length=1)
     prompt_fraction: float = Field(default=0.5, gt=0.0, lt=1.0)  # target prompt / capacity
+    # tokenizer.json or .gguf counting prompt tokens when a server has no /tokenize
+    # (see bench.sizing); a relative path is relative to the experiment file
+    tokenizer: str | None = None
     output_tokens: int = Field(default=64, ge=2)  # forced length (ITL needs >= 2)
     warmup: int = Field(default=1, ge=0)  # warm-up requests per (mode, capacity)
     repetitions: int = Field(default=1, ge=1)
@@ -326,6 +329,11 @@ def load_experiment(path: Path | str) -> Experiment:
         queries = Path(experiment.workload.queries_file)
         if not queries.is_absolute():
             experiment.workload.queries_file = str((path.parent / queries).resolve())
+    if experiment.workload.tokenizer is not None:
+        tokenizer = Path(experiment.workload.tokenizer).expanduser()
+        if not tokenizer.is_absolute():
+            tokenizer = (path.parent / tokenizer).resolve()
+        experiment.workload.tokenizer = str(tokenizer)
     return experiment
 
 

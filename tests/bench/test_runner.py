@@ -197,3 +197,47 @@ def test_no_launch_refuses_a_server_of_another_capacity(tmp_path, user_servers) 
     assert resumed.records_written == 2  # warm-up + q01 at 160
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["no_launch"]["endpoints"]["a@160"] == user_servers[160]
+
+
+SYNTHETIC = """
+name = "synthetic"
+[workload]
+queries = 2
+capacities = [256, 512]
+output_tokens = 4
+[[modes]]
+name = "chat"
+server = "external"
+api = "openai-chat"
+[modes.external]
+base_url = "{url}/v1"
+model = "synthetic"
+[modes.body]
+synthetic = {{ ttft_ms = 2, itl_ms = 1 }}
+"""
+
+
+def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_path) -> None:
+    """The synthetic server has no /tokenize: prompts are sized on its usage, and the
+    method is in prepared.json, the manifest and the report."""
+    from kvlab.bench.calibrate import synthetic_process
+    from kvlab.bench.workload import Prepared
+
+    path = tmp_path / "synthetic.toml"
+    with synthetic_process() as url:
+        path.write_text(SYNTHETIC.format(url=url))
+        result = run_experiment(path, out=tmp_path / "runs", html=False)
+    run = result.run_dir
+    sizing = run.manifest()["prompt_sizing"]
+    assert {c: s["method"] for c, s in sizing.items()} == {"256": "usage-calibration",
+                                                           "512": "usage-calibration"}
+    assert all(s["probes"] > 0 for s in sizing.values())
+    prepared = Prepared.load(run.prepared_path)
+    assert prepared.sizing[256]["method"] == "usage-calibration"
+    records = [r for r in read_records(run.records_path) if not r.warmup]
+    assert len(records) == 4 and all(r.outcome == "ok" for r in records)
+    planned = {(c, p.query_id): p.tokens for c, ps in prepared.prompts.items() for p in ps}
+    for r in records:  # calibration counted exactly what the server then reported
+        assert r.prompt_tokens == planned[(r.capacity, r.query_id)] <= r.capacity // 2
+    report = run.report_path.read_text()
+    assert "## Prompts" in report and "calibration on the server's usage" in report

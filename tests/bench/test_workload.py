@@ -13,6 +13,7 @@ from kvlab.bench.workload import (
     padding_text,
     prepare_capacity,
     sha256,
+    size_padding,
 )
 from kvlab.errors import ConfigError
 
@@ -64,31 +65,24 @@ def test_prepared_round_trip(tmp_path) -> None:
     assert again == prepared
 
 
-def test_http_tokenizer_speaks_vllm_at_the_server_root_with_the_key() -> None:
-    """vLLM's /tokenize lives at the root (not under /v1), wants model + prompt, needs
-    the key, and answers {"count": n}. No vLLM runs here: its shape is mocked."""
-    import asyncio
-    import json
+@pytest.mark.parametrize("target", [2, 37, 500, 2000, 9000])
+@pytest.mark.parametrize("count", ["bytes", "words"])
+def test_size_padding_finds_the_longest_prefix_within_the_target(target: int,
+                                                                 count: str) -> None:
+    """The estimate-then-bisect search stops at the last cut point within the target:
+    the next word would pass it (counts grow with the prefix)."""
+    calls: list[str] = []
 
-    import httpx
+    def measure(text: str) -> int:
+        return len(text.encode()) if count == "bytes" else len(text.split())
 
-    from kvlab.bench.workload import http_tokenizer
+    async def tokens(text: str) -> int:
+        calls.append(text)
+        return measure(text)
 
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        body = json.loads(request.content)
-        return httpx.Response(200, json={"count": len(body["prompt"].split()), "max_model_len": 8})
-
-    async def go() -> int:
-        transport = httpx.MockTransport(handler)
-        async with httpx.AsyncClient(transport=transport) as client:
-            count = http_tokenizer(client, "http://host:5002/v1", api_key="sk-x", model="m1")
-            return await count("three little words")
-
-    assert asyncio.run(go()) == 3
-    request = seen[0]
-    assert str(request.url) == "http://host:5002/tokenize"
-    assert request.headers["authorization"] == "Bearer sk-x"
-    assert json.loads(request.content)["model"] == "m1"
+    text, n = asyncio.run(size_padding(tokens, target))
+    full = padding_text()
+    assert full.startswith(text) and full[len(text)] == " "
+    assert n == measure(text) <= target
+    assert measure(full[: full.index(" ", len(text) + 1)]) > target
+    assert len(calls) <= 20  # a scan would take thousands of counts

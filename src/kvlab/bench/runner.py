@@ -3,7 +3,8 @@
 For each mode and each of its capacities the runner starts the mode's server
 (embedded: ``kvlab serve --ctx-size CAPACITY``; llamacpp: ``llama-server -c
 CAPACITY``; external: checks ``/v1/models``), makes sure the capacity's prompts are
-prepared (once, with the first server's ``/tokenize``, kept in ``prepared.json``),
+prepared (once, counted on the first server by the method :mod:`kvlab.bench.sizing`
+picks, kept in ``prepared.json``),
 sends the warm-up request(s), then every query × repetition one after another. Each
 Record is appended and flushed as it completes. The server is stopped on every exit
 path. A Ctrl-C or a dead server raises :class:`~kvlab.errors.RunInterrupted`; the
@@ -163,6 +164,8 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
         if no_launch:
             attach = _attach(measured, endpoints, repeat_aa)
         run = RunDir.create(out, experiment_file, experiment, overrides)
+        if experiment.workload.tokenizer:
+            run.update_manifest(tokenizer=experiment.workload.tokenizer)
         if repeat_aa is not None:
             run.update_manifest(repeat_aa=repeat_aa)
         experiment = measured
@@ -195,7 +198,8 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
                 if server is not None:
                     server.start(run.log_path(mode.name, capacity),
                                  experiment.protocol.ready_timeout_s)
-                await session.prompts(capacity, endpoint_for(experiment, mode, server))
+                await session.prompts(capacity, endpoint_for(experiment, mode, server),
+                                      experiment.request_params(mode))
             finally:
                 if server is not None:
                     server.stop()
@@ -238,6 +242,7 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation
         render_report,
     )
     from kvlab.report.peer_definitions import definitions_markdown
+    from kvlab.report.prompts import prompts_markdown
     from kvlab.report.verdicts import intervals_markdown
 
     run = RunDir.open(run_dir)
@@ -260,6 +265,7 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation
     write_evaluation(evaluation, run.evaluation_path)
     report = render_report(evaluation, experiment, manifest,
                            intervals=intervals_markdown(records, experiment.compare))
+    report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction)
     report += order_markdown(manifest.get("order"))
     report += load_markdown(summaries)
     report += client_markdown(client)

@@ -34,7 +34,6 @@ from kvlab.bench.workload import (
     Prepared,
     PreparedPrompt,
     builtin_queries,
-    http_tokenizer,
     load_queries,
     prepare_capacity,
 )
@@ -87,22 +86,33 @@ class Session:
             prompt_fraction=w.prompt_fraction,
         )
 
-    async def prompts(self, capacity: int, endpoint: Endpoint) -> list[PreparedPrompt]:
-        """This capacity's prompts, prepared with ``endpoint``'s tokenizer on first use."""
+    async def prompts(self, capacity: int, endpoint: Endpoint,
+                      params: dict[str, Any] | None = None) -> list[PreparedPrompt]:
+        """This capacity's prompts, prepared on first use with the token counter
+        :func:`~kvlab.bench.sizing.choose_counter` picks for ``endpoint`` (``params``:
+        the mode's body fields, for calibration probes); the method is kept in
+        prepared.json and the manifest (``prompt_sizing``)."""
         if capacity not in self.prepared.prompts:
             import httpx
 
+            from kvlab.bench.sizing import choose_counter
+
             w = self.experiment.workload
+            # the path resolved when the run began (the run dir's copy of the file
+            # would resolve a relative path against the run dir)
+            named = self.run.manifest().get("tokenizer") or w.tokenizer
+            tokenizer = Path(named) if named else None
             async with httpx.AsyncClient() as client:
+                counter = await choose_counter(client, endpoint, params or {}, tokenizer)
                 padding, prompts = await prepare_capacity(
-                    http_tokenizer(client, endpoint.base_url, api_key=endpoint.api_key,
-                                   model=endpoint.model),
-                    self.queries, capacity,
-                    w.prompt_fraction, w.output_tokens,
-                )
+                    counter, self.queries, capacity, w.prompt_fraction, w.output_tokens)
             self.prepared.padding_tokens[capacity] = padding
             self.prepared.prompts[capacity] = prompts
+            self.prepared.sizing[capacity] = counter.sizing.to_json()
             self.prepared.save(self.run.prepared_path)
+            manifest = self.run.manifest()
+            manifest.setdefault("prompt_sizing", {})[str(capacity)] = counter.sizing.to_json()
+            self.run.write_manifest(manifest)
         return self.prepared.prompts[capacity]
 
     def todo(self, mode: Mode, capacity: int,
@@ -143,7 +153,8 @@ class Session:
                 from kvlab.bench.endpoints import check_models
 
                 await asyncio.to_thread(check_models, endpoint)
-            prompts = {p.query_id: p for p in await self.prompts(capacity, endpoint)}
+            prompts = {p.query_id: p for p in await self.prompts(
+                capacity, endpoint, self.experiment.request_params(mode))}
             first = next(iter(prompts.values()))
             for i in range(self.experiment.workload.warmup):
                 await self.send(client, endpoint, mode, capacity, first, i, store, server,

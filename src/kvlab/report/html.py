@@ -29,6 +29,7 @@ from kvlab.report.analysis import (
     compare_run,
     summarize_run,
 )
+from kvlab.report.prompts import prompt_rule
 from kvlab.report.rundir import RunDir, compare_pairs, experiment_of, kv_checks, load_run
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
 
@@ -107,8 +108,7 @@ def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
             ["capacities", ", ".join(map(str, experiment.all_capacities()))],
             ["output tokens (forced)", f"{w.output_tokens} (ignore_eos={p.ignore_eos})"],
             ["warm-up per (mode, capacity)", f"{w.warmup}, recorded, never aggregated"],
-            ["prompt", f"padding to ~{w.prompt_fraction:.0%} of capacity + one query; same "
-                       "prompts for every mode at a capacity"],
+            ["prompt", prompt_rule(w.prompt_fraction)],
             ["temperature / seed / cache_prompt",
              f"{p.temperature:g} / {p.seed} / {p.cache_prompt}"],
             ["timeouts", f"request {p.request_timeout_s:g} s, readiness {p.ready_timeout_s:g} s"],

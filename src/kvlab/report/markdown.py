@@ -11,6 +11,7 @@ from typing import Any
 from kvlab.bench.evaluate import METRIC_DEFINITIONS, Evaluation
 from kvlab.bench.saturation import ClientCheck
 from kvlab.experiment import Experiment
+from kvlab.report.prompts import prompt_rule
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -101,8 +102,8 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         f"- Queries per (mode, capacity): {manifest_queries(manifest, w.queries)} "
         f"× {w.repetitions} repetition(s); {w.warmup} warm-up request(s) per server, "
         "recorded and flagged, never aggregated.",
-        f"- Prompt = padding sized to about {w.prompt_fraction:.0%} of the capacity on the "
-        "server's tokenizer + one query; the same prompts for every mode at a capacity.",
+        f"- {prompt_rule(w.prompt_fraction)} How tokens were counted, and what the server "
+        "counted: section Prompts.",
         f"- Output forced to {w.output_tokens} tokens (ignore_eos={p.ignore_eos}), "
         f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}.",
         f"- Requests sequential; request timeout {p.request_timeout_s:g} s; readiness "

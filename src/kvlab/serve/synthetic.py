@@ -13,6 +13,11 @@ from the server's flags)::
 - ``itl_ms``: gap between successive content *writes* (= inter-token latency when
   ``tokens_per_event`` and ``events_per_write`` are 1). 0 means "as fast as the socket
   takes it" (ingest tests).
+- ``prompt_tokens``: the prompt tokens reported (``usage.prompt_tokens``,
+  ``tokens_evaluated``); by default the prompt is counted by
+  :func:`prompt_token_count` (words and punctuation marks), so a client that sizes
+  prompts on ``usage`` sees counts that grow with the prompt. There is no
+  ``/tokenize``: this is how kvlab measures an endpoint without one.
 - ``tokens_per_event``: tokens in one SSE event; ``events_per_write``: SSE events in
   one socket write (both let a client's ingest be measured without this server being
   the limit). Without ``tokens`` the request's ``n_predict``/``max_tokens`` is used.
@@ -39,6 +44,7 @@ import asyncio
 import contextlib
 import json
 import math
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, fields, replace
@@ -60,7 +66,8 @@ class Schedule:
     tokens: int = 64
     tokens_per_event: int = 1
     events_per_write: int = 1
-    prompt_tokens: int = 8  # reported as tokens_evaluated / usage.prompt_tokens
+    prompt_tokens: int = -1  # reported as tokens_evaluated / usage.prompt_tokens;
+    # -1: counted from the request (see prompt_token_count)
 
     @property
     def n_events(self) -> int:
@@ -82,6 +89,23 @@ class Schedule:
         if out.ttft_ms < 0 or out.itl_ms < 0:
             raise ValueError("ttft_ms and itl_ms must be >= 0")
         return out
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def prompt_token_count(req: dict[str, Any]) -> int:
+    """The synthetic "tokenizer": words and punctuation marks of the prompt (a chat
+    is first laid out as ``"<role>: <content>\\n"`` per message, then ``"assistant: "``,
+    like kvlab serve's template); a prompt of token ids counts its ids. At least 1."""
+    prompt = req.get("prompt")
+    if isinstance(prompt, list):
+        return max(1, len(prompt))
+    if not isinstance(prompt, str):
+        messages = req.get("messages") if isinstance(req.get("messages"), list) else []
+        prompt = "".join(f"{m.get('role')}: {m.get('content')}\n" for m in messages
+                         if isinstance(m, dict)) + "assistant: "
+    return max(1, len(_WORD.findall(prompt)))
 
 
 # -- event bodies --------------------------------------------------------------------
@@ -189,6 +213,8 @@ class SyntheticServer:
         try:
             req = json.loads(body or b"{}")
             sched = self.default.override(req)
+            if sched.prompt_tokens < 0:
+                sched = replace(sched, prompt_tokens=prompt_token_count(req))
         except (ValueError, TypeError) as exc:
             conn.write(http_response(400, {"error": {"message": str(exc), "code": 400}}))
             return
@@ -241,7 +267,7 @@ class SyntheticServer:
         self._seq += 1
         rid = str((req.get("synthetic") or {}).get("id") or f"s{self._seq}")
         created = int(time.time())
-        ridb = f"chatcmpl-{rid}".encode()
+        ridb = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{rid}".encode()  # OpenAI's prefixes
         stream = bool(req.get("stream"))
         sends: list[int] = []
         tokens: list[int] = []

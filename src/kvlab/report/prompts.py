@@ -1,0 +1,63 @@
+"""The report's prompt facts: how the padding was sized, and what the prompts cost.
+
+:func:`prompt_rule` is the one wording of the padding rule (report.md and report.html
+both use it; :mod:`kvlab.bench.workload` is the code it describes).
+:func:`prompts_markdown` is the report's "Prompts" section: per capacity, the sizing
+method (manifest ``prompt_sizing``, see :mod:`kvlab.bench.sizing`), the target, and
+the prompt tokens the server counted in the measured records (min / mean / max).
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+from typing import Any
+
+from kvlab.bench.records import Outcome, Record
+from kvlab.bench.sizing import Sizing
+
+
+def prompt_rule(fraction: float) -> str:
+    """The padding rule in words, for prompt fraction ``fraction`` (f)."""
+    return (f"Prompt = padding + \"\\n\\n\" + one query. The padding is the longest "
+            f"word-aligned prefix of kvlab's text within f·C − max(query tokens) − 2 "
+            f"tokens (f = {fraction:g}, C = capacity), so the longest query's prompt is "
+            f"about {fraction:.0%} of the capacity and the others a few tokens less; the "
+            "same prompts for every mode at a capacity.")
+
+
+def prompt_token_spread(records: list[Record]) -> dict[int, tuple[int, float, int, int]]:
+    """Per capacity: (min, mean, max, rows) of the server-counted prompt tokens of the
+    measured ok records that state them (warm-ups left out)."""
+    by_capacity: dict[int, list[int]] = {}
+    for r in records:
+        if not r.warmup and r.outcome == Outcome.OK and r.prompt_tokens is not None:
+            by_capacity.setdefault(r.capacity, []).append(r.prompt_tokens)
+    return {c: (min(v), fmean(v), max(v), len(v)) for c, v in sorted(by_capacity.items())}
+
+
+def prompts_markdown(manifest: dict[str, Any], records: list[Record],
+                     fraction: float) -> str:
+    """The "Prompts" section of report.md."""
+    sizing = manifest.get("prompt_sizing") or {}
+    spread = prompt_token_spread(records)
+    capacities = sorted({int(c) for c in sizing} | set(spread))
+    if not capacities:
+        return ""
+    lines = ["", "## Prompts", "", prompt_rule(fraction), "",
+             "| capacity | target f·C | sized with | server-counted prompt tokens "
+             "min / mean / max | rows |", "|---|---|---|---|---|"]
+    for capacity in capacities:
+        facts = sizing.get(str(capacity))
+        how = Sizing(**facts).describe() if facts else "— (not recorded)"
+        if capacity in spread:
+            low, mean, high, rows = spread[capacity]
+            counted, n = f"{low} / {mean:.1f} / {high}", str(rows)
+        else:
+            counted, n = "— (no record states them)", "0"
+        lines.append(f"| {capacity} | {int(fraction * capacity)} | {how} | {counted} | {n} |")
+    methods = {f.get("method") for f in sizing.values()}
+    if methods - {"server-tokenize"}:
+        lines += ["", "A tokenizer file counts the prompt text (no chat template); a "
+                  "calibration counts what the server reports for the whole request, chat "
+                  "template included. The server-counted column is what each request cost."]
+    return "\n".join(lines) + "\n"
