@@ -5,9 +5,10 @@ they mean different things. kvlab keeps every request's raw clock, so it can com
 each tool's definition from the same rows and show where a difference comes from: the
 definition, or the server.
 
-Each :class:`DefinitionSet` follows one peer's source, named in ``source``; read from
-the released package (GuideLLM, AIPerf) or the repository file (vLLM) at the version
-given. What the records cannot give exactly is said in ``approximations``.
+Each :class:`DefinitionSet` follows one peer's source, named in ``source``: read in the
+released package (GuideLLM 0.8.1, AIPerf 0.13.0 on PyPI) or in the repository at the
+commit given (vLLM, whose PyPI package pulls a CUDA torch and was not installed).
+What the records cannot give exactly is said in ``approximations``.
 
 Per-request values are milliseconds; a value of None means the fact it needs was not
 observed (or the tool has no such metric: kvlab and AIPerf have no TPOT). Aggregates:
@@ -68,7 +69,6 @@ def _span_rate(rows: Sequence[Record]) -> float | None:
 
 # ------------------------------------------------------------------------------- kvlab
 
-
 def _kvlab(metric: str) -> RowSamples:
     fn: Callable[[Record], float | None] | None = {
         "ttft_ms": metrics.ttft_ms,
@@ -79,7 +79,6 @@ def _kvlab(metric: str) -> RowSamples:
 
 
 # -------------------------------------------------------------------------------- vLLM
-
 
 def vllm_ttft_ms(row: Record) -> float | None:
     """vLLM: first event with ``choices`` − sent, even an empty role chunk.
@@ -128,7 +127,6 @@ def vllm_tpot_ms(row: Record) -> float | None:
 
 # ---------------------------------------------------------------------------- GuideLLM
 
-
 def guidellm_itl_ms(row: Record) -> float | None:
     """GuideLLM ITL: (last token iteration − first) / (output tokens − 1)."""
     return metrics.itl_effective_ms(row)
@@ -137,16 +135,15 @@ def guidellm_itl_ms(row: Record) -> float | None:
 def guidellm_tpot_ms(row: Record) -> float | None:
     """GuideLLM TPOT: (last token iteration − request start) / output tokens: the
     first token's wait (TTFT) is inside it."""
-    span = _ms(row.t_sent, row.t_last_content if row.t_last_content is not None
-               else row.t_end)
+    last = row.t_last_content if row.t_last_content is not None else row.t_end
+    span = _ms(row.t_sent, last)
     if span is None or not row.output_tokens:
         return None
     return span / row.output_tokens
 
 
 def _guidellm_itl(row: Record) -> Samples:
-    value = guidellm_itl_ms(row)
-    return _one(value, float((row.output_tokens or 1) - 1))
+    return _one(guidellm_itl_ms(row), float((row.output_tokens or 1) - 1))
 
 
 def _guidellm_tpot(row: Record) -> Samples:
@@ -154,7 +151,6 @@ def _guidellm_tpot(row: Record) -> Samples:
 
 
 # ------------------------------------------------------------------------------- AIPerf
-
 
 def aiperf_e2e_ms(row: Record) -> float | None:
     """AIPerf request latency: last content response − request start (not the end)."""
@@ -170,7 +166,6 @@ def aiperf_itl_ms(row: Record) -> float | None:
 
 
 # ----------------------------------------------------------------------------- the sets
-
 
 @dataclass(frozen=True)
 class DefinitionSet:
@@ -206,9 +201,9 @@ SETS: dict[str, DefinitionSet] = {
     ),
     "vllm": DefinitionSet(
         name="vllm",
-        source="vLLM `bench serve`: vllm/benchmarks/serve.py (calculate_metrics) and "
-               "vllm/benchmarks/lib/endpoint_request_func.py, vllm-project/vllm main "
-               "as of 2026-11 (PyPI vllm 0.33.0)",
+        source="vLLM `bench serve`: vllm/benchmarks/serve.py (calculate_metrics, "
+               "vllm-project/vllm commit 009e6d4) and "
+               "vllm/benchmarks/lib/endpoint_request_func.py (commit 02cfb53)",
         definitions={
             "ttft_ms": "first SSE event with choices − sent (an empty role chunk counts)",
             "itl_ms": "every gap between successive events with choices, pooled over "
@@ -307,7 +302,6 @@ def resolve(names: Iterable[str]) -> list[str]:
 
 # ---------------------------------------------------------------------------- aggregates
 
-
 @dataclass(frozen=True)
 class Aggregate:
     """One metric over a group, the tool's way (ms; None: no value)."""
@@ -318,8 +312,7 @@ class Aggregate:
     p95: float | None
 
     def to_dict(self) -> dict[str, float | int | None]:
-        return {"count": self.count, "mean": self.mean, "median": self.median,
-                "p95": self.p95}
+        return {"count": self.count, "mean": self.mean, "median": self.median, "p95": self.p95}
 
 
 def aggregate(samples: Samples, weighted: bool) -> Aggregate:
@@ -338,8 +331,8 @@ def aggregate(samples: Samples, weighted: bool) -> Aggregate:
                          percentile(values, 95))
     weights = [w for _, w in samples]
     mean = sum(v * w for v, w in samples) / sum(weights)
-    return Aggregate(len(values), mean, weighted_percentile(values, weights, 50),
-                     weighted_percentile(values, weights, 95))
+    return Aggregate(len(values), mean, *(weighted_percentile(values, weights, q)
+                                          for q in (50, 95)))
 
 
 @dataclass
@@ -355,8 +348,7 @@ class Cell:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "mode": self.mode, "capacity": self.capacity, "load": self.load,
-            "rows": self.rows,
+            "mode": self.mode, "capacity": self.capacity, "load": self.load, "rows": self.rows,
             "definitions": {
                 name: {**{m: a.to_dict() for m, a in aggs.items()},
                        "output_tokens_per_s": self.rates[name]}
