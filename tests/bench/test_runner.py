@@ -241,3 +241,90 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
         assert r.prompt_tokens == planned[(r.capacity, r.query_id)] <= r.capacity // 2
     report = run.report_path.read_text()
     assert "## Prompts" in report and "calibration on the server's usage" in report
+
+
+EXTERNAL = """
+name = "ext"
+[workload]
+queries = 1
+capacities = [256]
+output_tokens = 4
+[[modes]]
+name = "chat"
+server = "external"
+api = "openai-chat"
+[modes.external]
+base_url = "{url}"
+model = "{model}"
+{extra}
+"""
+
+
+class NoUsageServer:
+    """/v1/models lists model "m"; completions answer without usage; no /tokenize."""
+
+    def __enter__(self) -> str:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def _send(self, status: int, body: dict) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "m"}]})
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path == "/tokenize":
+                    self._send(404, {"error": "no route"})
+                else:
+                    self._send(200, {"choices": [{"message": {"content": "x"}}]})
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+
+
+@pytest.mark.parametrize("case", ["unreachable", "404", "key variable", "wrong model",
+                                  "bad scheme", "401", "no way to size prompts"])
+def test_a_run_refused_at_its_checks_leaves_no_run_directory(tmp_path, monkeypatch,
+                                                             case: str) -> None:
+    from contextlib import nullcontext
+
+    from kvlab.errors import KvlabError
+    from tests.bench.fakeserver import FakeServer
+
+    monkeypatch.delenv("KVLAB_TEST_NO_SUCH_KEY", raising=False)
+    fake = FakeServer(api_key="k" if case == "401" else None, model="m")
+    server = NoUsageServer() if case == "no way to size prompts" else \
+        fake if case in ("404", "wrong model", "401", "key variable") else nullcontext()
+    expected = {"unreachable": "cannot connect to http://127.0.0.1:9/v1/models",
+                "404": "/nope/v1/models answered HTTP 404", "key variable":
+                "KVLAB_TEST_NO_SUCH_KEY is not set", "wrong model": "'other' is not served",
+                "bad scheme": "invalid URL", "401": "answered 401",
+                "no way to size prompts": "[workload] tokenizer"}[case]
+    with server as started:
+        base = started if isinstance(started, str) else fake.base_url + "/v1"
+        url = {"unreachable": "http://127.0.0.1:9/v1", "bad scheme": "htp:/127.0.0.1:9/v1",
+               "404": fake.base_url + "/nope"}.get(case, base)
+        extra = 'api_key_env = "KVLAB_TEST_NO_SUCH_KEY"' if case == "key variable" else ""
+        path = tmp_path / "ext.toml"
+        path.write_text(EXTERNAL.format(url=url, model="other" if case == "wrong model"
+                                        else "m", extra=extra))
+        with pytest.raises(KvlabError) as caught:
+            run_experiment(path, out=tmp_path / "runs", html=False)
+    assert expected in str(caught.value)
+    runs = tmp_path / "runs"
+    assert not runs.exists() or not any(runs.iterdir())

@@ -60,6 +60,7 @@ from kvlab.bench.rawhttp import Response as RawResponse
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.bench.responses import ERROR_EXCERPT_CHARS, MalformedResponse, ResponseFacts
 from kvlab.bench.sse import SSEParser
+from kvlab.bench.urls import redact_url, require_http_url
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
 
 API_PATHS: dict[ApiKind, str] = {
@@ -315,7 +316,9 @@ class HarnessClient:
         Raises EndpointAuthError (401/403), EndpointUnreachable (no connection) or
         EndpointError (other status, bad body, model missing; the message lists the ids).
         """
+        require_http_url(endpoint.base_url, f"{endpoint.name}: base URL")
         url = endpoint.url("/v1/models")
+        shown = redact_url(url)
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         try:
             async with asyncio.timeout(min(endpoint.timeout_s, 30.0)):
@@ -324,30 +327,31 @@ class HarnessClient:
                     raw = await resp.read()
         except TimeoutError as exc:
             raise EndpointUnreachable(
-                f"{endpoint.name}: {url} did not answer in time; is the server up and loaded?"
+                f"{endpoint.name}: {shown} did not answer in time; is the server up and loaded?"
             ) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise EndpointUnreachable(
-                f"{endpoint.name}: cannot connect to {url} ({type(exc).__name__}); check the "
+                f"{endpoint.name}: cannot connect to {shown} ({type(exc).__name__}); check the "
                 "base URL (host, port, /v1) and that the server is running"
             ) from exc
         if status in (401, 403):
             hint = "the API key was rejected" if endpoint.api_key else "no API key is set"
             raise EndpointAuthError(
-                f"{endpoint.name}: GET /v1/models answered {status}: {hint}; check the key "
+                f"{endpoint.name}: GET {shown} answered {status}: {hint}; check the key "
                 "variable for this endpoint (kvlab endpoints list)"
             )
         if status != 200:
-            raise EndpointError(f"{endpoint.name}: GET /v1/models answered HTTP {status}")
+            hint = "; check the base URL (host, port, /v1)" if status == 404 else ""
+            raise EndpointError(f"{endpoint.name}: GET {shown} answered HTTP {status}{hint}")
         try:
             ids = [str(item["id"]) for item in json.loads(raw)["data"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise EndpointError(
-                f"{endpoint.name}: GET /v1/models is not an OpenAI model list"
+                f"{endpoint.name}: GET {shown} is not an OpenAI model list"
             ) from exc
         if endpoint.model is not None and endpoint.model not in ids:
             raise EndpointError(
-                f"{endpoint.name}: model {endpoint.model!r} is not served; /v1/models lists "
+                f"{endpoint.name}: model {endpoint.model!r} is not served; {shown} lists "
                 f"{ids}; fix the model id setting"
             )
         return ids

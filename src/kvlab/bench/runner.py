@@ -39,7 +39,7 @@ from kvlab.bench.rundir import RunDir
 from kvlab.bench.sessions import Session, drive, queries_of
 from kvlab.bench.targets import Attach, attach_plan, endpoint_for, make_server
 from kvlab.bench.workload import BUILTIN_QUERIES
-from kvlab.errors import ConfigError
+from kvlab.errors import ConfigError, EndpointError
 from kvlab.experiment import Experiment, load_experiment
 
 __all__ = [
@@ -114,6 +114,28 @@ def _attach(experiment: Experiment, endpoints: list[str], aa: str | None) -> Att
     return attach_plan(experiment, endpoints)
 
 
+def check_external(experiment: Experiment) -> None:
+    """The checks of each external mode that need no run: its settings resolve (URL,
+    key variable) and ``GET /v1/models`` lists its model. Raises ConfigError or
+    EndpointError (unreachable, 401/403, 404, model not served)."""
+    from kvlab.bench.endpoints import check_models
+
+    for mode in experiment.modes:
+        if mode.server == "external":
+            check_models(endpoint_for(experiment, mode, None))
+
+
+def discard_if_empty(run: RunDir) -> None:
+    """Remove a new run's directory when no request was recorded in it (a refusal at a
+    later check, e.g. prompt sizing): an empty run dir is not a run. Server logs are
+    kept (a dir with a ``logs/`` folder stays)."""
+    import shutil
+
+    recorded = run.records_path.exists() and run.records_path.stat().st_size > 0
+    if not recorded and not (run.path / "logs").exists():
+        shutil.rmtree(run.path, ignore_errors=True)
+
+
 def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                    resume: Path | None = None, reporter: Reporter | None = None,
                    repeat_aa: str | None = None, queries: int | None = None,
@@ -163,6 +185,7 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
             measured = experiment.repeat_aa(repeat_aa)  # ExperimentError before a run dir
         if no_launch:
             attach = _attach(measured, endpoints, repeat_aa)
+        check_external(measured)  # before the run dir exists: a refusal leaves nothing
         run = RunDir.create(out, experiment_file, experiment, overrides)
         if experiment.workload.tokenizer:
             run.update_manifest(tokenizer=experiment.workload.tokenizer)
@@ -173,7 +196,12 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
         attach.run_path = run.path
         run.update_manifest(no_launch={"endpoints": attach.to_manifest()})
     session = Session(run, experiment, reporter or SilentReporter(), attach)
-    drive(session, list(experiment.modes))
+    try:
+        drive(session, list(experiment.modes))
+    except (ConfigError, EndpointError):
+        if resume is None:
+            discard_if_empty(run)
+        raise
     evaluation = evaluate_run(run.path)
     if html:
         from kvlab.report.html import write_html

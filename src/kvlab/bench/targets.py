@@ -22,9 +22,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from kvlab.bench.endpoints import Endpoint
+from kvlab.bench.urls import redact_url, require_http_url
 from kvlab.errors import ConfigError, EndpointUnreachable
 from kvlab.experiment import Experiment, Mode
 
@@ -63,6 +64,7 @@ def endpoint_for(experiment: Experiment, mode: Mode, server: Any | None) -> Endp
         from kvlab.bench.endpoint_config import load_endpoints, select_endpoint
 
         resolved = select_endpoint(load_endpoints(), external.endpoint)
+        require_http_url(resolved.base_url, f"mode {mode.name}: endpoint {external.endpoint}")
         return Endpoint(
             resolved.base_url, mode.api, model=resolved.model, api_key=resolved.api_key,
             name=mode.name, timeout_s=timeout,
@@ -75,16 +77,9 @@ def endpoint_for(experiment: Experiment, mode: Mode, server: Any | None) -> Endp
                 f"mode {mode.name}: environment variable {external.api_key_env} is not set"
             )
     assert external.base_url is not None
+    require_http_url(external.base_url, f"mode {mode.name}: base_url")
     return Endpoint(external.base_url, mode.api, model=external.model, api_key=api_key,
                     name=mode.name, timeout_s=timeout)
-
-
-def redact_url(url: str) -> str:
-    """``url`` without user:password and query string (they may hold a secret)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 _SPEC = re.compile(r"^(?P<mode>[A-Za-z0-9][A-Za-z0-9._-]*)(@(?P<cap>[0-9]+))?=(?P<url>.+)$")
