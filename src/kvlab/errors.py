@@ -13,7 +13,8 @@ KvlabError                     base; the CLI prints its message on one line, exi
 │   └── EndpointProtocolError  a response that does not follow its API
 ├── ValidationFailure          rows or pairs refused before aggregation
 ├── ServerLaunchError          a managed server failed to start or get ready
-└── RunInterrupted             a run stopped early; records kept, resume hint in message
+└── RunInterrupted             a run stopped early; records kept, resume hint in message;
+                               exit 130 after Ctrl-C
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 class KvlabError(Exception):
     """Base class: an error the user can fix; the message says how."""
+
+    exit_status = 2  # the CLI's exit status for it
 
 
 class ConfigError(KvlabError):
@@ -72,4 +75,10 @@ class ServerLaunchError(KvlabError):
 
 
 class RunInterrupted(KvlabError):
-    """A run stopped early (Ctrl-C, dead server); the records written are kept."""
+    """A run stopped early (Ctrl-C, dead server); the records written are kept.
+
+    ``exit_status``: 130 after Ctrl-C (the shell's convention for SIGINT), else 2."""
+
+    def __init__(self, message: str, exit_status: int = 2) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status

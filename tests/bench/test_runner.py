@@ -56,6 +56,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
         run_experiment(experiment, out=tmp_path / "runs", reporter=StopAfter(3))
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert f"resume with: kvlab run --resume {run_dir}" in str(info.value)
+    assert info.value.exit_status == 130  # Ctrl-C: the shell's SIGINT convention
     kept = read_records(run_dir / "records.jsonl")
     assert sum(not r.warmup for r in kept) == 3
 

@@ -34,7 +34,13 @@ def kvlab(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", QUICK, "--no-launch", "--endpoint", "nope=http://127.0.0.1:1"],
          "no such mode in quickstart (modes: recompute, kv-cache, recompute-openai, "
          "kv-cache-openai)"),
-        (["run", QUICK, "--queries", "2", "--dry-run"], "--dry-run prints"),
+        (["run", QUICK, "--dry-run", "--repeat-aa", "nosuchmode"],
+         "has no mode 'nosuchmode'"),
+        (["run", QUICK, "--dry-run", "--queries", "31"], "--queries must be within 1..30"),
+        (["run", "--dry-run", "--resume", "/nonexistent-run"], "--dry-run plans a new run"),
+        (["run", QUICK, "--queries", "abc"], "Invalid value for '--queries'"),
+        (["memory", "-L", "abc"], "(see kvlab memory --help)"),
+        (["nosuchcommand"], "No such command"),
     ],
 )
 def test_one_line_errors(args, needle) -> None:
@@ -42,6 +48,56 @@ def test_one_line_errors(args, needle) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.stderr
+
+
+def test_dry_run_applies_queries_and_repeat_aa() -> None:
+    result = kvlab("run", QUICK, "--dry-run", "--queries", "2", "--repeat-aa", "kv-cache",
+                   "--json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout.strip().splitlines()[-1])["plan"]
+    assert {e["mode"] for e in plan} == {"kv-cache", "kv-cache-again"}
+    assert {e["requests"] for e in plan} == {1 + 2}  # one warm-up + 2 queries
+
+
+def test_ctrl_c_mid_run_exits_130_with_the_resume_line(tmp_path) -> None:
+    """SIGINT to a real `kvlab run` against the synthetic server (slow tokens)."""
+    import signal
+    import time
+
+    from kvlab.bench.calibrate import synthetic_process
+
+    with synthetic_process() as url:
+        path = tmp_path / "slow.toml"
+        path.write_text(f"""
+name = "slow"
+[workload]
+queries = 3
+capacities = [256]
+output_tokens = 50
+warmup = 0
+[[modes]]
+name = "chat"
+server = "external"
+api = "openai-chat"
+[modes.external]
+base_url = "{url}/v1"
+model = "synthetic"
+[modes.body]
+synthetic = {{ ttft_ms = 5, itl_ms = 20 }}
+""")
+        process = subprocess.Popen([sys.executable, "-m", "kvlab", "run", str(path), "--out",
+                                    str(tmp_path / "runs"), "-q"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        records = list((tmp_path / "runs").glob("*/records.jsonl"))
+        while (not records or not records[0].read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            records = list((tmp_path / "runs").glob("*/records.jsonl"))
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "resume with: kvlab run --resume" in lines[0]
 
 
 def test_bad_experiment_is_one_line(tmp_path) -> None:

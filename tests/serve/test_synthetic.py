@@ -143,3 +143,19 @@ def test_schedule_override_uses_max_tokens_and_rejects_nonsense() -> None:
     assert base.override({"synthetic": {"tokens": 10, "tokens_per_event": 4}}).n_events == 3
     with pytest.raises(ValueError):
         base.override({"synthetic": {"itl_ms": -1}})
+
+
+@pytest.mark.parametrize(("path", "body", "prefix"), [
+    ("/v1/completions", {"prompt": "The tide, at dusk."}, "cmpl-"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "The tide, at dusk."}]},
+     "chatcmpl-"),
+])
+def test_openai_ids_and_prompt_tokens_counted_from_the_prompt(base_url: str, path: str,
+                                                              body: dict, prefix: str) -> None:
+    import httpx
+
+    answer = httpx.post(base_url + path, json={**body, "max_tokens": 2,
+                                               "synthetic": {"ttft_ms": 0, "itl_ms": 0}}).json()
+    assert answer["id"].startswith(prefix)
+    # words and punctuation: "The tide , at dusk ." = 6; a chat adds "user : ... assistant :"
+    assert answer["usage"]["prompt_tokens"] == (6 if prefix == "cmpl-" else 6 + 4)

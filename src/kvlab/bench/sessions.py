@@ -318,12 +318,12 @@ class Session:
 
 def drive(session: Session, modes: list[Mode]) -> None:
     """Run the session; turn Ctrl-C and a dead server into RunInterrupted."""
-    reason = ""
+    reason, status = "", 2
     try:
         asyncio.run(session.run_modes(modes))
         return
     except KeyboardInterrupt:
-        reason = "interrupted"
+        reason, status = "interrupted", 130
     except ServerDied as exc:
         reason = f"interrupted ({exc})"
     records = 0
@@ -331,6 +331,6 @@ def drive(session: Session, modes: list[Mode]) -> None:
         records = len(read_records(session.run.records_path))
     raise RunInterrupted(
         f"{reason}: {records} records kept in {session.run.path}; "
-        f"resume with: kvlab run --resume {session.run.path}"
+        f"resume with: kvlab run --resume {session.run.path}", exit_status=status
     )
 

@@ -139,14 +139,25 @@ def run(
     """
     from kvlab.bench.runner import run_experiment
 
-    if dry_run and experiment is not None:
+    if dry_run:
+        from kvlab.bench.runner import check_queries
         from kvlab.cli.llamacpp_cmds import print_dry_run
         from kvlab.errors import ConfigError
+        from kvlab.experiment import load_experiment
 
-        if queries is not None or no_launch or endpoint:
-            raise ConfigError("--dry-run prints the experiment file's own plan; drop "
-                              "--queries/--no-launch/--endpoint to use it")
-        print_dry_run(experiment, json_out)
+        if experiment is None or resume is not None:
+            raise ConfigError("--dry-run plans a new run: give the experiment file (and no "
+                              "--resume)")
+        if no_launch or endpoint:
+            raise ConfigError("--dry-run plans the servers kvlab launches; drop "
+                              "--no-launch/--endpoint to use it")
+        plan = load_experiment(experiment)
+        if queries is not None:
+            check_queries(plan, queries)
+            plan.workload.queries = queries
+        if repeat_aa is not None:
+            plan = plan.repeat_aa(repeat_aa)  # ExperimentError (exit 2) for a wrong mode
+        print_dry_run(plan, json_out)
         return
 
     result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -96,13 +97,15 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
     return table
 
 
-def dry_run_plan(experiment_path: Path) -> list[dict[str, object]]:
+def dry_run_plan(experiment_path: Path | Any) -> list[dict[str, object]]:
     """One entry per (mode, capacity) in run order: the server and, for llama.cpp
-    modes, the exact argv kvlab would launch (nothing is started)."""
+    modes, the exact argv kvlab would launch (nothing is started). Takes the file, or
+    an Experiment already adjusted (``kvlab run --dry-run --queries/--repeat-aa``)."""
     from kvlab.bench.runner import make_server
     from kvlab.experiment import load_experiment
 
-    experiment = load_experiment(experiment_path)
+    experiment = load_experiment(experiment_path) \
+        if isinstance(experiment_path, str | Path) else experiment_path
     n_requests = (experiment.workload.warmup
                   + experiment.workload.queries * experiment.workload.repetitions)
     plan: list[dict[str, object]] = []
@@ -119,7 +122,7 @@ def dry_run_plan(experiment_path: Path) -> list[dict[str, object]]:
     return plan
 
 
-def print_dry_run(experiment_path: Path, json_out: bool = False) -> None:
+def print_dry_run(experiment_path: Path | Any, json_out: bool = False) -> None:
     """Print the plan and every argv of ``kvlab run --dry-run``."""
     import shlex
 
