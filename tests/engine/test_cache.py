@@ -76,3 +76,55 @@ def test_truncate_keeps_a_prefix_in_place() -> None:
     assert k[0, 0, :, 0].tolist() == [0.0, 1.0, 9.0]
     with pytest.raises(EngineError, match=r"0\.\.2"):
         cache.truncate(3)
+
+
+class _Sliding:
+    """Two layers: layer 0 slides with a window of 3, layer 1 is global."""
+
+    n_layers, n_kv_heads, head_dim, max_len = 2, 1, 1, 16
+    layer_windows = (3, None)
+
+
+def _positions(n: int, start: int) -> torch.Tensor:
+    return torch.arange(start, start + n, dtype=torch.float32).view(1, 1, n, 1)
+
+
+def _write(cache: KVCache, n: int) -> list[list[float]]:
+    seen = []
+    for layer in range(2):
+        k, _ = cache.update(layer, _positions(n, cache.length), _positions(n, cache.length))
+        seen.append(k[0, 0, :, 0].tolist())
+    cache.advance(n)
+    return seen
+
+
+def test_sliding_layer_keeps_a_ring_of_window_cells() -> None:
+    cache = KVCache(_Sliding(), max_len=10)
+    assert cache.cells == [3, 10] and cache.k[0].shape == (1, 1, 3, 1)
+    assert cache.nbytes == 2 * (3 + 10) * 4
+    # A prefill of 5: the sliding layer's queries need every key (first one looks back
+    # 2), and the ring keeps the last 3.
+    assert _write(cache, 5) == [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]
+    assert sorted(cache.k[0][0, 0, :, 0].tolist()) == [2, 3, 4]
+    # One token: the ring (any order) holds exactly the window it may see.
+    sliding, full = _write(cache, 1)
+    assert sorted(sliding) == [3, 4, 5] and full == [0, 1, 2, 3, 4, 5]
+    # Two tokens after a past: positions 4..7 in order (position 6 looks back to 4).
+    assert _write(cache, 2)[0] == [4, 5, 6, 7]
+    assert cache.layer_lengths() == [8, 8]
+
+
+def test_a_window_as_long_as_the_cache_never_slides() -> None:
+    cache = KVCache(_Sliding(), max_len=3)
+    assert cache.windows == [None, None] and cache.cells == [3, 3]
+
+
+def test_truncating_into_overwritten_cells_is_refused() -> None:
+    cache = KVCache(_Sliding(), max_len=10)
+    _write(cache, 3)
+    cache.truncate(2)  # nothing overwritten yet
+    _write(cache, 5)  # positions 2..6; the ring holds 4, 5, 6
+    with pytest.raises(EngineError, match="sliding-window layer 0"):
+        cache.truncate(4)  # would need positions 2 and 3 again
+    cache.truncate(6)  # needs 4 and 5: still there
+    assert cache.length == 6

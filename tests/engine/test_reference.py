@@ -1,0 +1,32 @@
+"""The engine's Gemma 3 against Transformers' Gemma 3 loaded from the same GGUF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvlab.engine.gemma import Gemma3
+from kvlab.engine.gguf_tokenizer import GGUFTokenizer
+from kvlab.engine.reference import (
+    TOLERANCE,
+    compare_logits,
+    load_transformers_gemma,
+    reference_prompts,
+)
+
+
+@pytest.mark.slow
+def test_logits_equal_transformers_within_tolerance(
+    gemma_gguf: Path, gemma_model: Gemma3, gemma_tokenizer: GGUFTokenizer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    reference = load_transformers_gemma(gemma_gguf)
+    prompts = {name: gemma_tokenizer.encode(text) for name, text in reference_prompts().items()}
+    assert len(prompts) >= 5 and len(prompts["long"]) > gemma_model.config.window
+    results = compare_logits(gemma_model, reference, prompts)
+    worst = {r.name: r.max_abs_diff for r in results}
+    assert all(r.ok for r in results), worst
+    assert all(r.max_abs_diff <= TOLERANCE for r in results)
+    assert all(r.argmax_agreement == 1.0 for r in results)
