@@ -3,7 +3,8 @@
 :func:`create_app` builds the app; the model loads on a background thread once the
 server starts (llama.cpp starts listening before it loads), and until it is ready
 every route, ``/health`` included, answers 503 ``Loading model``. With an API key,
-every route but ``/health`` needs ``Authorization: Bearer <key>`` or
+every route but ``/health`` and ``/openapi.json`` (the contract, see
+:mod:`kvlab.serve.openapi`) needs ``Authorization: Bearer <key>`` or
 ``X-Api-Key: <key>``; the key is never logged or echoed.
 
 Generation is serialized, one slot (see :mod:`kvlab.serve.slot`).
@@ -25,10 +26,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kvlab.serve import llamacpp_api, openai_api
 from kvlab.serve.api_errors import INVALID_API_KEY, LOADING, ApiError, is_openai_path
+from kvlab.serve.openapi import openapi_document
 from kvlab.serve.state import ServerState, ServeSettings
 
 log = logging.getLogger("kvlab.serve")
-PUBLIC_PATHS = frozenset({"/health", "/v1/health"})
+PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/openapi.json"})
 
 
 def create_app(
@@ -50,7 +52,9 @@ def create_app(
         state.slot.close()
 
     app = FastAPI(title="kvlab serve", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+                  openapi_url="/openapi.json")
+    document = openapi_document()
+    app.openapi = lambda: document  # type: ignore[method-assign]  # the hand-written contract
     app.state.kvlab = state
     app.include_router(llamacpp_api.router)
     app.include_router(openai_api.router)
