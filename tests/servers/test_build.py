@@ -140,3 +140,11 @@ def test_installed_cpu_backend_has_no_amx_or_avx512_instructions() -> None:
     assert not found, f"AMX instructions {found} in {libs[0]} (this CPU advertises {advertised})"
     assert "%zmm" not in text, f"AVX-512 registers used in {libs[0]}"
     assert "%ymm" in text  # the AVX2 kernels are there
+
+
+def test_the_built_version_is_the_one_pyproject_pins() -> None:
+    import tomllib
+
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    assert f"{build.PACKAGE}=={build.VERSION}" in extras["llamacpp"]
