@@ -159,3 +159,25 @@ def test_a_gguf_names_its_own_tokenizer() -> None:
     counter = file_counter(fetch_bundled().path)
     assert counter.sizing.method == "tokenizer-file"
     assert asyncio.run(counter("Hello world")) == 3
+
+
+def test_counters_of_one_method_and_source_share_their_counts() -> None:
+    from kvlab.bench.sizing import Counter, Sizing
+
+    asked: list[str] = []
+
+    async def count(text: str) -> int:
+        asked.append(text)
+        return len(text)
+
+    caches: dict = {}
+    first = Counter(count, Sizing("usage-calibration", "http://h/v1")).share(caches)
+    second = Counter(count, Sizing("usage-calibration", "http://h/v1")).share(caches)
+    other = Counter(count, Sizing("usage-calibration", "http://other/v1")).share(caches)
+
+    async def go() -> None:
+        for counter in (first, second, other):
+            assert await counter("query") == 5
+
+    asyncio.run(go())
+    assert asked == ["query", "query"]  # once per source

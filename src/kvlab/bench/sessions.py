@@ -75,6 +75,7 @@ class Session:
         self.prepared = (
             Prepared.load(run.prepared_path) if run.prepared_path.exists() else self._empty()
         )
+        self.counts: dict[tuple[str, str], dict[str, int]] = {}  # prompt-sizing counts
 
     def _empty(self) -> Prepared:
         w = self.experiment.workload
@@ -103,7 +104,8 @@ class Session:
             named = self.run.manifest().get("tokenizer") or w.tokenizer
             tokenizer = Path(named) if named else None
             async with httpx.AsyncClient() as client:
-                counter = await choose_counter(client, endpoint, params or {}, tokenizer)
+                counter = (await choose_counter(client, endpoint, params or {}, tokenizer)
+                           ).share(self.counts)
                 padding, prompts = await prepare_capacity(
                     counter, self.queries, capacity, w.prompt_fraction, w.output_tokens)
             self.prepared.padding_tokens[capacity] = padding

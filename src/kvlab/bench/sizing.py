@@ -68,10 +68,18 @@ class Sizing:
 class Counter:
     """``await counter(text)`` -> tokens by :attr:`sizing`'s method (cached per text)."""
 
-    def __init__(self, count: Any, sizing: Sizing, cache: dict[str, int] | None = None) -> None:
+    def __init__(self, count: Any, sizing: Sizing) -> None:
         self._count = count
         self.sizing = sizing
-        self._cache = {} if cache is None else cache
+        self._cache: dict[str, int] = {}
+
+    def share(self, caches: dict[tuple[str, str], dict[str, int]]) -> Counter:
+        """Use (and fill) the cache of counts by the same method and source in
+        ``caches``, so the capacities of one run count each query once."""
+        shared = caches.setdefault((self.sizing.method, self.sizing.source), {})
+        shared.update(self._cache)
+        self._cache = shared
+        return self
 
     async def __call__(self, text: str) -> int:
         if text not in self._cache:
