@@ -329,3 +329,25 @@ def test_a_run_refused_at_its_checks_leaves_no_run_directory(tmp_path, monkeypat
     assert expected in str(caught.value)
     runs = tmp_path / "runs"
     assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_the_shipped_synthetic_endpoint_experiment_runs(tmp_path) -> None:
+    """experiments/synthetic-endpoint.toml against the synthetic server (its port
+    replaced), 2 queries: every row valid, TTFT and ITL near the server's schedule."""
+    from pathlib import Path
+
+    from kvlab.bench.calibrate import synthetic_process
+
+    shipped = Path(__file__).parents[2] / "experiments" / "synthetic-endpoint.toml"
+    path = tmp_path / "synthetic-endpoint.toml"
+    with synthetic_process() as url:
+        text = shipped.read_text().replace("http://127.0.0.1:8090", url)
+        path.write_text(text.replace('body]\n', 'body]\nsynthetic = { ttft_ms = 20, '
+                                     'itl_ms = 10 }\n'))
+        result = run_experiment(path, out=tmp_path / "runs", queries=2, html=False)
+    evaluation = result.evaluation
+    assert evaluation.counts["refused_rows"] == 0
+    for capacity in (512, 2048):
+        summary = evaluation.summary("synthetic-chat", capacity)
+        assert summary is not None and summary.queries == 2
+        assert 20 <= summary.ttft_ms["mean"] < 120 and 9 < summary.itl_effective_ms["mean"] < 30
