@@ -59,11 +59,12 @@ def start(argv: list[str], url: str, log: Path,
     raise SystemExit(f"{argv[0]} never answered {url}/health; see {log}")
 
 
-def experiment(queries: int) -> str:
+def experiment(queries: int, targets: list[str]) -> str:
+    """kvlab's experiment: one OpenAI chat streaming mode per target, named after it."""
     modes = "".join(
-        f'[[modes]]\nname = "{name}"\nserver = "{server}"\napi = "openai-chat"\n'
+        f'[[modes]]\nname = "{name}"\nserver = "{name}"\napi = "openai-chat"\n'
         'stream = true\n[modes.body]\nstream_options = { include_usage = true }\n'
-        for name, server in (("embedded", "embedded"), ("llamacpp", "llamacpp")))
+        for name in targets)
     return (f'name = "crosscheck"\n[workload]\nqueries = {queries}\ncapacities = [{CAPACITY}]\n'
             f'prompt_fraction = 0.5\noutput_tokens = {OUTPUT}\nwarmup = 1\n[protocol]\n'
             'temperature = 0.0\nseed = 42\nignore_eos = true\ncache_prompt = false\n' + modes)
@@ -156,14 +157,15 @@ def main() -> None:
     from kvlab.servers.binary import find_llama_server
     from kvlab.servers.fetch import bundled_model_path
 
-    binary = find_llama_server()
+    targets = [t for t in args.targets.split(",") if t]
+    binary = find_llama_server() if "llamacpp" in targets else None
     servers = {
         "embedded": ([*kvlab, "serve", "--ctx-size", str(CAPACITY), "--threads", "1"],
                      "toy"),
-        "llamacpp": ([str(binary.path), "-m", str(bundled_model_path()),
-                      "-c", str(CAPACITY), "-t", "1", "-np", "1"], "gemma"),
+        "llamacpp": ([str(binary.path) if binary else "llama-server", "-m",
+                      str(bundled_model_path()), "-c", str(CAPACITY), "-t", "1", "-np", "1"],
+                     "gemma"),
     }
-    targets = [t for t in args.targets.split(",") if t]
     procs, urls = [], {}
     try:
         for name in targets:
@@ -172,9 +174,9 @@ def main() -> None:
             urls[name] = f"http://127.0.0.1:{port}"
             procs.append(start([*argv, "--port", str(port)], urls[name],
                                args.out / f"{name}-server.log",
-                               binary.env_overrides if name == "llamacpp" else None))
+                               binary.env_overrides if binary and name == "llamacpp" else None))
         exp = args.out / "crosscheck.toml"
-        exp.write_text(experiment(args.queries))
+        exp.write_text(experiment(args.queries, targets))
         ends = [a for n in targets for a in ("--endpoint", f"{n}={urls[n]}")]
         run_parent = args.out / "runs"
 
