@@ -16,7 +16,7 @@ shown in the report):
    ``usage.prompt_tokens`` (llama.cpp: ``tokens_evaluated``) the server reports. The
    count includes whatever the server adds (chat template, BOS): the prompt as the
    server sees it. Padding cut points are found by bisection on these counts, so one
-   capacity costs about 15 probes plus one per query and one per prompt (each probe
+   capacity costs about 10 probes plus one per query and one per prompt (each probe
    generates one token; counts are cached per text).
 
 If none applies, :class:`~kvlab.errors.ConfigError` asks for a tokenizer.
