@@ -24,10 +24,10 @@ AIPERF = os.environ.get("KVLAB_AIPERF") or shutil.which("aiperf")
 TOKENIZER = os.environ.get("KVLAB_PEER_TOKENIZER")
 TOOL = Path(__file__).parents[2] / "tools" / "peer_crosscheck.py"
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (GUIDELLM and AIPERF and TOKENIZER),
     reason="GuideLLM and AIPerf not installed (KVLAB_GUIDELLM, KVLAB_AIPERF, "
-           "KVLAB_PEER_TOKENIZER)")
+           "KVLAB_PEER_TOKENIZER)")]
 
 
 def test_definitions_reproduce_the_peers_reports(tmp_path: Path) -> None:
