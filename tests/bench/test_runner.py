@@ -351,3 +351,14 @@ def test_the_shipped_synthetic_endpoint_experiment_runs(tmp_path) -> None:
         summary = evaluation.summary("synthetic-chat", capacity)
         assert summary is not None and summary.queries == 2
         assert 20 <= summary.ttft_ms["mean"] < 120 and 9 < summary.itl_effective_ms["mean"] < 30
+
+
+def test_prepare_refused_at_its_checks_leaves_no_run_directory(tmp_path) -> None:
+    from kvlab.bench.runner import prepare_run
+    from kvlab.errors import EndpointError
+
+    path = tmp_path / "ext.toml"
+    path.write_text(EXTERNAL.format(url="http://127.0.0.1:9/v1", model="m", extra=""))
+    with pytest.raises(EndpointError, match="cannot connect"):
+        prepare_run(path, out=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()

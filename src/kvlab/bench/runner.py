@@ -215,6 +215,7 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
     """Create a run dir and write prepared.json, sizing prompts with each capacity's
     first server (started only for /tokenize, then stopped)."""
     experiment = load_experiment(experiment_file)
+    check_external(experiment)
     run = RunDir.create(out, experiment_file, experiment)
     session = Session(run, experiment, reporter or SilentReporter())
 
@@ -232,7 +233,11 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
                 if server is not None:
                     server.stop()
 
-    asyncio.run(_prepare())
+    try:
+        asyncio.run(_prepare())
+    except (ConfigError, EndpointError):
+        discard_if_empty(run)
+        raise
     session.prepared.save(run.prepared_path)
     return run
 

@@ -174,7 +174,8 @@ def prepare(
     experiment: Path = typer.Argument(..., help="Experiment TOML file."),
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of run dirs."),
 ) -> None:
-    """Size the prompts per capacity (server /tokenize) and write prepared.json."""
+    """Size the prompts per capacity and write prepared.json (tokens counted by the
+    server's /tokenize, the experiment's tokenizer, or calibration on usage)."""
     from kvlab.bench.runner import prepare_run
     from kvlab.bench.workload import Prepared
 
@@ -182,9 +183,10 @@ def prepare(
     prepared = Prepared.load(run_dir.prepared_path)
     for capacity, prompts in sorted(prepared.prompts.items()):
         mean = sum(p.tokens for p in prompts) / len(prompts)
+        how = prepared.sizing.get(capacity, {}).get("method", "?")
         console.print(f"capacity {capacity}: {len(prompts)} prompts, padding "
-                      f"{prepared.padding_tokens[capacity]} tokens, mean prompt {mean:.0f} tokens",
-                      highlight=False)
+                      f"{prepared.padding_tokens[capacity]} tokens, mean prompt {mean:.0f} tokens "
+                      f"(counted by {how})", highlight=False, markup=False)
     console.print(f"wrote {run_dir.prepared_path}", highlight=False, markup=False)
 
 
