@@ -40,3 +40,28 @@ def test_mask_reading() -> None:
 def test_bad_input(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         run_proof(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_gemma_proof_on_a_prompt_longer_than_its_window(gemma_model, gemma_tokenizer,
+                                                        gemma_gguf) -> None:  # type: ignore[no-untyped-def]
+    from kvlab.engine.models import LoadedModel
+    from kvlab.engine.prove import prove_gemma
+
+    loaded = LoadedModel("gemma-3-270m", gemma_gguf, "", gemma_model, gemma_tokenizer)
+    report = prove_gemma(prompt_tokens=530, new_tokens=3, threads=None, loaded=loaded)
+    proof = report.proofs[0]
+    assert proof.ok and proof.sequences_equal, report.to_dict()
+    assert proof.prompt_tokens == 530 > proof.window == 512
+    assert proof.cache_lengths == [532] * 18
+    # 15 sliding layers keep a ring of 512 cells; layers 5, 11, 17 keep all 532.
+    assert proof.sliding_layers == 15 and proof.cache_cells[:6] == [512] * 5 + [532]
+
+
+def test_gemma_proof_bad_input() -> None:
+    from kvlab.engine.prove import prove_gemma
+
+    with pytest.raises(ConfigError, match="unknown model 'nope'"):
+        prove_gemma("nope")
+    with pytest.raises(ConfigError, match="must be positive"):
+        prove_gemma(prompt_tokens=0)

@@ -18,16 +18,33 @@ def _mark(ok: bool) -> str:
 @app.command()
 def prove(
     preset: str = typer.Option("toy", "--preset", help="Model preset proven first."),
-    prompt_tokens: int = typer.Option(48, "--prompt-tokens", help="Random prompt length."),
-    new_tokens: int = typer.Option(20, "--new-tokens", help="Tokens generated greedily."),
+    model: str | None = typer.Option(
+        None, "--model", help="A real model instead of the toy presets: gemma-3-270m "
+        "(the bundled GGUF) or a Gemma 3 GGUF path."),
+    prompt_tokens: int | None = typer.Option(
+        None, "--prompt-tokens",
+        help="Prompt length (toy: 48 random tokens; --model: 600 tokens of real text)."),
+    new_tokens: int | None = typer.Option(
+        None, "--new-tokens", help="Tokens generated greedily (toy: 20; --model: 8)."),
     seed: int = typer.Option(42, "--seed", help="Seed of the weights and the prompt."),
-    threads: int = typer.Option(1, "--threads", help="torch intra-op threads."),
+    threads: int | None = typer.Option(
+        None, "--threads", help="torch intra-op threads (toy: 1; --model: 2)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Prove cached generation equals full recomputation (MHA, GQA, MQA); exit 1 if not."""
-    from kvlab.engine.prove import MASK_PAST, mask_reading, run_proof
+    """Prove cached generation equals full recomputation (MHA, GQA, MQA; with --model,
+    the sliding-window cache of a real model on a prompt longer than its window);
+    exit 1 if not."""
+    from kvlab.engine.prove import MASK_PAST, mask_reading, prove_gemma, run_proof
 
-    report = run_proof(preset, prompt_tokens, new_tokens, seed, threads=threads)
+    def given(value: int | None, default: int) -> int:
+        return default if value is None else value
+
+    if model is not None:
+        report = prove_gemma(model, given(prompt_tokens, 600), given(new_tokens, 8), seed,
+                             threads=given(threads, 2))
+    else:
+        report = run_proof(preset, given(prompt_tokens, 48), given(new_tokens, 20), seed,
+                           threads=given(threads, 1))
     if json_out:
         print_json(report.to_dict())
     else:
@@ -66,8 +83,22 @@ def _proof_table(proof: Any) -> Table:
     table.add_row("cache length per layer", str(proof.cache_lengths),
                   f"{proof.expected_cache_length} = {proof.prompt_tokens} + "
                   f"{proof.new_tokens} - 1", _mark(proof.cache_length_ok))
+    if proof.sliding_layers:
+        table.add_row(f"cells per layer (window {proof.window})",
+                      _cells(proof.cache_cells), "ring of the window on sliding layers", "")
     table.add_row("cache bytes (K+V, float32)", f"{proof.cache_bytes:,}", "", "")
     return table
+
+
+def _cells(cells: list[int]) -> str:
+    """[512, 512, 607] -> "512 x2, 607 x1" (runs of equal counts)."""
+    runs: list[list[int]] = []
+    for c in cells:
+        if runs and runs[-1][0] == c:
+            runs[-1][1] += 1
+        else:
+            runs.append([c, 1])
+    return ", ".join(f"{c} x{n}" for c, n in runs)
 
 
 @app.command("kv-bench")
