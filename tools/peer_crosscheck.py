@@ -13,8 +13,18 @@ and the server returns usage; AIPerf needs one, so it gets the Gemma tokenizer
 converted from the bundled GGUF by transformers (``--tokenizer-dir``), and
 ``--use-server-token-count`` so its OSL is the server's count, as kvlab's is.
 
+Set-up used (each peer in its own venv so kvlab's torch is untouched; GuideLLM
+requires torch, so its venv gets the same CPU torch 2.13.0 first):
+
+    python3.11 -m venv /tmp/peers-guidellm && /tmp/peers-guidellm/bin/pip install \
+        torch==2.13.0 guidellm==0.8.1 gguf
+    python3.11 -m venv /tmp/peers-aiperf && /tmp/peers-aiperf/bin/pip install aiperf==0.13.0
+    /tmp/peers-guidellm/bin/python -c "from transformers import AutoTokenizer as T; \
+        T.from_pretrained(DIR, gguf_file=GGUF).save_pretrained('/tmp/gemma-tok')"
     python tools/peer_crosscheck.py --guidellm /tmp/peers-guidellm/bin/guidellm \
-        --aiperf /tmp/peers-aiperf/bin/aiperf --tokenizer-dir /tmp/gemma-tok --queries 10
+        --aiperf /tmp/peers-aiperf/bin/aiperf --tokenizer-dir /tmp/gemma-tok --queries 20
+
+(DIR and GGUF: the bundled model, ``kvlab.servers.fetch.bundled_model_path()``.)
 
 Prints one markdown table per target (and writes them to OUT/crosscheck.md).
 """
