@@ -53,7 +53,7 @@ def create_app(
 
     app = FastAPI(title="kvlab serve", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json")
-    document = openapi_document()
+    document = openapi_document(state.model_config().vocab_size)
     app.openapi = lambda: document  # type: ignore[method-assign]  # the hand-written contract
     app.state.kvlab = state
     app.include_router(llamacpp_api.router)

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from kvlab.serve.api_errors import ApiError, invalid_request
 from kvlab.serve.body import read_json_body
-from kvlab.serve.params import GenParams, parse_gen_params
+from kvlab.serve.params import GenParams, as_int, parse_gen_params
 from kvlab.serve.slot import Finished, TokenEvent
 from kvlab.serve.sse import event, sse_response
 from kvlab.serve.state import ServerState
@@ -64,13 +64,11 @@ async def detokenize(request: Request) -> dict[str, str]:
     body = await read_json_body(request)
     tokens = body.get("tokens")
     tokenizer = _state(request).slot.tokenizer
-    if not isinstance(tokens, list) or not all(
-        isinstance(t, int) and not isinstance(t, bool) and 0 <= t < tokenizer.vocab_size
-        for t in tokens
-    ):
+    ids = [as_int(t) for t in tokens] if isinstance(tokens, list) else [None]
+    if not all(t is not None and 0 <= t < tokenizer.vocab_size for t in ids):
         raise invalid_request(
             f"'tokens' must be an array of token ids in 0..{tokenizer.vocab_size - 1}")
-    return {"content": tokenizer.decode(tokens)}
+    return {"content": tokenizer.decode(ids)}
 
 
 @router.post("/completion")

@@ -7,8 +7,9 @@ with the media type's ``itemSchema`` (OpenAPI 3.2's keyword for the items of a s
 3.1 has none) whose ``data`` names its JSON schema (``contentSchema``). Enforced
 limits are declared: the body size and nesting depth (:mod:`kvlab.serve.body`),
 ``n_predict >= -1``, the seed range, finite numbers only.
-Every refusal is a 400 ``Error`` before any generation; 401 with a key set; 503 while
-loading.
+Every refusal is a 400 ``Error`` before any generation, including a prompt of the
+context size or more (``exceed_context_size_error``: a runtime limit no schema can
+state); 401 with a key set; 503 while loading.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ _GEN_FIELDS: dict[str, Any] = {
     "cache_prompt": {"type": ["boolean", "null"]},
     "stream": {"type": ["boolean", "null"]},
     "stream_options": {"type": ["object", "null"],
-                       "properties": {"include_usage": {"type": "boolean"}}},
+                       "properties": {"include_usage": {"type": ["boolean", "null"]}}},
 }
+_MODEL = {"description": "ignored: the server has one model (llama-server does the same)"}
+_TOKEN_ID = {"type": "integer", "minimum": 0}  # "maximum": the vocabulary's last id
 _PROMPT = {"oneOf": [{"type": "string", "minLength": 1},
-                     {"type": "array", "items": {"type": "integer", "minimum": 0},
-                      "minItems": 1}],
+                     {"type": "array", "items": _TOKEN_ID, "minItems": 1}],
            "description": "text, or token ids within the vocabulary"}
 _MESSAGE = {"type": "object", "required": ["role"], "properties": {
     "role": {"type": "string"},
@@ -66,10 +68,10 @@ SCHEMAS: dict[str, Any] = {
     "CompletionRequest": {"type": "object", "required": ["prompt"],
                           "properties": {"prompt": _PROMPT, **_GEN_FIELDS}},
     "OpenAICompletionRequest": {"type": "object", "required": ["prompt"],
-                                "properties": {"model": {"type": "string"}, "prompt": _PROMPT,
+                                "properties": {"model": _MODEL, "prompt": _PROMPT,
                                                **_GEN_FIELDS}},
     "ChatRequest": {"type": "object", "required": ["messages"], "properties": {
-        "model": {"type": "string"},
+        "model": _MODEL,
         "messages": {"type": "array", "items": _MESSAGE, "minItems": 1}, **_GEN_FIELDS}},
     "Completion": {"type": "object", "required": [
         "content", "tokens", "stop", "tokens_predicted", "tokens_evaluated", "stop_type",
@@ -168,7 +170,7 @@ def _paths() -> dict[str, Any]:
         "/detokenize": _simple_post(
             "detokenize", "token ids -> text",
             {"type": "object", "required": ["tokens"], "properties": {
-                "tokens": {"type": "array", "items": {"type": "integer", "minimum": 0}}}},
+                "tokens": {"type": "array", "items": _TOKEN_ID}}},
             {"type": "object", "required": ["content"],
              "properties": {"content": {"type": "string"}}}),
         "/completion": _generate("completion", "llama.cpp completion", *completion),
@@ -183,10 +185,16 @@ def _paths() -> dict[str, Any]:
     }
 
 
-def openapi_document() -> dict[str, Any]:
-    """The whole ``/openapi.json`` document."""
-    return {"openapi": "3.1.0",
-            "info": {"title": "kvlab serve", "version": __version__,
-                     "description": "The reference engine behind llama.cpp's and OpenAI's "
-                                    "HTTP APIs. " + _BODY_LIMITS},
-            "paths": _paths(), "components": {"schemas": SCHEMAS}}
+def openapi_document(vocab_size: int) -> dict[str, Any]:
+    """The whole ``/openapi.json`` document of a server whose vocabulary has
+    ``vocab_size`` tokens (token ids are declared within it)."""
+    import json
+
+    text = json.dumps({"openapi": "3.1.0",
+                       "info": {"title": "kvlab serve", "version": __version__,
+                                "description": "The reference engine behind llama.cpp's and "
+                                               "OpenAI's HTTP APIs. " + _BODY_LIMITS},
+                       "paths": _paths(), "components": {"schemas": SCHEMAS}})
+    token_id = json.dumps(_TOKEN_ID)
+    bounded = json.dumps({**_TOKEN_ID, "maximum": vocab_size - 1})
+    return json.loads(text.replace(token_id, bounded))  # a fresh copy, ids bounded

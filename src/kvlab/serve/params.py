@@ -8,8 +8,10 @@ as llama.cpp does for 0 — dividing logits by a tinier temperature overflows),
 ``seed`` (-1 = random), ``ignore_eos`` (default false),
 ``cache_prompt`` (default true), ``stream``, ``stream_options.include_usage``.
 A ``null`` value means "use the default"; unknown fields are ignored; a field with
-the wrong type is a 400 ``Field 'x': ...``. Sampling is plain temperature sampling:
-``top_k``, ``top_p``, ``min_p`` and the other samplers are accepted and ignored.
+the wrong type is a 400 ``Field 'x': ...`` (an integer may be written ``5.0``, as JSON
+Schema allows; ``stream_options.include_usage`` must be a boolean). Sampling is plain
+temperature sampling: ``top_k``, ``top_p``, ``min_p`` and the other samplers are
+accepted and ignored.
 """
 
 from __future__ import annotations
@@ -46,11 +48,26 @@ class GenParams:
         return out
 
 
+def as_int(value: Any) -> int | None:
+    """``value`` as an integer: an int, or a float with no fraction (JSON has one number
+    type: ``5.0`` is the integer 5, as JSON Schema and llama.cpp read it); else None
+    (booleans included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def _field(body: dict[str, Any], name: str, kinds: tuple[type, ...], what: str) -> Any:
     """``body[name]`` if present and not null, checked against ``kinds``; else None."""
     value = body.get(name)
     if value is None:
         return None
+    if kinds == (int,) and as_int(value) is not None:
+        return as_int(value)
     # bool is an int subclass: refuse true/false where a number is expected.
     if isinstance(value, bool) and bool not in kinds:
         raise invalid_request(f"Field '{name}': expected {what}, got {value!r}")
@@ -61,14 +78,14 @@ def _field(body: dict[str, Any], name: str, kinds: tuple[type, ...], what: str) 
 
 def parse_gen_params(body: dict[str, Any], default_seed: int) -> GenParams:
     """Read the generation fields of a llama.cpp or OpenAI request body."""
-    n_predict = -1
+    given = {}  # every alias present is checked; the first present wins
     for name in ("n_predict", "max_completion_tokens", "max_tokens"):
         value = _field(body, name, (int,), "an integer")
+        if value is not None and value < -1:
+            raise invalid_request(f"Field '{name}': must be >= -1, got {value}")
         if value is not None:
-            n_predict = value
-            break
-    if n_predict < -1:
-        raise invalid_request(f"Field 'n_predict': must be >= -1, got {n_predict}")
+            given.setdefault("n", value)
+    n_predict = given.get("n", -1)
 
     temperature = _field(body, "temperature", (int, float), "a number")
     temperature = DEFAULT_TEMPERATURE if temperature is None else _temperature(temperature)
@@ -84,7 +101,7 @@ def parse_gen_params(body: dict[str, Any], default_seed: int) -> GenParams:
     cache_prompt = _field(body, "cache_prompt", (bool,), "a boolean")
     stream = _field(body, "stream", (bool,), "a boolean")
     options = _field(body, "stream_options", (dict,), "an object") or {}
-    include_usage = options.get("include_usage") is True
+    include_usage = _field(options, "include_usage", (bool,), "a boolean")
     return GenParams(
         n_predict=n_predict,
         temperature=temperature,
@@ -92,7 +109,7 @@ def parse_gen_params(body: dict[str, Any], default_seed: int) -> GenParams:
         ignore_eos=bool(ignore_eos),
         cache_prompt=True if cache_prompt is None else cache_prompt,
         stream=bool(stream),
-        include_usage=include_usage,
+        include_usage=bool(include_usage),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from kvlab import __version__
 from kvlab.errors import ConfigError
 from kvlab.serve.api_errors import exceed_context, invalid_request
+from kvlab.serve.params import as_int
 from kvlab.serve.slot import Slot
 
 CONCURRENCY = "serialized, one slot"
@@ -68,13 +69,11 @@ class ServerState:
         tokenizer = self.slot.tokenizer
         if isinstance(prompt, str):
             ids = tokenizer.encode(prompt)
-        elif isinstance(prompt, list) and all(
-            isinstance(t, int) and not isinstance(t, bool) for t in prompt
-        ):
-            if any(not 0 <= t < tokenizer.vocab_size for t in prompt):
+        elif isinstance(prompt, list) and all(as_int(t) is not None for t in prompt):
+            ids = [int(t) for t in prompt]
+            if any(not 0 <= t < tokenizer.vocab_size for t in ids):
                 raise invalid_request(
                     f"'{field}': token ids must be in 0..{tokenizer.vocab_size - 1}")
-            ids = list(prompt)
         elif prompt is None:
             raise invalid_request(f"'{field}' is required")
         else:
