@@ -8,7 +8,7 @@ import pytest
 
 from kvlab.bench.records import read_records
 from kvlab.bench.runner import SilentReporter, evaluate_run, run_experiment
-from kvlab.errors import RunInterrupted
+from kvlab.errors import ConfigError, RunInterrupted
 
 TINY = """
 name = "tiny"
@@ -362,3 +362,25 @@ def test_prepare_refused_at_its_checks_leaves_no_run_directory(tmp_path) -> None
     with pytest.raises(EndpointError, match="cannot connect"):
         prepare_run(path, out=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_named_tokenizer_sizes_prompts_for_a_server_that_cannot_count(tmp_path) -> None:
+    """No /tokenize and no usage: `kvlab run --tokenizer FILE` sizes the prompts, and the
+    manifest, prepared.json and report say so."""
+    from kvlab.bench.workload import Prepared
+    from tests.bench.test_sizing import _word_level_tokenizer
+
+    tokenizer = _word_level_tokenizer(tmp_path / "tokenizer.json")
+    path = tmp_path / "ext.toml"
+    with NoUsageServer() as url:
+        path.write_text(EXTERNAL.format(url=url, model="m", extra=""))
+        with pytest.raises(ConfigError, match="no such file"):
+            run_experiment(path, out=tmp_path / "runs", tokenizer=tmp_path / "nope.json")
+        assert not (tmp_path / "runs").exists()
+        result = run_experiment(path, out=tmp_path / "runs", tokenizer=tokenizer, html=False)
+    manifest = result.run_dir.manifest()
+    assert manifest["overrides"] == {"tokenizer": str(tokenizer)}
+    assert manifest["prompt_sizing"]["256"]["method"] == "tokenizer-file"
+    prepared = Prepared.load(result.run_dir.prepared_path)
+    assert all(p.tokens <= 128 for p in prepared.prompts[256])
+    assert "the tokenizer file " + str(tokenizer) in result.run_dir.report_path.read_text()

@@ -114,6 +114,16 @@ def _attach(experiment: Experiment, endpoints: list[str], aa: str | None) -> Att
     return attach_plan(experiment, endpoints)
 
 
+def tokenizer_path(path: Path | str | None) -> str | None:
+    """A named tokenizer file as an absolute path; ConfigError if there is no such file."""
+    if path is None:
+        return None
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        raise ConfigError(f"tokenizer {path}: no such file; give a tokenizer.json or a .gguf")
+    return str(resolved)
+
+
 def check_external(experiment: Experiment) -> None:
     """The checks of each external mode that need no run: its settings resolve (URL,
     key variable) and ``GET /v1/models`` lists its model. Raises ConfigError or
@@ -140,7 +150,7 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                    resume: Path | None = None, reporter: Reporter | None = None,
                    repeat_aa: str | None = None, queries: int | None = None,
                    no_launch: bool = False, endpoints: list[str] | None = None,
-                   html: bool = True) -> RunResult:
+                   html: bool = True, tokenizer: Path | None = None) -> RunResult:
     """Run every mode of an experiment (or resume a run dir), then evaluate it.
 
     ``repeat_aa``: measure only that mode, twice (as ``<mode>`` and ``<mode>-again``,
@@ -152,7 +162,11 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
     resume of such a run reuses the recorded endpoints unless given new ones.
     ``html``: also write the self-contained report.html (a few seconds of bootstrap
     and plotting); report.md and evaluation.json are always written.
+    ``tokenizer``: a tokenizer.json or GGUF that counts prompt tokens where a server has
+    no /tokenize (instead of the experiment's ``[workload] tokenizer``; see
+    bench.sizing); kept in the manifest, so a resume uses it too.
     """
+    named = tokenizer_path(tokenizer)
     endpoints = list(endpoints or [])
     if endpoints and not no_launch:
         raise ConfigError("--endpoint MODE=URL goes with --no-launch (kvlab launches the "
@@ -164,6 +178,8 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                               "query count it started with")
         run = RunDir.open(resume)
         experiment = experiment_of(run)
+        if named is not None:
+            run.update_manifest(tokenizer=named)
         recorded = run.manifest().get("no_launch")
         if recorded is not None or no_launch:
             # endpoints given now replace the recorded ones of the same MODE[@CAPACITY]
@@ -176,6 +192,9 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
             raise ConfigError("give an experiment file, or --resume RUN_DIR")
         experiment = load_experiment(experiment_file)
         overrides: dict[str, Any] = {}
+        if named is not None:
+            overrides["tokenizer"] = named
+        named = named or tokenizer_path(experiment.workload.tokenizer)
         if queries is not None:
             check_queries(experiment, queries)
             overrides["queries"] = queries
@@ -187,8 +206,8 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
             attach = _attach(measured, endpoints, repeat_aa)
         check_external(measured)  # before the run dir exists: a refusal leaves nothing
         run = RunDir.create(out, experiment_file, experiment, overrides)
-        if experiment.workload.tokenizer:
-            run.update_manifest(tokenizer=experiment.workload.tokenizer)
+        if named is not None:
+            run.update_manifest(tokenizer=named)
         if repeat_aa is not None:
             run.update_manifest(repeat_aa=repeat_aa)
         experiment = measured
@@ -211,12 +230,16 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
 
 
 def prepare_run(experiment_file: Path, out: Path = Path("runs"),
-                reporter: Reporter | None = None) -> RunDir:
+                reporter: Reporter | None = None, tokenizer: Path | None = None) -> RunDir:
     """Create a run dir and write prepared.json, sizing prompts with each capacity's
-    first server (started only for /tokenize, then stopped)."""
+    first server (started only to count tokens, then stopped); ``tokenizer`` as in
+    :func:`run_experiment`."""
     experiment = load_experiment(experiment_file)
+    named = tokenizer_path(tokenizer) or tokenizer_path(experiment.workload.tokenizer)
     check_external(experiment)
     run = RunDir.create(out, experiment_file, experiment)
+    if named is not None:
+        run.update_manifest(tokenizer=named)
     session = Session(run, experiment, reporter or SilentReporter())
 
     async def _prepare() -> None:

@@ -130,6 +130,11 @@ def run(
              "MODE@CAPACITY=URL per capacity (the more specific wins). /health is checked "
              "when the (mode, capacity) comes up; a /props context size other than the "
              "capacity is refused. See experiments/compose.yaml."),
+    tokenizer: Path | None = typer.Option(
+        None, "--tokenizer", metavar="FILE",
+        help="tokenizer.json or .gguf counting prompt tokens where a server has no "
+             "/tokenize (else: calibration on its usage.prompt_tokens); overrides "
+             "[workload] tokenizer; kept for --resume."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report.
 
@@ -162,7 +167,7 @@ def run(
 
     result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet),
                             repeat_aa=repeat_aa, queries=queries, no_launch=no_launch,
-                            endpoints=endpoint)
+                            endpoints=endpoint, tokenizer=tokenizer)
     if json_out:
         print_json(result.evaluation.to_json())
     else:
@@ -173,13 +178,16 @@ def run(
 def prepare(
     experiment: Path = typer.Argument(..., help="Experiment TOML file."),
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of run dirs."),
+    tokenizer: Path | None = typer.Option(
+        None, "--tokenizer", metavar="FILE",
+        help="tokenizer.json or .gguf for servers without /tokenize (as kvlab run)."),
 ) -> None:
     """Size the prompts per capacity and write prepared.json (tokens counted by the
     server's /tokenize, the experiment's tokenizer, or calibration on usage)."""
     from kvlab.bench.runner import prepare_run
     from kvlab.bench.workload import Prepared
 
-    run_dir = prepare_run(experiment, out=out)
+    run_dir = prepare_run(experiment, out=out, tokenizer=tokenizer)
     prepared = Prepared.load(run_dir.prepared_path)
     for capacity, prompts in sorted(prepared.prompts.items()):
         mean = sum(p.tokens for p in prompts) / len(prompts)
