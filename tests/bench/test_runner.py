@@ -227,7 +227,7 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
     path = tmp_path / "synthetic.toml"
     with synthetic_process() as url:
         path.write_text(SYNTHETIC.format(url=url))
-        result = run_experiment(path, out=tmp_path / "runs", html=False)
+        result = run_experiment(path, out=tmp_path / "runs")
     run = result.run_dir
     sizing = run.manifest()["prompt_sizing"]
     assert {c: s["method"] for c, s in sizing.items()} == {"256": "usage-calibration",
@@ -242,6 +242,8 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
         assert r.prompt_tokens == planned[(r.capacity, r.query_id)] <= r.capacity // 2
     report = run.report_path.read_text()
     assert "## Prompts" in report and "calibration on the server's usage" in report
+    html = (run.path / "report.html").read_text()
+    assert "<h2>Prompts</h2>" in html and "calibration on the server&#x27;s usage" in html
 
 
 EXTERNAL = """

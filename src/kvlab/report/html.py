@@ -29,7 +29,7 @@ from kvlab.report.analysis import (
     compare_run,
     summarize_run,
 )
-from kvlab.report.prompts import prompt_rule
+from kvlab.report.prompts import prompt_rule, prompts_body
 from kvlab.report.rundir import RunDir, compare_pairs, experiment_of, kv_checks, load_run
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
 
@@ -273,6 +273,14 @@ def _kv_check(manifest: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
+    """How the prompts were sized and what the server counted (report.md's section)."""
+    experiment = experiment_of(run)
+    body = prompts_body(run.manifest, rows, experiment.workload.prompt_fraction) \
+        if experiment is not None else ""
+    return f"<h2>Prompts</h2>\n{_markdown_block(body)}" if body else ""
+
+
 def _peer_definitions(rows: Sequence[Record]) -> str:
     """The same run under vLLM's, GuideLLM's and AIPerf's definitions (report.md's)."""
     from kvlab.report.peer_definitions import TITLE, section_body
@@ -292,6 +300,7 @@ def render_html(run: RunDir, *, resamples: int = 2000) -> str:
         f"<p class=muted>Rebuilt from {escape(str(run.path))} by kvlab "
         f"{escape(kvlab.__version__)}.</p>",
         _protocol(run, rows),
+        _prompts(run, rows),
         _definitions(),
         _validation(run, run.records, rows, comparisons),
         _summaries(summaries),

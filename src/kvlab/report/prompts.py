@@ -9,6 +9,7 @@ the prompt tokens the server counted in the measured records (min / mean / max).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
@@ -25,7 +26,7 @@ def prompt_rule(fraction: float) -> str:
             "same prompts for every mode at a capacity.")
 
 
-def prompt_token_spread(records: list[Record]) -> dict[int, tuple[int, float, int, int]]:
+def prompt_token_spread(records: Sequence[Record]) -> dict[int, tuple[int, float, int, int]]:
     """Per capacity: (min, mean, max, rows) of the server-counted prompt tokens of the
     measured ok records that state them (warm-ups left out)."""
     by_capacity: dict[int, list[int]] = {}
@@ -35,15 +36,21 @@ def prompt_token_spread(records: list[Record]) -> dict[int, tuple[int, float, in
     return {c: (min(v), fmean(v), max(v), len(v)) for c, v in sorted(by_capacity.items())}
 
 
-def prompts_markdown(manifest: dict[str, Any], records: list[Record],
+def prompts_markdown(manifest: dict[str, Any], records: Sequence[Record],
                      fraction: float) -> str:
-    """The "Prompts" section of report.md."""
+    """The "Prompts" section of report.md ("" when nothing was prepared or measured)."""
+    body = prompts_body(manifest, records, fraction)
+    return f"\n## Prompts\n\n{body}" if body else ""
+
+
+def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: float) -> str:
+    """The section's text without its heading (report.html renders it too)."""
     sizing = manifest.get("prompt_sizing") or {}
     spread = prompt_token_spread(records)
     capacities = sorted({int(c) for c in sizing} | set(spread))
     if not capacities:
         return ""
-    lines = ["", "## Prompts", "", prompt_rule(fraction), "",
+    lines = [prompt_rule(fraction), "",
              "| capacity | target f·C | sized with | server-counted prompt tokens "
              "min / mean / max | rows |", "|---|---|---|---|---|"]
     for capacity in capacities:
