@@ -254,6 +254,9 @@ def test_weighted_percentile_is_guidellms_no_interpolation() -> None:
     # Weights move the median: 10 weighs 63, 100 weighs 1.
     assert weighted_percentile([10, 100], [63, 1], 50) == 10.0
     assert weighted_percentile([10, 100], [63, 1], 99) == 100.0
+    # GuideLLM's rounding: 20 shares of 0.05 sum to just under 0.5 at the 10th value,
+    # so its median of 1..20 is 11 (not 10, and not the interpolated 10.5).
+    assert weighted_percentile(list(range(1, 21)), [1] * 20, 50) == 11.0
     assert weighted_percentile([], [], 50) is None
     with pytest.raises(ValueError, match="weights"):
         weighted_percentile([1, 2], [1], 50)

@@ -98,10 +98,17 @@ def weighted_percentile(values: Sequence[float], weights: Sequence[float],
         return None
     if np.any(w < 0):
         raise ValueError("weights must be non-negative")
-    order = np.argsort(arr, kind="stable")
-    cdf = np.cumsum(w[order]) / w.sum()
-    index = min(int(np.searchsorted(cdf, q / 100.0, side="left")), arr.size - 1)
-    return float(arr[order][index])
+    # GuideLLM's arithmetic, rounding included: equal values merged, weights normalised
+    # first and then cumulated (so with 20 equal weights the 10th share sums to just
+    # under 0.5, and its median is the 11th value).
+    unique, inverse = np.unique(arr, return_inverse=True)
+    merged = np.zeros_like(unique)
+    np.add.at(merged, inverse, w)
+    keep = merged > 0
+    unique, merged = unique[keep], merged[keep]
+    cdf = np.cumsum(merged / merged.sum())
+    index = min(int(np.searchsorted(cdf, q / 100.0, side="left")), unique.size - 1)
+    return float(unique[index])
 
 
 @dataclass(frozen=True)
