@@ -181,3 +181,21 @@ def test_counters_of_one_method_and_source_share_their_counts() -> None:
 
     asyncio.run(go())
     assert asked == ["query", "query"]  # once per source
+
+
+@pytest.mark.slow
+def test_a_gguf_without_a_vocabulary_is_a_config_error(tmp_path) -> None:
+    """A GGUF written here with no tokenizer metadata: one clear line, no traceback."""
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "no-vocab.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_tensor("x", np.zeros(4, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ConfigError, match="no usable tokenizer in this GGUF"):
+        file_counter(path)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ class Sizing:
 class Counter:
     """``await counter(text)`` -> tokens by :attr:`sizing`'s method (cached per text)."""
 
-    def __init__(self, count: Any, sizing: Sizing) -> None:
+    def __init__(self, count: Callable[[str], Awaitable[int]], sizing: Sizing) -> None:
         self._count = count
         self.sizing = sizing
         self._cache: dict[str, int] = {}
@@ -160,7 +161,7 @@ def file_counter(path: Path) -> Counter:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"tokenizer {path}: no such file; give a tokenizer.json or a .gguf")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = _sha256(path)
     if path.suffix.lower() == ".gguf":
         encode = _gguf_encoder(path)
     else:
@@ -180,7 +181,16 @@ def file_counter(path: Path) -> Counter:
     return Counter(count, Sizing("tokenizer-file", str(path), sha256=digest))
 
 
-def _gguf_encoder(path: Path) -> Any:
+def _sha256(path: Path) -> str:
+    """Hex SHA-256 of a file read in 1 MiB blocks (a GGUF may be many GB)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _gguf_encoder(path: Path) -> Callable[[str], int]:
     try:
         from transformers import AutoTokenizer
     except ImportError:
