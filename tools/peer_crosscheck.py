@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -146,6 +147,17 @@ def table(rows: list[Record], tool: str, reported: dict[str, Any], peer_file: Pa
                      f"{same.median:.2f} / {same.p95:.2f} | "
                      f"{theirs[0]:.2f} / {theirs[1]:.2f} | {same.median - theirs[0]:+.3f} | "
                      f"{diff:+.2f} ({'within' if ok else 'outside'}) |")
+    def perimeter(rs: list[Record]) -> str:
+        """Median ms of sent → first byte and last content → end: the client's share."""
+        def med(a: str, b: str) -> str:
+            gaps = [(getattr(r, b) - getattr(r, a)) / 1e6 for r in rs
+                    if getattr(r, a) is not None and getattr(r, b) is not None]
+            return f"{statistics.median(gaps):.2f}" if gaps else "—"
+        return (f"{med('t_sent', 't_first_chunk')} / {med('t_first_chunk', 't_first_content')}"
+                f" / {med('t_last_content', 't_end')}")
+
+    lines.append(f"| {tool} | sent → first byte / → first content / last content → end "
+                 f"(median ms) | {perimeter(rows)} | {perimeter(imported)} | | | |")
     peer_prompt = [r.prompt_tokens for r in imported if r.prompt_tokens is not None]
     if peer_prompt and prompt_tokens is not None:
         lines.append(f"| {tool} | prompt tokens (mean, server-counted) | {prompt_tokens:.1f} "

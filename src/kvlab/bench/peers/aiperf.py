@@ -77,7 +77,7 @@ def requests(data: list[dict[str, Any]]) -> tuple[list[Request], bool]:
             index=int(meta.get("session_num", i)), t_sent=sent, t_end=end,
             requested_tokens=int(requested) if isinstance(requested, int | float) else None,
             output_tokens=int(osl) if isinstance(osl, int | float) else None,
-            ok=error is None, t_first_chunk=first, t_first_content=first,
+            ok=error is None, t_first_content=first,
             t_last_content=None if latency is None else sent + latency, chunk_ns=chunks,
             prompt_tokens=_value(metrics, "input_sequence_length"),
             error=None if error is None else json.dumps(error)[:200],
