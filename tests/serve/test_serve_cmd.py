@@ -35,6 +35,27 @@ def test_port_out_of_range_exits_2_with_one_line(port: str, extra: list[str]) ->
     assert len(lines) == 1 and lines[0].startswith(f"error: --port {port} is not a TCP port")
 
 
+@pytest.mark.parametrize("argv", [["serve", "--synthetic"], ["serve-synthetic"], ["serve"]])
+def test_a_port_in_use_exits_2_with_one_line(argv: list[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = subprocess.run([*KVLAB, *argv, "--port", port], capture_output=True,
+                                text=True, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot listen on 127.0.0.1:{port}")
+
+
+def test_serve_synthetic_refuses_an_out_of_range_port() -> None:
+    result = subprocess.run([*KVLAB, "serve-synthetic", "--port", "99999"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "is not a TCP port" in result.stderr
+
+
 def test_bind_refuses_an_out_of_range_port() -> None:
     with pytest.raises(ConfigError, match="not a TCP port"):
         bind("127.0.0.1", 99999)

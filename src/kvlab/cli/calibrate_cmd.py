@@ -178,7 +178,13 @@ def run_synthetic(host: str, port: int, default: Any = None) -> None:
     import asyncio
     import contextlib
 
+    from kvlab.serve.runner import check_port
     from kvlab.serve.synthetic import Schedule, serve
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(host, port, default or Schedule()))
+    check_port(port)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(host, port, default or Schedule()))
+    except OSError as exc:  # address in use, unknown host
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose "
+                          "another --port (0 picks a free one) or --host") from None

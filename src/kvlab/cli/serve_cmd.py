@@ -31,11 +31,9 @@ def serve(
     Generation is serialized, one slot. The model loads after the listener starts;
     /health answers 503 until it is ready.
     """
-    if not 0 <= port <= 65535:
-        from kvlab.errors import ConfigError
+    from kvlab.serve.runner import check_port
 
-        raise ConfigError(f"--port {port} is not a TCP port: use 1..65535, or 0 to pick a "
-                          "free one")
+    check_port(port)
     if synthetic:
         from kvlab.cli.calibrate_cmd import run_synthetic
 

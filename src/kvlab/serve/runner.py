@@ -19,6 +19,13 @@ from typing import Any
 from kvlab.errors import ConfigError
 
 
+def check_port(port: int) -> None:
+    """ConfigError unless ``port`` is a TCP port (0..65535; 0 lets the OS pick)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port} is not a TCP port: use 1..65535, or 0 to pick a "
+                          "free one")
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: the OS picks a free one)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
