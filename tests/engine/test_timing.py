@@ -52,3 +52,11 @@ def test_tiny_bench_times_both_paths_and_restores_threads() -> None:
 def test_context_too_long_is_refused_before_timing() -> None:
     with pytest.raises(PromptTooLongError):
         run_kv_bench(BenchSettings(contexts=(8190,), new_tokens=4))
+
+
+def test_a_real_model_replaces_the_preset_in_the_settings() -> None:
+    from kvlab.engine.timing import BenchSettings
+
+    settings = BenchSettings(preset="not-a-preset", model="gemma-3-270m")
+    assert settings.label == "gemma-3-270m"
+    assert BenchSettings().label == "toy"

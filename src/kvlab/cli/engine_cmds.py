@@ -109,6 +109,10 @@ def kv_bench(
     repeats: int = typer.Option(3, "--repeats", help="Timed runs per path; medians reported."),
     threads: int = typer.Option(2, "--threads", help="torch intra-op threads."),
     preset: str = typer.Option("toy", "--preset", help="Model preset."),
+    model: str | None = typer.Option(
+        None, "--model", help="A real model instead of the preset: gemma-3-270m or a "
+        "Gemma 3 GGUF path (prompts of real text; naive decode is slow: try "
+        "--new-tokens 4 --repeats 1)."),
     seed: int = typer.Option(42, "--seed", help="Seed of the weights and prompts."),
     out: Path = typer.Option(Path("results/kv-bench"), "--out", help="Output directory."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
@@ -119,7 +123,8 @@ def kv_bench(
     from kvlab.engine.bench_files import write_outputs
     from kvlab.engine.timing import BenchSettings, parse_contexts, run_kv_bench
 
-    settings = BenchSettings(preset=preset, contexts=tuple(parse_contexts(contexts)),
+    settings = BenchSettings(preset=preset, model=model,
+                             contexts=tuple(parse_contexts(contexts)),
                              new_tokens=new_tokens, repeats=repeats, threads=threads, seed=seed)
     with Progress(console=err_console, transient=True,
                   disable=not err_console.is_terminal) as progress:
@@ -143,7 +148,7 @@ def _bench_table(result: Any) -> Table:
     from rich import box
 
     s = result.settings
-    console.print(f"kv-bench: {s.preset} ({result.parameters:,} parameters), "
+    console.print(f"kv-bench: {s.label} ({result.parameters:,} parameters), "
                   f"N = {s.new_tokens}, {s.threads} thread(s), median of {s.repeats}",
                   highlight=False)
     table = Table(caption=("prefill: first pass over the prompt (ms); decode: per generated "
@@ -163,3 +168,90 @@ def _bench_table(result: Any) -> Table:
             f"{row.cached.total_s:.2f}",
             f"{row.decode_speedup:.1f}x", f"{row.total_speedup:.2f}x")
     return table
+
+
+@app.command("engine-check")
+def engine_check(
+    model: str = typer.Option("gemma-3-270m", "--model",
+                              help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),
+    against: list[str] = typer.Option(
+        ["transformers", "llama-server"], "--against",
+        help="Reference(s): transformers (logits) and/or llama-server (tokens, decoding)."),
+    queries: int = typer.Option(30, "--queries", help="Protocol queries (1..30)."),
+    capacities: str = typer.Option("512,2048,4096", "--capacities",
+                                   help="Capacities whose prompts are tokenized by both."),
+    decode_capacity: int = typer.Option(512, "--decode-capacity",
+                                        help="Capacity whose prompts are decoded by both."),
+    new_tokens: int = typer.Option(64, "--new-tokens", help="Greedy tokens per prompt."),
+    threads: int = typer.Option(2, "--threads", help="torch and llama-server threads."),
+    out: Path = typer.Option(Path("results/engine-check"), "--out", help="Output directory."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """The engine against Transformers (logits, float32) and llama-server (tokenization,
+    greedy decoding, teacher-forced top-1) on the same GGUF; exit 1 if a check fails."""
+    import json
+
+    import torch
+
+    from kvlab.bench.workload import builtin_queries
+    from kvlab.engine.agreement import run_agreement
+    from kvlab.engine.models import load_model
+    from kvlab.engine.reference import compare_logits, load_transformers_gemma, reference_prompts
+    from kvlab.engine.timing import parse_contexts
+    from kvlab.errors import ConfigError
+
+    unknown = sorted(set(against) - {"transformers", "llama-server"})
+    if unknown or threads <= 0 or new_tokens <= 1:
+        raise ConfigError(f"--against takes transformers or llama-server (got {unknown}); "
+                          f"--threads must be positive and --new-tokens at least 2")
+    chosen = builtin_queries(queries)
+    caps = parse_contexts(capacities)
+    torch.set_num_threads(threads)
+    loaded = load_model(model)
+    document: dict[str, Any] = {"model": model, "sha256": loaded.sha256, "threads": threads}
+    ok = True
+    if "transformers" in against:
+        reference = load_transformers_gemma(loaded.path)
+        prompts = {n: loaded.tokenizer.encode(t) for n, t in reference_prompts().items()}
+        logits = compare_logits(loaded.model, reference, prompts)
+        del reference
+        document["transformers"] = [r.to_dict() for r in logits]
+        ok = ok and all(r.ok for r in logits)
+    if "llama-server" in against:
+        out.mkdir(parents=True, exist_ok=True)
+        agreement = run_agreement(loaded, queries=chosen, capacities=caps,
+                                  decode_capacity=decode_capacity, n_predict=new_tokens,
+                                  server_threads=threads, log_dir=out)
+        document["llama_server"] = agreement.to_dict()
+        summary = agreement.summary()
+        ok = ok and summary["tokenizer_equal"] == summary["tokenizer_total"] and (
+            summary["teacher_forced_top1"] or 0.0) >= 0.99
+    document["ok"] = ok
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "engine-check.json").write_text(json.dumps(document, indent=2) + "\n")
+    if json_out:
+        print_json(document)
+    else:
+        _print_engine_check(document)
+        console.print(f"Wrote {out / 'engine-check.json'}", highlight=False)
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _print_engine_check(document: dict[str, Any]) -> None:
+    for row in document.get("transformers", []):
+        console.print(
+            f"transformers  {row['name']:<13} {row['tokens']:>4} tokens  max |Δ logit| "
+            f"{row['max_abs_diff']:.3e} (≤ {row['tolerance']:g})  top-1 same at "
+            f"{row['argmax_agreement']:.0%} of positions  {_mark(row['ok'])}", highlight=False)
+    if "llama_server" in document:
+        s = document["llama_server"]["summary"]
+        console.print(
+            f"llama-server  tokenization equal on {s['tokenizer_equal']}/"
+            f"{s['tokenizer_total']} prompts (capacities {s['capacities']})  "
+            f"{_mark(s['tokenizer_equal'] == s['tokenizer_total'])}", highlight=False)
+        console.print(
+            f"llama-server  greedy, {s['queries_decoded']} prompts x {s['n_predict']} tokens:"
+            f" agree before the first divergence median {s['agreed_median']}, min "
+            f"{s['agreed_min']}; teacher-forced top-1 {s['teacher_forced_top1']:.2%} "
+            f"(≥ 99%)  {_mark((s['teacher_forced_top1'] or 0) >= 0.99)}", highlight=False)

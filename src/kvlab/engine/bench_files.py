@@ -54,7 +54,7 @@ def write_png(result: KvBenchResult, path: Path) -> None:
     for ax in (left, right):  # the measured contexts as plain numbers on the x axis
         ax.set_xticks(ctx, labels=[str(c) for c in ctx])
         ax.xaxis.set_minor_formatter(NullFormatter())
-    fig.suptitle(f"kv-bench: {result.settings.preset}, {result.settings.threads} thread(s), "
+    fig.suptitle(f"kv-bench: {result.settings.label}, {result.settings.threads} thread(s), "
                  f"median of {result.settings.repeats}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -25,7 +25,8 @@ import torch
 from kvlab.engine.cache import KVCache
 from kvlab.engine.config import get_preset
 from kvlab.engine.generate import check_request, iter_generate
-from kvlab.engine.model import TinyLM, build_model
+from kvlab.engine.lm import LanguageModel, new_cache
+from kvlab.engine.model import build_model
 from kvlab.errors import ConfigError
 
 DEFAULT_CONTEXTS = (32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -56,6 +57,7 @@ class BenchSettings:
     threads: int = 2
     seed: int = 42
     warmup: bool = True
+    model: str | None = None  # a real model (gemma-3-270m) instead of the preset
 
     def __post_init__(self) -> None:
         if any(c <= 0 for c in self.contexts) or not self.contexts:
@@ -70,7 +72,13 @@ class BenchSettings:
                 f"repeats and threads must be positive, got repeats={self.repeats}, "
                 f"threads={self.threads}"
             )
-        get_preset(self.preset)
+        if self.model is None:
+            get_preset(self.preset)
+
+    @property
+    def label(self) -> str:
+        """The model's name: the real model if any, else the preset."""
+        return self.model or self.preset
 
     def steps(self) -> int:
         """Generation runs the benchmark will make (for a progress bar)."""
@@ -181,7 +189,7 @@ class KvBenchResult:
 
 
 def time_generation(
-    model: TinyLM, prompt: list[int], new_tokens: int, use_cache: bool, cache: KVCache | None
+    model: LanguageModel, prompt: list[int], new_tokens: int, use_cache: bool, cache: KVCache | None
 ) -> list[int]:
     """Arrival offsets (ns) of each generated token, greedy, EOS ignored."""
     start = time.perf_counter_ns()
@@ -201,16 +209,12 @@ def run_kv_bench(
     naive and cached runs alternate within each repeat so a drift in machine load hits
     both paths alike. The cache is allocated before the clock starts.
     """
-    model = build_model(get_preset(settings.preset), seed=settings.seed)
-    gen = torch.Generator().manual_seed(settings.seed)
-    prompts = {
-        c: torch.randint(0, model.config.vocab_size, (c,), generator=gen).tolist()
-        for c in settings.contexts
-    }
+    model, prompts = _model_and_prompts(settings)
     for prompt in prompts.values():  # refuse an impossible context before any timing
         check_request(model, prompt, settings.new_tokens)
     notify = on_step or (lambda _label: None)
-    result = KvBenchResult(settings, model.num_parameters(), torch.__version__)
+    result = KvBenchResult(settings, sum(p.numel() for p in model.parameters()),
+                           torch.__version__)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads)
     try:
@@ -220,7 +224,7 @@ def run_kv_bench(
                 time_generation(model, first, settings.new_tokens, use_cache, None)
                 notify("warm-up")
         for context, prompt in prompts.items():
-            cache = KVCache(model.config, max_len=context + settings.new_tokens - 1)
+            cache = new_cache(model, context + settings.new_tokens - 1)
             for repeat in range(settings.repeats):
                 for path in PATHS:
                     use_cache = path == "cached"
@@ -232,3 +236,20 @@ def run_kv_bench(
     finally:
         torch.set_num_threads(previous_threads)
     return result
+
+
+def _model_and_prompts(settings: BenchSettings) -> tuple[LanguageModel, dict[int, list[int]]]:
+    """The toy preset with random prompts, or the real model with prompts of real text
+    (the first tokens of the workload's padding)."""
+    if settings.model is not None:
+        from kvlab.engine.models import load_model
+        from kvlab.engine.prove import gemma_prompt
+
+        loaded = load_model(settings.model)
+        return loaded.model, {c: gemma_prompt(loaded.tokenizer, c) for c in settings.contexts}
+    toy = build_model(get_preset(settings.preset), seed=settings.seed)
+    gen = torch.Generator().manual_seed(settings.seed)
+    return toy, {
+        c: torch.randint(0, toy.config.vocab_size, (c,), generator=gen).tolist()
+        for c in settings.contexts
+    }

@@ -1,0 +1,213 @@
+"""The engine against llama-server on the same GGUF: tokens, greedy decoding, teacher forcing.
+
+Three checks, on the protocol's prompts (the workload's padding, sized per capacity
+with llama-server's own ``/tokenize``, then a query):
+
+- tokenization: the engine's ids equal ``/tokenize`` with ``add_special`` (BOS first,
+  as llama-server tokenizes a prompt) for every query at every capacity;
+- greedy decoding: both decode 64 tokens at temperature 0 from the same prompt ids;
+  llama.cpp computes with quantized activations (Q8 dot products), so long sequences
+  are not expected to stay equal; what counts is how many tokens agree before the
+  first divergence;
+- teacher forcing: the engine reads the prompt plus llama-server's 64 tokens in one
+  cached pass, and its top-1 prediction at each step is compared with the token
+  llama-server chose there (every step sees llama.cpp's own history).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+import torch
+
+from kvlab.bench.workload import Query, prepare_capacity
+from kvlab.engine.generate import generate
+from kvlab.engine.lm import LanguageModel, new_cache
+from kvlab.errors import EndpointProtocolError
+
+
+@dataclass
+class TokenizerCheck:
+    """One prompt tokenized by both."""
+
+    capacity: int
+    query_id: str
+    server_tokens: int  # BOS included
+    equal: bool
+    first_difference: int | None  # index of the first differing id; None when equal
+
+
+@dataclass
+class DecodeCheck:
+    """One prompt decoded by both (greedy) and teacher-forced on llama-server's tokens."""
+
+    query_id: str
+    prompt_tokens: int
+    agreed_before_divergence: int  # 0..n_predict
+    teacher_forced_agree: int  # steps whose top-1 equals llama-server's token
+    n_predict: int
+
+
+@dataclass
+class AgreementReport:
+    """Every check and its summary figures."""
+
+    tokenizer: list[TokenizerCheck] = field(default_factory=list)
+    decode: list[DecodeCheck] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, the median and minimum agreed prefix, the teacher-forced top-1 rate."""
+        agreed = [d.agreed_before_divergence for d in self.decode]
+        steps = sum(d.n_predict for d in self.decode)
+        forced = sum(d.teacher_forced_agree for d in self.decode)
+        return {
+            "tokenizer_equal": sum(t.equal for t in self.tokenizer),
+            "tokenizer_total": len(self.tokenizer),
+            "capacities": sorted({t.capacity for t in self.tokenizer}),
+            "queries_decoded": len(self.decode),
+            "n_predict": self.decode[0].n_predict if self.decode else None,
+            "agreed_median": statistics.median(agreed) if agreed else None,
+            "agreed_min": min(agreed) if agreed else None,
+            "teacher_forced_top1": forced / steps if steps else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(),
+                "tokenizer": [asdict(t) for t in self.tokenizer],
+                "decode": [asdict(d) for d in self.decode]}
+
+
+def server_tokenize(base_url: str, text: str) -> list[int]:
+    """llama-server's ids for a prompt: ``POST /tokenize`` with BOS (``add_special``)."""
+    try:
+        response = httpx.post(f"{base_url}/tokenize",
+                              json={"content": text, "add_special": True}, timeout=60.0)
+        response.raise_for_status()
+        return [int(t) for t in response.json()["tokens"]]
+    except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
+        raise EndpointProtocolError(f"{base_url}/tokenize failed: {exc}") from None
+
+
+def server_greedy(base_url: str, ids: list[int], n_predict: int) -> list[int]:
+    """llama-server's ``n_predict`` greedy tokens after ``ids`` (temperature 0, EOS
+    ignored, no prompt cache), as ids."""
+    body = {"prompt": ids, "n_predict": n_predict, "temperature": 0.0, "ignore_eos": True,
+            "cache_prompt": False, "return_tokens": True, "seed": 42}
+    try:
+        response = httpx.post(f"{base_url}/completion", json=body, timeout=300.0)
+        response.raise_for_status()
+        tokens = [int(t) for t in response.json()["tokens"]]
+    except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
+        raise EndpointProtocolError(f"{base_url}/completion failed: {exc}") from None
+    if len(tokens) != n_predict:
+        raise EndpointProtocolError(
+            f"{base_url}/completion returned {len(tokens)} tokens, asked for {n_predict}")
+    return tokens
+
+
+async def _prompts(base_url: str, queries: list[Query], capacity: int,
+                   prompt_fraction: float, output_tokens: int) -> list[tuple[str, str]]:
+    async with httpx.AsyncClient() as client:
+
+        async def count(text: str) -> int:  # the server-tokenize count: no BOS
+            response = await client.post(f"{base_url}/tokenize", json={"content": text},
+                                         timeout=60.0)
+            response.raise_for_status()
+            return len(response.json()["tokens"])
+
+        _, prepared = await prepare_capacity(count, queries, capacity, prompt_fraction,
+                                             output_tokens)
+    return [(p.query_id, p.prompt) for p in prepared]
+
+
+def protocol_prompts(base_url: str, queries: list[Query], capacity: int,
+                     prompt_fraction: float = 0.5, output_tokens: int = 64
+                     ) -> list[tuple[str, str]]:
+    """(query id, prompt text) of each query at ``capacity``, sized as ``kvlab run``
+    sizes them (padding cut with the server's token counts)."""
+    return asyncio.run(_prompts(base_url, queries, capacity, prompt_fraction, output_tokens))
+
+
+def check_tokenization(base_url: str, tokenizer: Any, capacity: int,
+                       prompts: list[tuple[str, str]]) -> list[TokenizerCheck]:
+    """Each prompt through ``tokenizer.encode`` and the server's ``/tokenize``."""
+    checks = []
+    for query_id, text in prompts:
+        theirs = server_tokenize(base_url, text)
+        ours = tokenizer.encode(text)
+        diff = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+                    None if len(ours) == len(theirs) else min(len(ours), len(theirs)))
+        checks.append(TokenizerCheck(capacity, query_id, len(theirs), diff is None, diff))
+    return checks
+
+
+def teacher_forced_top1(model: LanguageModel, ids: list[int], forced: list[int]) -> list[int]:
+    """The engine's top-1 token at each of ``len(forced)`` steps, each step seeing the
+    prompt ``ids`` and ``forced[:step]`` (one cached prefill, one cached chunk)."""
+    cache = new_cache(model, len(ids) + len(forced) - 1)
+    with torch.inference_mode():
+        first = model(torch.tensor([ids]), cache, start_pos=0, last_only=True)  # (1, 1, V)
+        cache.advance(len(ids))
+        rest = model(torch.tensor([forced[:-1]]), cache, start_pos=cache.length)  # (1, n-1, V)
+        cache.advance(len(forced) - 1)
+        logits = torch.cat([first[0], rest[0]])  # (n, V)
+    return [int(t) for t in logits.argmax(-1)]
+
+
+def check_decoding(base_url: str, model: LanguageModel, query_id: str, ids: list[int],
+                   n_predict: int = 64) -> DecodeCheck:
+    """Greedy agreement and teacher-forced top-1 on one prompt (llama-server's ids)."""
+    theirs = server_greedy(base_url, ids, n_predict)
+    ours = generate(model, ids, n_predict).tokens
+    agreed = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b),
+                  n_predict)
+    forced = teacher_forced_top1(model, ids, theirs)
+    return DecodeCheck(query_id, len(ids), agreed,
+                       sum(a == b for a, b in zip(forced, theirs, strict=True)), n_predict)
+
+
+def run_agreement(
+    loaded: Any, *, queries: list[Query], capacities: list[int], decode_capacity: int,
+    n_predict: int = 64, server_threads: int = 2, log_dir: Any = None,
+    on_step: Any = None,
+) -> AgreementReport:
+    """Start llama-server on ``loaded``'s GGUF (context = the largest capacity), check
+    tokenization at every capacity and decoding at ``decode_capacity``, stop it.
+
+    ``loaded``: a :class:`kvlab.engine.models.LoadedModel`. ``on_step(label)`` is called
+    after each prompt (for a progress bar).
+    """
+    import tempfile
+    from pathlib import Path
+
+    from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
+
+    step = on_step or (lambda label: None)
+    settings = LlamaCppSettings(model=loaded.path, threads=server_threads)
+    server = LlamaServer(settings, max([*capacities, decode_capacity]))
+    log = Path(log_dir or tempfile.mkdtemp(prefix="kvlab-agree-")) / "llama-server.log"
+    report = AgreementReport()
+    server.start(log)
+    try:
+        url = server.base_url
+        by_capacity: dict[int, list[tuple[str, str]]] = {}
+        for capacity in sorted({*capacities, decode_capacity}):
+            by_capacity[capacity] = protocol_prompts(url, queries, capacity,
+                                                     output_tokens=n_predict)
+        for capacity in capacities:
+            for check in check_tokenization(url, loaded.tokenizer, capacity,
+                                            by_capacity[capacity]):
+                report.tokenizer.append(check)
+                step(f"tokenize {capacity} {check.query_id}")
+        for query_id, text in by_capacity[decode_capacity]:
+            ids = server_tokenize(url, text)
+            report.decode.append(check_decoding(url, loaded.model, query_id, ids, n_predict))
+            step(f"decode {query_id}")
+    finally:
+        server.stop()
+    return report
+
