@@ -255,3 +255,80 @@ def _print_engine_check(document: dict[str, Any]) -> None:
             f" agree before the first divergence median {s['agreed_median']}, min "
             f"{s['agreed_min']}; teacher-forced top-1 {s['teacher_forced_top1']:.2%} "
             f"(≥ 99%)  {_mark((s['teacher_forced_top1'] or 0) >= 0.99)}", highlight=False)
+
+
+@app.command("engine-speed")
+def engine_speed(
+    model: str = typer.Option("gemma-3-270m", "--model",
+                              help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),
+    contexts: str = typer.Option("512,2048", "--contexts", help="Prompt lengths in tokens."),
+    new_tokens: int = typer.Option(32, "--new-tokens", help="Tokens generated per run."),
+    repeats: int = typer.Option(2, "--repeats", help="Timed runs per runner; medians."),
+    threads: int = typer.Option(2, "--threads", help="torch and llama-server threads."),
+    against: list[str] = typer.Option(["transformers", "llama-server"], "--against",
+                                      help="Other runners beside the engine."),
+    out: Path = typer.Option(Path("results/engine-speed"), "--out", help="Output directory."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Prefill and decode tokens/s of the engine beside Transformers and llama-server,
+    one run, same threads, same prompts (a benchmark, never a test)."""
+    import json
+    import tempfile
+
+    import torch
+
+    from kvlab.engine import speed
+    from kvlab.engine.models import load_model
+    from kvlab.engine.prove import gemma_prompt
+    from kvlab.engine.timing import parse_contexts
+    from kvlab.errors import ConfigError
+
+    unknown = sorted(set(against) - {"transformers", "llama-server"})
+    if unknown or threads <= 0 or new_tokens < 2 or repeats <= 0:
+        raise ConfigError(f"--against takes transformers or llama-server (got {unknown}); "
+                          "--threads and --repeats must be positive, --new-tokens >= 2")
+    sizes = parse_contexts(contexts)
+    torch.set_num_threads(threads)
+    loaded = load_model(model)
+    prompts = {c: gemma_prompt(loaded.tokenizer, c) for c in sizes}
+    runners: dict[str, Any] = {
+        "engine": lambda ids, n: speed.time_engine(loaded.model, ids, n)}
+    server = None
+    if "transformers" in against:
+        from kvlab.engine.reference import load_transformers_gemma
+
+        hf = load_transformers_gemma(loaded.path)
+        runners["transformers"] = lambda ids, n: speed.time_transformers(hf, ids, n)
+    try:
+        if "llama-server" in against:
+            from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
+
+            server = LlamaServer(LlamaCppSettings(model=loaded.path, threads=threads),
+                                 max(sizes) + new_tokens)
+            server.start(Path(tempfile.mkdtemp(prefix="kvlab-speed-")) / "llama-server.log")
+            url = server.base_url
+            runners["llama-server"] = lambda ids, n: speed.time_llama_server(url, ids, n)
+        results = speed.measure(runners, prompts, new_tokens, repeats)
+    finally:
+        if server is not None:
+            server.stop()
+    document = speed.to_dict(results, {"model": model, "threads": threads,
+                                       "new_tokens": new_tokens, "repeats": repeats,
+                                       "dtype": "float32", "torch": torch.__version__})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "engine-speed.json").write_text(json.dumps(document, indent=2) + "\n")
+    if json_out:
+        print_json(document)
+        return
+    table = Table(title=f"{model}: tokens/s, {threads} thread(s), {new_tokens} new tokens, "
+                        f"median of {repeats}", title_justify="left")
+    for column in ("context", "runner", "prefill tok/s", "decode tok/s"):
+        table.add_column(column, justify="right")
+    for s in results:
+        table.add_row(str(s.context), s.runner, f"{s.prefill_tokens_per_s:.0f}",
+                      f"{s.decode_tokens_per_s:.1f}")
+    console.print(table)
+    for row in document["ratios"]:
+        console.print(f"ctx {row['context']}: engine / {row['versus']}: decode "
+                      f"{row['decode_ratio']:.2f}x, prefill {row['prefill_ratio']:.2f}x",
+                      highlight=False)
