@@ -17,7 +17,7 @@ from kvlab.bench.records import ApiKind
 from kvlab.bench.sizing import choose_counter, file_counter, server_counter
 from kvlab.bench.workload import builtin_queries, padding_text, prepare_capacity
 from kvlab.errors import ConfigError, EndpointAuthError
-from kvlab.serve.synthetic import prompt_token_count
+from kvlab.serve.synthetic_events import prompt_token_count
 
 
 def _mock(handler: Any) -> httpx.AsyncClient:

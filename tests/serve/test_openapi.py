@@ -33,7 +33,8 @@ def test_contract_declares_streams_and_limits(base_url: str) -> None:
 
 
 @pytest.mark.slow
-def test_schemathesis_finds_no_5xx_and_no_schema_violation(base_url: str) -> None:
+def test_schemathesis_finds_no_5xx_and_no_schema_violation(base_url: str,
+                                                           tmp_path: Path) -> None:
     """Bounded fuzzing (15 examples per operation, ~30 s on 2 cores): coverage and
     fuzzing phases, no server error, every status, content type, header and body
     (SSE events included) as declared, 405 for undeclared methods, and every request
@@ -44,6 +45,6 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(base_url: str) -> Non
     result = subprocess.run(
         [str(binary), "run", base_url + "/openapi.json", "--max-examples", "15",
          "--checks", CHECKS, "--seed", "42", "--no-color", "--max-response-time", "60"],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)  # its cache stays there
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-1000:]
     assert " passed" in result.stdout and "failures" not in result.stdout.split("SUMMARY")[-1]

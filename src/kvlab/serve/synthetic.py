@@ -44,17 +44,24 @@ import asyncio
 import contextlib
 import json
 import math
-import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, fields, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from kvlab.serve.synthetic_events import (
+    MODEL_ID,
+    chat_partial,
+    closing,
+    llama_partial,
+    prompt_token_count,
+    sse_event,
+    text_partial,
+)
 from kvlab.serve.synthetic_http import Conn, http_response
 
 LOG_LIMIT = 20_000  # requests kept in the send log; the oldest are dropped
-MODEL_ID = "synthetic"
 
 
 @dataclass(frozen=True)
@@ -89,77 +96,6 @@ class Schedule:
         if out.ttft_ms < 0 or out.itl_ms < 0:
             raise ValueError("ttft_ms and itl_ms must be >= 0")
         return out
-
-
-_WORD = re.compile(r"\w+|[^\w\s]")
-
-
-def prompt_token_count(req: dict[str, Any]) -> int:
-    """The synthetic "tokenizer": words and punctuation marks of the prompt (a chat
-    is first laid out as ``"<role>: <content>\\n"`` per message, then ``"assistant: "``,
-    like kvlab serve's template); a prompt of token ids counts its ids. At least 1."""
-    prompt = req.get("prompt")
-    if isinstance(prompt, list):
-        return max(1, len(prompt))
-    if not isinstance(prompt, str):
-        messages = req.get("messages") if isinstance(req.get("messages"), list) else []
-        prompt = "".join(f"{m.get('role')}: {m.get('content')}\n" for m in messages
-                         if isinstance(m, dict)) + "assistant: "
-    return max(1, len(_WORD.findall(prompt)))
-
-
-# -- event bodies --------------------------------------------------------------------
-# Partial events are formatted with % on prebuilt templates: json.dumps per event
-# would cost more than the client we measure.
-
-_TOKEN_TEXT = " a"
-
-
-def _llama_partial(first_token: int, n: int, predicted: int, prompt: int) -> bytes:
-    ids = ",".join(str(1000 + first_token + i) for i in range(n))
-    return (
-        b'data: {"index":0,"content":"%s","tokens":[%s],"stop":false,"id_slot":0,'
-        b'"tokens_predicted":%d,"tokens_evaluated":%d}\n\n'
-        % ((_TOKEN_TEXT * n).encode(), ids.encode(), predicted, prompt)
-    )
-
-
-def _chat_partial(rid: bytes, created: int, n: int) -> bytes:
-    return (
-        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":"%s"}}],'
-        b'"created":%d,"id":"%s","model":"synthetic","system_fingerprint":"synthetic",'
-        b'"object":"chat.completion.chunk"}\n\n' % ((_TOKEN_TEXT * n).encode(), created, rid)
-    )
-
-
-def _text_partial(rid: bytes, created: int, n: int) -> bytes:
-    return (
-        b'data: {"choices":[{"finish_reason":null,"index":0,"text":"%s"}],"created":%d,'
-        b'"id":"%s","model":"synthetic","object":"text_completion"}\n\n'
-        % ((_TOKEN_TEXT * n).encode(), created, rid)
-    )
-
-
-def _event(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-
-def _timings(sched: Schedule, t_recv: int, sends: list[int]) -> dict[str, Any]:
-    """llama.cpp-shaped timings from the actual send times."""
-    prompt_ms = (sends[0] - t_recv) / 1e6 if sends else 0.0
-    predicted_ms = (sends[-1] - sends[0]) / 1e6 if sends else 0.0
-    n = sched.tokens
-    return {
-        "cache_n": 0,
-        "prompt_n": sched.prompt_tokens,
-        "prompt_ms": prompt_ms,
-        "prompt_per_token_ms": prompt_ms / sched.prompt_tokens,
-        "prompt_per_second": 1000 * sched.prompt_tokens / prompt_ms if prompt_ms else 0.0,
-        "predicted_n": n,
-        "predicted_ms": predicted_ms,
-        "predicted_per_token_ms": predicted_ms / (n - 1) if n > 1 else 0.0,
-        "predicted_per_second": 1000 * (n - 1) / predicted_ms if predicted_ms else 0.0,
-    }
 
 
 class SyntheticServer:
@@ -277,7 +213,7 @@ class SyntheticServer:
                 b"\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\r\n"
             )
             if api == "chat":
-                conn.write_chunk(_event({
+                conn.write_chunk(sse_event({
                     "choices": [{"finish_reason": None, "index": 0,
                                  "delta": {"role": "assistant", "content": None}}],
                     "created": created, "id": ridb.decode(), "model": MODEL_ID,
@@ -291,7 +227,7 @@ class SyntheticServer:
         while len(self.log) > LOG_LIMIT:
             self.log.popitem(last=False)
         echo = sched.n_events and (req.get("synthetic") or {}).get("echo_sends")
-        finals = self._finals(api, req, sched, t_recv, sends, ridb, created, bool(echo))
+        finals = closing(api, req, sched, t_recv, sends, ridb, created, bool(echo))
         if stream:
             conn.write_chunk(b"".join(finals))
             conn.write(b"0\r\n\r\n")
@@ -337,11 +273,11 @@ class SyntheticServer:
                 if not stream:
                     continue
                 if api == "llama":
-                    parts.append(_llama_partial(written - n, n, written, sched.prompt_tokens))
+                    parts.append(llama_partial(written - n, n, written, sched.prompt_tokens))
                 elif api == "chat":
-                    parts.append(_chat_partial(ridb, created, n))
+                    parts.append(chat_partial(ridb, created, n))
                 else:
-                    parts.append(_text_partial(ridb, created, n))
+                    parts.append(text_partial(ridb, created, n))
             t = time.perf_counter_ns()
             if stream:
                 conn.write_chunk(b"".join(parts))
@@ -350,57 +286,6 @@ class SyntheticServer:
             self.writes += 1
             self.events += last - event
             event, w = last, due
-
-    def _finals(self, api: str, req: dict[str, Any], sched: Schedule, t_recv: int,
-                sends: list[int], ridb: bytes, created: int, echo: bool) -> Any:
-        """The closing event(s) of a stream, or the whole non-streamed answer."""
-        n, p = sched.tokens, sched.prompt_tokens
-        timings = _timings(sched, t_recv, sends)
-        text = _TOKEN_TEXT * n
-        usage = {"completion_tokens": n, "prompt_tokens": p, "total_tokens": n + p,
-                 "prompt_tokens_details": {"cached_tokens": 0}}
-        stream = bool(req.get("stream"))
-        if api == "llama":
-            final: dict[str, Any] = {
-                "index": 0, "content": "" if stream else text, "tokens": [], "id_slot": 0,
-                "stop": True, "model": MODEL_ID, "tokens_predicted": n, "tokens_evaluated": p,
-                "generation_settings": {"n_predict": n, "stream": stream},
-                "prompt": "", "has_new_line": False, "truncated": False,
-                "stop_type": "limit", "stopping_word": "", "tokens_cached": p + n,
-                "timings": timings}
-            if echo:
-                final["synthetic_send_ns"] = sends
-            return [_event(final)] if stream else final
-        base = {"created": created, "id": ridb.decode(), "model": MODEL_ID,
-                "system_fingerprint": "synthetic"}
-        if not stream:
-            choice: dict[str, Any] = {"finish_reason": "length", "index": 0}
-            if api == "chat":
-                choice["message"] = {"role": "assistant", "content": text}
-            else:
-                choice["text"] = text
-            obj = "chat.completion" if api == "chat" else "text_completion"
-            return {**base, "object": obj, "choices": [choice], "usage": usage,
-                    "timings": timings}
-        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-        if api == "chat":
-            finish = {**base, "object": "chat.completion.chunk",
-                      "choices": [{"finish_reason": "length", "index": 0, "delta": {}}]}
-            last: dict[str, Any] = finish
-            out = [finish]
-            if include_usage:
-                last = {**base, "object": "chat.completion.chunk", "choices": [],
-                        "usage": usage}
-                out.append(last)
-        else:  # /v1/completions: the final chunk always carries usage
-            last = {**base, "object": "text_completion", "usage": usage,
-                    "choices": [{"finish_reason": "length", "index": 0, "text": ""}]}
-            out = [last]
-        last["timings"] = timings
-        if echo:
-            last["synthetic_send_ns"] = sends
-        return [_event(o) for o in out] + [b"data: [DONE]\n\n"]
-
 
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
