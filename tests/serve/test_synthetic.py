@@ -107,17 +107,19 @@ def test_keep_alive_health_models_and_errors(base_url: str) -> None:
                 out.append((await r.json())["data"][0]["id"])
             async with s.post(base_url + "/nope", json={}) as r:
                 out.append(r.status)
+            async with s.get(base_url + "/nope/v1/models") as r:
+                out.append(r.status)
             async with s.post(base_url + "/completion",
                               json={"synthetic": {"tokens_per_event": 0}}) as r:
                 out.append(r.status)
             out.append(len(conn._conns))  # one idle connection reused throughout
             return out
 
-    first, second, health, model, missing, bad, idle = asyncio.run(go())
+    first, second, health, model, missing, missing_get, bad, idle = asyncio.run(go())
     assert first.count(b'"stop":true') == 1 and second.count(b'"stop":true') == 1
     assert health == (200, {"status": "ok"})
     assert model == "synthetic"
-    assert (missing, bad) == (404, 400)
+    assert (missing, missing_get, bad) == (404, 404, 400)
     assert idle == 1
 
 

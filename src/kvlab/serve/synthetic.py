@@ -134,7 +134,10 @@ class SyntheticServer:
         url = urlsplit(target)
         path, query = url.path, parse_qs(url.query)
         if method == "GET":
-            conn.write(http_response(200, self._get(path, query)))
+            answer = self._get(path, query)
+            conn.write(http_response(404, {"error": {"message": f"no route GET {path}",
+                                                     "code": 404}}) if answer is None
+                       else http_response(200, answer))
             return
         api = {
             "/completion": "llama",
@@ -157,6 +160,7 @@ class SyntheticServer:
         await self._answer(conn, api, req, sched, t_recv)
 
     def _get(self, path: str, query: dict[str, list[str]]) -> Any:
+        """The answer to a GET, or None (404) for an unknown path."""
         if path in ("/health", "/v1/health"):
             return {"status": "ok"}
         if path in ("/v1/models", "/models"):
@@ -176,7 +180,7 @@ class SyntheticServer:
             if query.get("clear"):
                 self.log.clear()
             return out
-        return {"error": {"message": f"no route GET {path}"}}
+        return None  # 404
 
     def stats(self) -> dict[str, Any]:
         """CPU seconds used so far and lateness of writes against their deadlines (ms)."""
