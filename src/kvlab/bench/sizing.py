@@ -238,8 +238,9 @@ async def usage_counter(client: httpx.AsyncClient, endpoint: Endpoint,
         sizing.probes += 1
         response = await _post(client, endpoint, url, body)
         if response.status_code != 200:
+            excerpt = " ".join(response.text[:200].split())  # one line
             raise EndpointError(f"{endpoint.name}: a prompt-sizing probe to {url} answered "
-                                f"HTTP {response.status_code}: {response.text[:200]}")
+                                f"HTTP {response.status_code}: {excerpt}")
         try:
             tokens = _usage_tokens(endpoint.api, response.json())
         except ValueError:
@@ -275,6 +276,6 @@ async def choose_counter(client: httpx.AsyncClient, endpoint: Endpoint,
         raise ConfigError(
             f"{endpoint.name}: {_root(endpoint.base_url)} offers no POST /tokenize and its "
             "answers state no usage.prompt_tokens, so kvlab cannot size prompts in its "
-            "tokens; name the model's tokenizer in the experiment: [workload] tokenizer = "
-            '"path/to/tokenizer.json" (or a .gguf)')
+            "tokens; name the model's tokenizer: kvlab run --tokenizer tokenizer.json (or a "
+            '.gguf), or [workload] tokenizer = "path/to/tokenizer.json" in the experiment')
     return counter
