@@ -134,7 +134,7 @@ def run(
         None, "--tokenizer", metavar="FILE",
         help="tokenizer.json or .gguf counting prompt tokens where a server has no "
              "/tokenize (else: calibration on its usage.prompt_tokens); overrides "
-             "[workload] tokenizer; kept for --resume."),
+             "\\[workload] tokenizer; kept for --resume."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report.
 
