@@ -43,7 +43,7 @@ def test_formula_against_hand_allocated_tensors():
             total += t.element_size() * t.numel()
     assert kv_bytes(shape, 100, type_k="f16", n_seq=2).total_bytes == total
     m = measure_kv_bytes(shape, 100, dtype="f16", n_seq=2)
-    assert m.method == "torch.zeros per layer"
+    assert m.method == "kvlab.engine.KVCache"  # the engine's sliding-window cache
     assert m.measured_bytes == total and m.matches
 
 
@@ -89,3 +89,13 @@ def test_non_positive_context_is_refused():
         kv_bytes(shape_from_preset("toy"), 0)
     with pytest.raises(ConfigError, match="positive"):
         kv_bytes(shape_from_preset("toy"), 16, n_seq=-1)
+
+
+def test_gemma_measure_allocates_the_engines_sliding_cache() -> None:
+    from kvlab.memory.measure import measure_kv_bytes
+    from kvlab.memory.presets import shape_from_preset
+
+    shape = shape_from_preset("gemma-3-270m")
+    for context in (300, 4096):  # below and above the 512-token window
+        m = measure_kv_bytes(shape, context, dtype="f32")
+        assert m.method == "kvlab.engine.KVCache" and m.matches

@@ -1,8 +1,9 @@
 """Allocate a KV cache for real and count its bytes, to check the formula.
 
-For a shape that is one of the reference engine's presets (``toy``...), the engine's
-own :class:`kvlab.engine.KVCache` is allocated and its ``nbytes`` (element_size x
-numel of the real K and V tensors) is the measurement. Any other shape gets one K and
+For a shape that is one of the reference engine's presets (``toy``...), or that has
+sliding-window layers (Gemma 3: the engine keeps a ring of the window on those), the
+engine's own :class:`kvlab.engine.KVCache` is allocated and its ``nbytes`` (element_size
+x numel of the real K and V tensors) is the measurement. Any other shape gets one K and
 one V tensor per layer, ``[n_seq, kv_heads, cells, head_dim]``, allocated with
 ``torch.zeros`` (so the pages are really touched). Only plain types (f32, f16, bf16)
 can be allocated; shapes over :data:`MAX_MEASURE_BYTES` are refused.
@@ -76,8 +77,11 @@ def measure_kv_bytes(
     return Measurement(shape.name, context, n_seq, dt.name, measured, predicted, method)
 
 
-def _engine_config(shape: ModelShape):  # -> kvlab.engine.ModelConfig | None
-    """The engine's config when ``shape`` is one of its presets with the same geometry."""
+def _engine_config(shape: ModelShape):  # -> a kvlab.engine cache layout | None
+    """The engine's config when ``shape`` is one of its presets with the same geometry,
+    or a layout of the engine's cache for a shape with sliding layers."""
+    if any(shape.is_swa):
+        return _sliding_layout(shape)
     if shape.source != "preset":
         return None
     try:
@@ -93,3 +97,27 @@ def _engine_config(shape: ModelShape):  # -> kvlab.engine.ModelConfig | None
         and cfg.head_dim == shape.head_dim_k == shape.head_dim_v
     )
     return cfg if same else None
+
+
+@dataclass(frozen=True)
+class _SlidingLayout:
+    """A cache layout for :class:`kvlab.engine.KVCache` (per-layer windows)."""
+
+    n_layers: int
+    n_kv_heads: int
+    head_dim: int
+    max_len: int
+    layer_windows: tuple[int | None, ...]
+
+
+def _sliding_layout(shape: ModelShape) -> _SlidingLayout | None:
+    """The engine cache's layout for a sliding-window shape with one KV head count and
+    one head dim (the engine's Gemma 3 cache: rings of the window on sliding layers)."""
+    kv = set(shape.kv_heads)
+    dims = {shape.head_dim_k, shape.head_dim_v, shape.head_dim_k_swa or shape.head_dim_k,
+            shape.head_dim_v_swa or shape.head_dim_v}
+    if len(kv) != 1 or len(dims) != 1:
+        return None
+    windows = tuple(shape.n_swa if swa else None for swa in shape.is_swa)
+    # max_len is unused: measure_kv_bytes always passes the context to KVCache.
+    return _SlidingLayout(shape.n_layers, kv.pop(), dims.pop(), 1, windows)
