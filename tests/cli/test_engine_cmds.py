@@ -79,6 +79,13 @@ def test_kv_bench_json_last_line(tmp_path: Path, monkeypatch, capsys) -> None:  
         (["kv-bench", "--new-tokens", "0"], "at least 2"),
         (["kv-bench", "--repeats", "0"], "must be positive"),
         (["kv-bench", "--preset", "nope"], "unknown model preset"),
+        (["prove", "--model", "nope"], "unknown model 'nope'"),
+        (["prove", "--model", "/no/such.gguf"], "does not exist"),
+        (["kv-bench", "--model", "nope"], "unknown model 'nope'"),
+        (["engine-check", "--against", "vllm"], "--against takes transformers"),
+        (["engine-check", "--queries", "31"], "queries must be within 1..30"),
+        (["engine-speed", "--new-tokens", "1"], "--new-tokens >= 2"),
+        (["engine-speed", "--contexts", "x"], "comma-separated integers"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, fragment, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -96,3 +96,10 @@ def test_bfloat16_model_and_cache() -> None:
     out = generate(model, [1, 2, 3, 4, 5, 6], 3)
     assert out.cache is not None and out.cache.k[0].dtype == torch.bfloat16
     assert len(out.tokens) == 3
+
+
+def test_a_prompt_longer_than_the_context_gets_the_toys_error() -> None:
+    from kvlab.engine import iter_generate
+
+    with pytest.raises(PromptTooLongError, match="max_len is 64"):
+        iter_generate(MODEL, [1] * 60, 10)
