@@ -83,3 +83,12 @@ def test_unknown_shapes_are_one_line(tmp_path) -> None:
     (tmp_path / "bad.txt").write_text("not json\n")
     with pytest.raises(ConfigError, match="not a result file kvlab reads"):
         read_peer_file(tmp_path / "bad.txt")
+
+
+def test_a_broken_file_of_a_known_shape_is_one_line(tmp_path) -> None:
+    data = vllm_result()
+    data["itls"] = data["itls"][:2]  # fewer per-request lists than requests
+    path = write(tmp_path / "broken.json", data)
+    with pytest.raises(ConfigError, match="a vllm result kvlab cannot read") as err:
+        read_peer_file(path)
+    assert "\n" not in str(err.value)

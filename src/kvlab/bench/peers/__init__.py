@@ -46,15 +46,15 @@ def read_peer_file(path: Path | str, requested_tokens: int | None = None) -> lis
     """
     path = Path(path)
     data = _parse(path)
-    if guidellm.matches(data):
-        found, chat = guidellm.requests(data)
-        tool = "guidellm"
-    elif vllm.matches(data):
-        found, chat = vllm.requests(data)
-        tool = "vllm"
-    elif aiperf.matches(data):
-        found, chat = aiperf.requests(data)
-        tool = "aiperf"
+    readers = {"guidellm": guidellm, "vllm": vllm, "aiperf": aiperf}
+    tool = next((name for name, reader in readers.items() if reader.matches(data)), None)
+    if tool is not None:
+        try:
+            found, chat = readers[tool].requests(data)  # type: ignore[attr-defined]
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise ConfigError(f"{path}: a {tool} result kvlab cannot read "
+                              f"({type(exc).__name__}: {exc}); it reads "
+                              f"{'; '.join(SHAPES)}") from None
     elif vllm.summary_only(data):
         raise ConfigError(f"{path}: a vLLM result without per-request data; rerun "
                           "vllm bench serve with --save-result --save-detailed")

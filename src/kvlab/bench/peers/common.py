@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvlab.bench.records import ApiKind, Outcome, Record
-from kvlab.errors import ValidationFailure
+from kvlab.errors import ConfigError, ValidationFailure
 
 
 @dataclass
@@ -50,8 +50,6 @@ def to_records(requests: Sequence[Request], *, tool: str, path: Path, api: ApiKi
     file when a request's output-token count differs from what was requested, and
     ConfigError when nobody says what was requested.
     """
-    from kvlab.errors import ConfigError
-
     source = str(path)
     seen: dict[tuple[str | None, str], int] = {}
     out: list[Record] = []
