@@ -132,7 +132,11 @@ def build_wheel(spec: BuildSpec, root: Path | None = None, python: str = sys.exe
     argv = [python, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir",
             "--no-binary", PACKAGE, f"{PACKAGE}=={spec.version}", "-w", str(partial)]
     started = time.monotonic()
-    done = subprocess.run(argv, env=env, check=False)
+    try:
+        done = subprocess.run(argv, env=env, check=False)
+    except BaseException:  # Ctrl-C: nothing half-built stays behind
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     wheels = sorted(partial.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         shutil.rmtree(partial, ignore_errors=True)
