@@ -1,24 +1,37 @@
-"""The reference engine: a small causal transformer with an explicit KV cache."""
+"""The reference engine: causal transformers with an explicit KV cache.
+
+Two architectures share one cache (:class:`KVCache`) and one generate loop: the toy
+(:class:`TinyLM`, random weights, byte tokenizer) and Gemma 3 (:class:`Gemma3`, read
+from a GGUF by :func:`load_model`).
+"""
 
 from kvlab.engine.cache import KVCache
 from kvlab.engine.config import PRESETS, ModelConfig, get_preset
+from kvlab.engine.gemma import Gemma3, build_gemma
+from kvlab.engine.gemma_config import GemmaConfig
 from kvlab.engine.generate import Generation, generate, iter_generate, make_sampler
 from kvlab.engine.model import TinyLM, build_model, causal_mask
+from kvlab.engine.models import LoadedModel, load_model
 from kvlab.engine.tokenizer import EOS_ID, ByteTokenizer, IncrementalDecoder
 
 __all__ = [
     "EOS_ID",
     "PRESETS",
     "ByteTokenizer",
+    "Gemma3",
+    "GemmaConfig",
     "Generation",
     "IncrementalDecoder",
     "KVCache",
+    "LoadedModel",
     "ModelConfig",
     "TinyLM",
+    "build_gemma",
     "build_model",
     "causal_mask",
     "generate",
     "get_preset",
     "iter_generate",
+    "load_model",
     "make_sampler",
 ]
