@@ -7,10 +7,11 @@ shown in the report):
 
 1. ``server-tokenize``: the server's own ``POST /tokenize`` (llama.cpp, vLLM, kvlab
    serve). The count is of the prompt text, without a chat template.
-2. ``tokenizer-file``: a tokenizer the user names in the experiment (``[workload]
+2. ``tokenizer-file``: a tokenizer the user names (``kvlab run --tokenizer`` or ``[workload]
    tokenizer``): a Hugging Face ``tokenizer.json`` (read with ``tokenizers``) or a GGUF
-   (its embedded vocabulary, read with ``transformers``; a large vocabulary takes tens
-   of seconds to load). The count is of the prompt text, special tokens (BOS) included.
+   (its embedded vocabulary, converted by ``transformers`` once per file: tens of
+   seconds for a large vocabulary, then cached). The count is of the prompt text,
+   special tokens (BOS) included.
 3. ``usage-calibration``: no way to count offline, so each count is a probe request
    (the mode's own API and body fields, 1 output token, not streamed) whose
    ``usage.prompt_tokens`` (llama.cpp: ``tokens_evaluated``) the server reports. The
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -163,7 +165,7 @@ def file_counter(path: Path) -> Counter:
         raise ConfigError(f"tokenizer {path}: no such file; give a tokenizer.json or a .gguf")
     digest = _sha256(path)
     if path.suffix.lower() == ".gguf":
-        encode = _gguf_encoder(path)
+        encode = _gguf_encoder(path, digest)
     else:
         from tokenizers import Tokenizer
 
@@ -190,20 +192,37 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _gguf_encoder(path: Path) -> Callable[[str], int]:
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise ConfigError(f"tokenizer {path}: reading a GGUF's vocabulary needs transformers "
-                          "(pip install 'kvlab[gguf-tokenizer]'), or give the model's "
-                          "tokenizer.json instead") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                  local_files_only=True)
-    except Exception as exc:  # transformers raises many kinds for an unusable file
-        raise ConfigError(f"tokenizer {path}: no usable tokenizer in this GGUF "
-                          f"({type(exc).__name__}); give the model's tokenizer.json") from None
-    return lambda text: len(tokenizer.encode(text))
+def _gguf_encoder(path: Path, digest: str) -> Callable[[str], int]:
+    """Token count by the GGUF's vocabulary. Transformers converts it to a ``tokenizers``
+    tokenizer (tens of seconds for a large vocabulary); the result is kept under the
+    engine's tokenizer cache, named by the file's SHA-256, so later runs load it at once."""
+    from tokenizers import Tokenizer
+
+    from kvlab.engine.gguf_tokenizer import CACHE_DIR
+
+    cached = CACHE_DIR / f"{digest}.json"
+    if cached.is_file():
+        tokenizer = Tokenizer.from_file(str(cached))
+    else:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ConfigError(f"tokenizer {path}: reading a GGUF's vocabulary needs "
+                              "transformers (pip install transformers), or give the "
+                              "model's tokenizer.json instead") from None
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                str(path.parent), gguf_file=path.name, local_files_only=True
+            ).backend_tokenizer
+        except Exception as exc:  # transformers raises many kinds for an unusable file
+            raise ConfigError(f"tokenizer {path}: no usable tokenizer in this GGUF "
+                              f"({type(exc).__name__}); give the model's tokenizer.json"
+                              ) from None
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.part")
+        tokenizer.save(str(partial))
+        partial.replace(cached)  # never a half-written cache entry
+    return lambda text: len(tokenizer.encode(text).ids)  # special tokens (BOS) included
 
 
 def _usage_tokens(api: ApiKind, answer: Any) -> int | None:
