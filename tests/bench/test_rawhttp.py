@@ -177,3 +177,32 @@ def test_a_late_read_keeps_the_kernel_arrival_time():
     (arrived, handled), = got
     assert handled - sent_at[0] > 70e6  # read after the 80 ms block
     assert 0 <= arrived - sent_at[0] < 20e6  # stamped when it came
+
+
+def test_wall_offset_is_read_in_one_narrow_bracket(monkeypatch):
+    """A pause between reading the two clocks must not shift the offset (it shifted
+    every kernel stamp late by the pause, so stamps landed after their read and were
+    dropped: read_lag_ns None)."""
+    from kvlab.bench import rawhttp
+
+    real = time.time_ns
+    calls = iter(range(1000))
+
+    def slow_first(*_a):
+        if next(calls) == 0:
+            time.sleep(0.02)  # a thread switch between the two reads
+        return real()
+
+    true_offset = real() - time.perf_counter_ns()
+    monkeypatch.setattr(rawhttp.time, "time_ns", slow_first)
+    offset = rawhttp._WallClock().offset_ns(time.perf_counter_ns())
+    monkeypatch.setattr(rawhttp.time, "time_ns", real)
+    assert abs(offset - true_offset) < 2e6
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps are Linux's")
+def test_kernel_stamps_are_kept_on():
+    from kvlab.bench.rawhttp import keep_kernel_stamps_on
+
+    assert keep_kernel_stamps_on() is True
+    assert keep_kernel_stamps_on() is True  # once per process

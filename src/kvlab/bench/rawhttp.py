@@ -46,9 +46,84 @@ READ_SIZE = 256 * 1024
 _ANC_SIZE = socket.CMSG_SPACE(16)  # one struct timespec
 _TIMESPEC = struct.Struct("@qq")
 MAX_HEAD_BYTES = 64 * 1024
+_HEX = b"0123456789abcdefABCDEF"
 
 Sink = Callable[[bytes, int], None]  # body bytes, arrival time (perf_counter ns)
 
+
+
+class _WallClock:
+    """``time_ns() - perf_counter_ns()``, to turn the kernel's wall-clock stamps into
+    ``perf_counter_ns`` time.
+
+    Read once per ``REFRESH_NS`` from the narrowest of a few bracketed samples: reading
+    the two clocks one after the other lets a thread switch (the GIL) or a preemption
+    fall between them, which shifts every stamp late by that pause (up to ms), so a
+    stamp could land after the read that carried it and be dropped.
+    """
+
+    REFRESH_NS = 500_000_000  # a clock step shows within half a second
+
+    def __init__(self) -> None:
+        self._offset = 0
+        self._next = 0
+
+    def offset_ns(self, now: int) -> int:
+        """The offset (ns) at ``now`` (``perf_counter_ns``)."""
+        if now >= self._next:
+            best = None
+            for _ in range(5):
+                before = time.perf_counter_ns()
+                wall = time.time_ns()
+                width = time.perf_counter_ns() - before
+                if best is None or width < best[0]:
+                    best = (width, wall - before - width // 2)
+            self._offset = best[1]  # type: ignore[index]
+            self._next = now + self.REFRESH_NS
+        return self._offset
+
+
+_WALL = _WallClock()
+_keeper: socket.socket | None = None
+
+
+def keep_kernel_stamps_on(timeout_s: float = 0.2) -> bool:
+    """Turn the kernel's receive stamps on for good in this process; True once they are.
+
+    Linux stamps received packets only while some socket asks for it, and turns stamping
+    on lazily (a deferred work item) when the first one does: the first segments of a
+    fresh connection, after every stamped socket had closed, came without a stamp
+    (missing on about half of such connections here). One idle socket that keeps asking
+    holds stamping on; a loopback probe waits (at most ``timeout_s``) until it is on.
+    """
+    global _keeper
+    if SO_TIMESTAMPNS is None or not RAW_SUPPORTED:
+        return False
+    if _keeper is not None:
+        return True
+    try:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    _keeper = keeper
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            while time.monotonic() < deadline:
+                with socket.socket() as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                    probe.connect(listener.getsockname())
+                    peer, _ = listener.accept()
+                    with peer:
+                        peer.sendall(b"x")
+                        _data, anc, _f, _a = probe.recvmsg(1, _ANC_SIZE)
+                if anc:
+                    return True
+                time.sleep(0.002)
+    except OSError:
+        pass
+    return False
 
 class Disconnected(ConnectionError):
     """The connection ended before the answer did."""
@@ -177,17 +252,19 @@ class Connection:
         return await self._read_head()
 
     async def _read_head(self) -> Response:
+        t = await self._next_read()
         while True:
-            t = await self._next_read()
             end = self._buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(self._buf) > MAX_HEAD_BYTES:
                     raise ProtocolError("response head over 64 KiB")
+                t = await self._next_read()
                 continue
             head, self._buf = self._buf[:end], self._buf[end + 4 :]
             status, headers = _parse_head(head)
             if 100 <= status < 200:
-                continue  # an interim answer (100 Continue); the real one follows
+                continue  # an interim answer (100 Continue); the real one follows,
+                # maybe in the same read
             self._framing = _Framing.of(headers, status)
             return Response(status, headers, t, self)
 
@@ -237,7 +314,7 @@ class Connection:
         t = now
         if anc and anc[0][1] == SO_TIMESTAMPNS:
             sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-            kernel = sec * 1_000_000_000 + nsec - (time.time_ns() - time.perf_counter_ns())
+            kernel = sec * 1_000_000_000 + nsec - _WALL.offset_ns(now)
             if kernel < now:  # a clock step could put it in the future: keep ours then
                 t = kernel
                 lag = now - kernel
@@ -331,10 +408,10 @@ class _Framing:
         if "chunked" in headers.get("transfer-encoding", "").lower():
             return cls("chunked", -1, keep)
         if "content-length" in headers:
-            try:
-                return cls("length", int(headers["content-length"]), keep)
-            except ValueError as exc:
-                raise ProtocolError("bad Content-Length") from exc
+            text = headers["content-length"]
+            if not (text.isascii() and text.isdigit() and len(text) <= 18):
+                raise ProtocolError(f"bad Content-Length {text[:20]!r}")
+            return cls("length", int(text), keep)
         return cls("close", 0, False)
 
     def feed(self, data: bytes) -> tuple[bytes, bool]:
@@ -384,10 +461,10 @@ class _Framing:
                     return b"".join(out), True  # the blank line after the last chunk
                 continue  # a trailer field: ignored
             size_text = line.split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError as exc:
-                raise ProtocolError(f"bad chunk size {size_text[:20]!r}") from exc
+            # int(x, 16) alone would take "-5", "+5", "0x5" and "5_0"
+            if not (0 < len(size_text) <= 15 and size_text.strip(_HEX) == b""):
+                raise ProtocolError(f"bad chunk size {size_text[:20]!r}")
+            size = int(size_text, 16)
             self._left = size if size else -3
         return b"".join(out), False
 
@@ -402,6 +479,7 @@ class RawPool:
     """
 
     def __init__(self, max_connections: int, keep_read_lags: bool = False) -> None:
+        keep_kernel_stamps_on()
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: dict[tuple[str, int], list[Connection]] = {}
         self.read_lags_ns: array[int] | None = array("q") if keep_read_lags else None
