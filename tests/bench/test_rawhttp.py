@@ -13,19 +13,13 @@ import time
 
 import pytest
 
-from kvlab.bench.rawhttp import (
-    Disconnected,
-    ProtocolError,
-    RawPool,
-    Target,
-    _Framing,
-    _parse_head,
-)
+from kvlab.bench.rawframing import Framing, ProtocolError, parse_head
+from kvlab.bench.rawhttp import Disconnected, RawPool, Target
 
 CHUNKED = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n"
 
 
-def feed_split(framing: _Framing, data: bytes, cuts: list[int]) -> tuple[bytes, bool]:
+def feed_split(framing: Framing, data: bytes, cuts: list[int]) -> tuple[bytes, bool]:
     out, done, start = [], False, 0
     for end in [*cuts, len(data)]:
         body, finished = framing.feed(data[start:end])
@@ -38,44 +32,44 @@ def feed_split(framing: _Framing, data: bytes, cuts: list[int]) -> tuple[bytes, 
 def test_chunked_body_survives_every_split():
     for i in range(len(CHUNKED) + 1):
         for j in range(i, len(CHUNKED) + 1):
-            framing = _Framing.of({"transfer-encoding": "chunked"}, 200)
+            framing = Framing.of({"transfer-encoding": "chunked"}, 200)
             body, done = feed_split(framing, CHUNKED, [i, j])
             assert (body, done) == (b"hello, world", True), (i, j)
 
 
 def test_chunked_incomplete_is_not_done_and_bad_size_is_refused():
-    framing = _Framing.of({"transfer-encoding": "chunked"}, 200)
+    framing = Framing.of({"transfer-encoding": "chunked"}, 200)
     assert framing.feed(b"5\r\nhel") == (b"hel", False)
-    framing = _Framing.of({"transfer-encoding": "chunked"}, 200)
+    framing = Framing.of({"transfer-encoding": "chunked"}, 200)
     assert framing.feed(b"1\r\nx\r\n0\r\nX-Trailer: 1\r\n") == (b"x", False)
     assert framing.feed(b"\r\n") == (b"", True)  # done only at the blank line
     with pytest.raises(ProtocolError, match="chunk size"):
-        _Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"zz\r\n")
+        Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"zz\r\n")
     with pytest.raises(ProtocolError, match="CRLF"):
-        _Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"2\r\nabXY")
+        Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"2\r\nabXY")
 
 
 def test_content_length_and_read_to_close():
-    framing = _Framing.of({"content-length": "5"}, 200)
+    framing = Framing.of({"content-length": "5"}, 200)
     assert framing.feed(b"abc") == (b"abc", False)
     assert framing.feed(b"deEXTRA") == (b"de", True)
     assert framing.keep_alive
-    assert _Framing.of({"content-length": "0"}, 200).empty
-    assert _Framing.of({}, 204).empty
-    closing = _Framing.of({}, 200)
+    assert Framing.of({"content-length": "0"}, 200).empty
+    assert Framing.of({}, 204).empty
+    closing = Framing.of({}, 200)
     assert closing.until_close and not closing.keep_alive
     assert closing.feed(b"anything") == (b"anything", False)
-    assert not _Framing.of({"content-length": "3", "connection": "close"}, 200).keep_alive
+    assert not Framing.of({"content-length": "3", "connection": "close"}, 200).keep_alive
     with pytest.raises(ProtocolError):
-        _Framing.of({"content-length": "x"}, 200)
+        Framing.of({"content-length": "x"}, 200)
 
 
-def test_parse_head():
-    status, headers = _parse_head(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-A:  b ")
+def testparse_head():
+    status, headers = parse_head(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-A:  b ")
     assert status == 200 and headers == {"content-type": "text/event-stream", "x-a": "b"}
-    assert _parse_head(b"HTTP/1.0 200 OK")[1]["connection"] == "close"
+    assert parse_head(b"HTTP/1.0 200 OK")[1]["connection"] == "close"
     with pytest.raises(ProtocolError, match="status line"):
-        _parse_head(b"SSH-2.0-OpenSSH_9.2")
+        parse_head(b"SSH-2.0-OpenSSH_9.2")
 
 
 def test_target_parse():
@@ -183,7 +177,7 @@ def test_wall_offset_is_read_in_one_narrow_bracket(monkeypatch):
     """A pause between reading the two clocks must not shift the offset (it shifted
     every kernel stamp late by the pause, so stamps landed after their read and were
     dropped: read_lag_ns None)."""
-    from kvlab.bench import rawhttp
+    from kvlab.bench import rawstamps
 
     real = time.time_ns
     calls = iter(range(1000))
@@ -194,15 +188,15 @@ def test_wall_offset_is_read_in_one_narrow_bracket(monkeypatch):
         return real()
 
     true_offset = real() - time.perf_counter_ns()
-    monkeypatch.setattr(rawhttp.time, "time_ns", slow_first)
-    offset = rawhttp._WallClock().offset_ns(time.perf_counter_ns())
-    monkeypatch.setattr(rawhttp.time, "time_ns", real)
+    monkeypatch.setattr(rawstamps.time, "time_ns", slow_first)
+    offset = rawstamps._WallClock().offset_ns(time.perf_counter_ns())
+    monkeypatch.setattr(rawstamps.time, "time_ns", real)
     assert abs(offset - true_offset) < 2e6
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps are Linux's")
 def test_kernel_stamps_are_kept_on():
-    from kvlab.bench.rawhttp import keep_kernel_stamps_on
+    from kvlab.bench.rawstamps import keep_kernel_stamps_on
 
     assert keep_kernel_stamps_on() is True
     assert keep_kernel_stamps_on() is True  # once per process

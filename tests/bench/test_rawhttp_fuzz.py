@@ -43,7 +43,7 @@ def answers(draw: st.DrawFn) -> tuple[bytes, bytes | None, type[Exception] | Non
     elif framing == "chunked":
         head.append(b"Transfer-Encoding: chunked")
         cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=6)))
-        chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)]) if b > a]
+        chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True) if b > a]
         bad = draw(st.integers(0, max(0, len(chunks) - 1)))
         parts = []
         for i, chunk in enumerate(chunks):
@@ -105,7 +105,7 @@ async def _exchange(pieces: list[bytes]) -> tuple[int, bytes]:
 def test_framing_survives_splits_and_refuses_bad_bytes(answer, data) -> None:
     wire, body, error = answer
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
-    pieces = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)]) if b > a]
+    pieces = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True) if b > a]
     try:
         status, got = asyncio.run(_exchange(pieces))
     except TimeoutError:

@@ -22,6 +22,9 @@ Errors: :class:`Disconnected` (an ``OSError``) when the server closes or resets 
 connection before the answer is complete; ``stale`` is set when that happened on a
 reused connection before any byte of the answer (the request can be sent again).
 :class:`ProtocolError` (a ``ValueError``) for a response that is not HTTP/1.x.
+
+The framing (head, ``Content-Length``, ``chunked``) is :mod:`kvlab.bench.rawframing`;
+the kernel's stamps and their clock are :mod:`kvlab.bench.rawstamps`.
 """
 
 from __future__ import annotations
@@ -29,101 +32,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import struct
-import sys
 import time
 from array import array
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-# SO_TIMESTAMPNS: 35 on x86, arm and most Linux ports (Python does not export it).
-SO_TIMESTAMPNS: int | None = getattr(
-    socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
-# Non-blocking sockets + loop.add_reader + recvmsg: POSIX selector event loops only.
-RAW_SUPPORTED = sys.platform != "win32" and hasattr(socket.socket, "recvmsg")
+from kvlab.bench.rawframing import MAX_HEAD_BYTES, Framing, ProtocolError, parse_head
+from kvlab.bench.rawstamps import (
+    ANC_SIZE,
+    RAW_SUPPORTED,
+    SO_TIMESTAMPNS,
+    TIMESPEC,
+    WALL,
+    keep_kernel_stamps_on,
+)
+
+__all__ = ["RAW_SUPPORTED", "Connection", "Disconnected", "ProtocolError", "RawPool",
+           "Response", "Sink", "Target"]
+
 READ_SIZE = 256 * 1024
-_ANC_SIZE = socket.CMSG_SPACE(16)  # one struct timespec
-_TIMESPEC = struct.Struct("@qq")
-MAX_HEAD_BYTES = 64 * 1024
-_HEX = b"0123456789abcdefABCDEF"
 
 Sink = Callable[[bytes, int], None]  # body bytes, arrival time (perf_counter ns)
 
-
-
-class _WallClock:
-    """``time_ns() - perf_counter_ns()``, to turn the kernel's wall-clock stamps into
-    ``perf_counter_ns`` time.
-
-    Read once per ``REFRESH_NS`` from the narrowest of a few bracketed samples: reading
-    the two clocks one after the other lets a thread switch (the GIL) or a preemption
-    fall between them, which shifts every stamp late by that pause (up to ms), so a
-    stamp could land after the read that carried it and be dropped.
-    """
-
-    REFRESH_NS = 500_000_000  # a clock step shows within half a second
-
-    def __init__(self) -> None:
-        self._offset = 0
-        self._next = 0
-
-    def offset_ns(self, now: int) -> int:
-        """The offset (ns) at ``now`` (``perf_counter_ns``)."""
-        if now >= self._next:
-            best = None
-            for _ in range(5):
-                before = time.perf_counter_ns()
-                wall = time.time_ns()
-                width = time.perf_counter_ns() - before
-                if best is None or width < best[0]:
-                    best = (width, wall - before - width // 2)
-            self._offset = best[1]  # type: ignore[index]
-            self._next = now + self.REFRESH_NS
-        return self._offset
-
-
-_WALL = _WallClock()
-_keeper: socket.socket | None = None
-
-
-def keep_kernel_stamps_on(timeout_s: float = 0.2) -> bool:
-    """Turn the kernel's receive stamps on for good in this process; True once they are.
-
-    Linux stamps received packets only while some socket asks for it, and turns stamping
-    on lazily (a deferred work item) when the first one does: the first segments of a
-    fresh connection, after every stamped socket had closed, came without a stamp
-    (missing on about half of such connections here). One idle socket that keeps asking
-    holds stamping on; a loopback probe waits (at most ``timeout_s``) until it is on.
-    """
-    global _keeper
-    if SO_TIMESTAMPNS is None or not RAW_SUPPORTED:
-        return False
-    if _keeper is not None:
-        return True
-    try:
-        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    _keeper = keeper
-    deadline = time.monotonic() + timeout_s
-    try:
-        with socket.create_server(("127.0.0.1", 0)) as listener:
-            while time.monotonic() < deadline:
-                with socket.socket() as probe:
-                    probe.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                    probe.connect(listener.getsockname())
-                    peer, _ = listener.accept()
-                    with peer:
-                        peer.sendall(b"x")
-                        _data, anc, _f, _a = probe.recvmsg(1, _ANC_SIZE)
-                if anc:
-                    return True
-                time.sleep(0.002)
-    except OSError:
-        pass
-    return False
 
 class Disconnected(ConnectionError):
     """The connection ended before the answer did."""
@@ -131,10 +62,6 @@ class Disconnected(ConnectionError):
     def __init__(self, message: str, stale: bool = False) -> None:
         super().__init__(message)
         self.stale = stale  # on a reused connection, before any byte: safe to resend
-
-
-class ProtocolError(ValueError):
-    """Bytes that are not an HTTP/1.x response."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +126,7 @@ class Connection:
         self._head_t = 0  # arrival of the last read taken in raw mode
         self._sink: Sink | None = None
         self._done: asyncio.Future[None] | None = None
-        self._framing: _Framing | None = None
+        self._framing: Framing | None = None
 
     @classmethod
     async def open(cls, host: str, port: int, lags: array[int] | None = None) -> Connection:
@@ -261,11 +188,11 @@ class Connection:
                 t = await self._next_read()
                 continue
             head, self._buf = self._buf[:end], self._buf[end + 4 :]
-            status, headers = _parse_head(head)
+            status, headers = parse_head(head)
             if 100 <= status < 200:
                 continue  # an interim answer (100 Continue); the real one follows,
                 # maybe in the same read
-            self._framing = _Framing.of(headers, status)
+            self._framing = Framing.of(headers, status)
             return Response(status, headers, t, self)
 
     async def _next_read(self) -> int:
@@ -304,7 +231,7 @@ class Connection:
 
     def _on_readable(self) -> None:
         try:
-            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, _ANC_SIZE)
+            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -313,8 +240,8 @@ class Connection:
         now = time.perf_counter_ns()
         t = now
         if anc and anc[0][1] == SO_TIMESTAMPNS:
-            sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-            kernel = sec * 1_000_000_000 + nsec - _WALL.offset_ns(now)
+            sec, nsec = TIMESPEC.unpack_from(anc[0][2])
+            kernel = sec * 1_000_000_000 + nsec - WALL.offset_ns(now)
             if kernel < now:  # a clock step could put it in the future: keep ours then
                 t = kernel
                 lag = now - kernel
@@ -370,103 +297,6 @@ class Connection:
     def _stop_reading(self) -> None:
         with contextlib.suppress(ValueError, OSError):
             self._loop.remove_reader(self._fd)
-
-
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if sep:
-            headers[name.strip().lower()] = value.strip()
-    if parts[0] == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
-        headers.setdefault("connection", "close")
-    return int(parts[1]), headers
-
-
-class _Framing:
-    """Removes the HTTP body framing: Content-Length, chunked, or read until close."""
-
-    __slots__ = ("_left", "_mode", "_pending", "empty", "keep_alive", "until_close")
-
-    def __init__(self, mode: str, length: int, keep_alive: bool) -> None:
-        self._mode = mode  # "length", "chunked" or "close"
-        self._left = length  # length: body bytes still due; chunked: of this chunk
-        self._pending = b""  # chunked: bytes of an incomplete size line or CRLF
-        self.keep_alive = keep_alive and mode != "close"
-        self.until_close = mode == "close"
-        self.empty = mode == "length" and length == 0  # nothing to read at all
-
-    @classmethod
-    def of(cls, headers: dict[str, str], status: int) -> _Framing:
-        keep = "close" not in headers.get("connection", "").lower()
-        if status in (204, 304):
-            return cls("length", 0, keep)
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            return cls("chunked", -1, keep)
-        if "content-length" in headers:
-            text = headers["content-length"]
-            if not (text.isascii() and text.isdigit() and len(text) <= 18):
-                raise ProtocolError(f"bad Content-Length {text[:20]!r}")
-            return cls("length", int(text), keep)
-        return cls("close", 0, False)
-
-    def feed(self, data: bytes) -> tuple[bytes, bool]:
-        """(body bytes in ``data``, whether the body is complete)."""
-        if self._mode == "length":
-            take = data[: self._left]
-            self._left -= len(take)
-            return take, self._left == 0
-        if self._mode == "close":
-            return data, False
-        return self._chunked(data)
-
-    def _chunked(self, data: bytes) -> tuple[bytes, bool]:
-        # _left > 0: bytes of the current chunk still due; -2: its CRLF is due; -1: a
-        # size line is due; -3: after the last chunk, trailer lines until a blank one.
-        buf = self._pending + data if self._pending else data
-        self._pending = b""
-        out: list[bytes] = []
-        pos, n = 0, len(buf)
-        while pos < n:
-            if self._left > 0:
-                take = buf[pos : pos + self._left]
-                out.append(take)
-                self._left -= len(take)
-                pos += len(take)
-                if self._left == 0:
-                    self._left = -2
-                continue
-            if self._left == -2:
-                if n - pos < 2:
-                    self._pending = buf[pos:]
-                    break
-                if buf[pos : pos + 2] != b"\r\n":
-                    raise ProtocolError("chunk not followed by CRLF")
-                pos += 2
-                self._left = -1
-                continue
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                if n - pos > 1024:
-                    raise ProtocolError("chunk size or trailer line over 1 KiB")
-                self._pending = buf[pos:]
-                break
-            line, pos = buf[pos:eol], eol + 2
-            if self._left == -3:
-                if not line:
-                    return b"".join(out), True  # the blank line after the last chunk
-                continue  # a trailer field: ignored
-            size_text = line.split(b";", 1)[0].strip()
-            # int(x, 16) alone would take "-5", "+5", "0x5" and "5_0"
-            if not (0 < len(size_text) <= 15 and size_text.strip(_HEX) == b""):
-                raise ProtocolError(f"bad chunk size {size_text[:20]!r}")
-            size = int(size_text, 16)
-            self._left = size if size else -3
-        return b"".join(out), False
 
 
 class RawPool:
