@@ -31,7 +31,8 @@ Outcomes (``records.Outcome``):
 
 Timing: every clock field is ``RunClock`` ns. One timestamp is taken per network read,
 and every event parsed out of that read shares it (events that arrive together are
-indistinguishable to the client anyway). For ``http://`` (kvlab's own client, on
+indistinguishable to the client anyway; :mod:`kvlab.bench.answers` reads one answer,
+through either client, into those facts). For ``http://`` (kvlab's own client, on
 Linux) that timestamp is the kernel's: when the read's last byte reached the TCP
 stack, however late the event loop handled it; through aiohttp (``https://``, or
 ``http_client="aiohttp"``) it is when the read's coroutine resumed. ``chunk_ns`` has
@@ -49,17 +50,15 @@ import hashlib
 import json
 import time
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from kvlab.bench.answers import AiohttpAnswer, read_answer
 from kvlab.bench.rawhttp import RAW_SUPPORTED, Disconnected, RawPool
-from kvlab.bench.rawhttp import Response as RawResponse
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
-from kvlab.bench.responses import ERROR_EXCERPT_CHARS, MalformedResponse, ResponseFacts
-from kvlab.bench.sse import SSEParser
+from kvlab.bench.responses import MalformedResponse, ResponseFacts
 from kvlab.bench.urls import redact_url, require_http_url
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
 
@@ -289,8 +288,8 @@ class HarnessClient:
                                      clock, facts)
             return
         async with self.session.post(url, data=payload, headers=headers) as resp:
-            answer = _AiohttpAnswer(resp, time.perf_counter_ns())
-            await _answer(answer, endpoint.api, stream, clock, facts)
+            answer = AiohttpAnswer(resp, time.perf_counter_ns())
+            await read_answer(answer, endpoint.api, stream, clock, facts)
 
     @staticmethod
     async def _exchange_raw(
@@ -306,7 +305,7 @@ class HarnessClient:
         """The same exchange through kvlab's own client (kernel receive timestamps)."""
         async with pool.post(url, headers, payload) as resp:
             try:
-                await _answer(resp, api, stream, clock, facts)
+                await read_answer(resp, api, stream, clock, facts)
             finally:
                 facts.read_lag_ns = resp.max_lag_ns
 
@@ -355,116 +354,6 @@ class HarnessClient:
                 f"{ids}; fix the model id setting"
             )
         return ids
-
-
-class _AiohttpAnswer:
-    """An aiohttp response behind :class:`~kvlab.bench.rawhttp.Response`'s interface
-    (status, headers, t_head_ns, read, stream); each read stamped when its coroutine
-    resumes."""
-
-    def __init__(self, resp: aiohttp.ClientResponse, t_head_ns: int) -> None:
-        self._resp = resp
-        self.status = resp.status
-        self.headers = resp.headers  # case-insensitive
-        self.t_head_ns = t_head_ns
-
-    async def read(self) -> bytes:
-        return await self._resp.read()
-
-    async def stream(self, sink: Callable[[bytes, int], None]) -> None:
-        content = self._resp.content
-        now = time.perf_counter_ns
-        while True:
-            chunk = await content.readany()
-            if not chunk:
-                return
-            sink(chunk, now())
-
-
-async def _answer(resp: RawResponse | _AiohttpAnswer, api: ApiKind, stream: bool,
-                  clock: RunClock, facts: ResponseFacts) -> None:
-    """Read one answer, through either HTTP client, into ``facts``."""
-    facts.t_headers = resp.t_head_ns - clock.t0_ns
-    facts.status = resp.status
-    if resp.status >= 300:
-        raw = (await resp.read())[: 4 * ERROR_EXCERPT_CHARS]
-        facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
-        return
-    if not stream:
-        _whole_answer(await resp.read(), api, facts)
-        return
-    _check_event_stream(resp.headers.get("content-type", ""))
-    reader = _StreamReader(api, clock, facts)
-    await resp.stream(reader.feed)
-    reader.finish()
-
-
-def _whole_answer(raw: bytes, api: ApiKind, facts: ResponseFacts) -> None:
-    """Facts of a non-streamed answer."""
-    obj = json.loads(raw)
-    if not isinstance(obj, dict):
-        raise MalformedResponse(f"expected a JSON object, got {type(obj).__name__}")
-    if api is ApiKind.LLAMACPP_COMPLETION:
-        facts.llama_answer(obj)
-    else:
-        facts.openai_answer(obj, api is ApiKind.OPENAI_CHAT)
-
-
-def _check_event_stream(content_type: str) -> None:
-    if not content_type.startswith("text/event-stream"):
-        raise MalformedResponse(
-            f"streamed answer is {content_type or 'untyped'}, not text/event-stream"
-        )
-
-
-class _StreamReader:
-    """A streamed answer's hot path, shared by both HTTP clients: reads in, facts out.
-
-    ``feed(chunk, t_ns)`` takes one network read and its arrival (``perf_counter_ns``);
-    every event parsed out of it shares that time.
-    """
-
-    __slots__ = ("_chat", "_done", "_facts", "_llama", "_parser", "_t0")
-
-    def __init__(self, api: ApiKind, clock: RunClock, facts: ResponseFacts) -> None:
-        self._llama = api is ApiKind.LLAMACPP_COMPLETION
-        self._chat = api is ApiKind.OPENAI_CHAT
-        self._facts = facts
-        self._parser = SSEParser()
-        self._t0 = clock.t0_ns
-        self._done = False
-        facts.saw_terminator = False
-        if not self._llama:
-            facts.saw_usage = False
-
-    def feed(self, chunk: bytes, t_ns: int) -> None:
-        facts = self._facts
-        t = t_ns - self._t0
-        if facts.t_first_chunk is None:
-            facts.t_first_chunk = t
-        if self._done:
-            return  # what follows the terminator is drained, so the connection is reused
-        events = self._parser.feed(chunk)
-        if events:
-            self._done = (
-                facts.llama_events(events, t) if self._llama
-                else facts.openai_events(events, t, self._chat)
-            )
-
-    def finish(self) -> None:
-        """End of body: a last unterminated event counts; no terminator = disconnected."""
-        facts = self._facts
-        if not self._done:
-            tail = self._parser.close()
-            if tail:
-                t = time.perf_counter_ns() - self._t0
-                self._done = (
-                    facts.llama_events(tail, t) if self._llama
-                    else facts.openai_events(tail, t, self._chat)
-                )
-        if not self._done:
-            what = "the final stop event" if self._llama else "data: [DONE]"
-            facts.fail(Outcome.DISCONNECTED, f"stream ended before {what}")
 
 
 def check_models(endpoint: Endpoint) -> list[str]:
