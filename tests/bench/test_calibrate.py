@@ -123,7 +123,7 @@ def test_calibrate_against_finds_a_limit_on_an_easy_ramp(base_url: str) -> None:
 def test_cpu_split_gives_the_server_one_cpu_of_its_own() -> None:
     import os
 
-    from kvlab.bench.calibrate import _split_cpus
+    from kvlab.bench.calibrate_server import split_cpus as _split_cpus
 
     client, server = _split_cpus()
     cpus = os.sched_getaffinity(0)

@@ -16,6 +16,9 @@ read's coroutine resumed through aiohttp (``http_client="aiohttp"``). So:
 takes reads that much late (a client that stamps each read late): the TTFT and latency
 errors must grow by exactly that, the gap errors not at all (a constant lag cancels).
 
+The error figures are :mod:`kvlab.bench.calibrate_errors`; the server process, its clock
+check and this process's set-up are :mod:`kvlab.bench.calibrate_server`.
+
 Ingest: (1) a burst with no inter-token delay: the harness, the harness on aiohttp,
 and a plain aiohttp client (``async for line in resp.content`` + ``json.loads``), all
 in this process; (2) a ramp of paced rates whose highest rate with on-time timestamps
@@ -25,24 +28,28 @@ is the client's limit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
-import numpy as np
 
+from kvlab.bench.calibrate_errors import Errors, pcts, steady_rate, timestamp_errors
+from kvlab.bench.calibrate_server import (
+    check_clock,
+    get_json,
+    raise_fd_limit,
+    server_cpu_s,
+    split_cpus,
+    synthetic_process,
+)
 from kvlab.bench.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.gcpause import paused_gc
-from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
-from kvlab.errors import ConfigError, ServerLaunchError
+from kvlab.bench.records import ApiKind, Record, RunClock
+from kvlab.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -75,20 +82,6 @@ class CalibrateSettings:
 # The ingest burst's clients: the harness (kvlab's own HTTP client), the harness on
 # aiohttp, and a plain aiohttp client that does nothing but parse events.
 INGEST_CLIENTS = ("kvlab", "kvlab-aiohttp", "aiohttp-baseline")
-
-
-@dataclass
-class Errors:
-    """Client timestamp errors against the server's send times (ms; p50/p99 of |error|)."""
-
-    requests: int = 0
-    failed: int = 0
-    unmatched: int = 0  # records whose chunks could not be paired with logged sends
-    events: int = 0
-    tokens: int = 0
-    ttft_ms: dict[str, float | None] = field(default_factory=dict)
-    latency_ms: dict[str, float | None] = field(default_factory=dict)
-    gap_ms: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,121 +133,6 @@ class CalibrationReport:
         return asdict(self)
 
 
-# -- the server process --------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def synthetic_process(host: str = "127.0.0.1", timeout_s: float = 20.0,
-                      cpus: set[int] | None = None) -> Iterator[str]:
-    """Start ``python -m kvlab.serve.synthetic`` on a free port; yield its base URL.
-
-    ``cpus``: the CPUs the server may run on (None: wherever the OS likes)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvlab.serve.synthetic", "--host", host, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    if cpus:
-        os.sched_setaffinity(proc.pid, cpus)
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        line = ""
-        while time.monotonic() < deadline and "listening on" not in line:
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                break
-        if "listening on" not in line:
-            err = proc.stderr.read()[-500:] if proc.stderr and proc.poll() is not None else ""
-            raise ServerLaunchError(f"the synthetic server did not start: {err or line!r}")
-        yield line.rsplit(" ", 1)[-1].strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-async def _get(session: aiohttp.ClientSession, url: str) -> Any:
-    async with session.get(url) as resp:
-        return await resp.json()
-
-
-async def check_clock(base_url: str) -> dict[str, Any]:
-    """Is the server's perf_counter the client's? (its reading must fall between ours)."""
-    async with aiohttp.ClientSession() as session:
-        before = time.perf_counter_ns()
-        server = (await _get(session, base_url + "/synthetic/clock"))["perf_counter_ns"]
-        after = time.perf_counter_ns()
-    shared = before <= server <= after
-    return {"shared": shared, "implementation": time.get_clock_info("perf_counter").implementation,
-            "round_trip_ms": (after - before) / 1e6}
-
-
-# -- error figures ---------------------------------------------------------------------
-
-
-def _pcts(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p99": None, "max": None}
-    a = np.abs(np.asarray(values, dtype=np.float64))
-    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
-            "max": float(a.max())}
-
-
-def timestamp_errors(records: list[Record], log: dict[str, Any], t0_ns: int) -> Errors:
-    """Pair each record's chunks with the server's logged sends (by request id) -> Errors.
-
-    ``t0_ns`` is the RunClock origin the records are relative to. The i-th content
-    chunk of a record is the server's i-th content event (the harness keeps one entry
-    per event, even when several share a network read).
-    """
-    out = Errors(requests=len(records))
-    ttft: list[float] = []
-    lat: list[float] = []
-    gaps: list[float] = []
-    for rec in records:
-        if rec.outcome is not Outcome.OK:
-            out.failed += 1
-            continue
-        entry = log.get(str((rec.body.get("synthetic") or {}).get("id")))
-        if entry is None or len(entry["send_ns"]) != len(rec.chunk_ns) or not rec.chunk_ns:
-            out.unmatched += 1
-            continue
-        sends = np.asarray(entry["send_ns"], dtype=np.int64)
-        arrivals = np.asarray(rec.chunk_ns, dtype=np.int64) + t0_ns
-        diff = (arrivals - sends) / 1e6
-        ttft.append(float(diff[0]))
-        lat.extend(diff.tolist())
-        gaps.extend(np.diff(diff).tolist())
-        out.events += len(sends)
-        out.tokens += int(sum(entry["tokens"]))
-    out.ttft_ms, out.latency_ms, out.gap_ms = _pcts(ttft), _pcts(lat), _pcts(gaps)
-    return out
-
-
-def steady_rate(records: list[Record], start_ns: int, end_ns: int) -> tuple[float, float]:
-    """(events/s, tokens/s) that arrived in ``[start_ns, end_ns)``, RunClock ns.
-
-    A level's steady part runs from its last stream's start to the time no new request
-    starts: every stream is busy throughout, so ragged starts and ends do not count.
-    """
-    span_s = max((end_ns - start_ns) / 1e9, 1e-9)
-    events = tokens = 0
-    for rec in records:
-        if rec.outcome is not Outcome.OK:
-            continue
-        counts = rec.chunk_tokens if len(rec.chunk_tokens) == len(rec.chunk_ns) else None
-        for k, t in enumerate(rec.chunk_ns):
-            if start_ns <= t < end_ns:
-                events += 1
-                tokens += 1 if counts is None or counts[k] is None else counts[k]
-    return events / span_s, tokens / span_s
-
-
 # -- load against the synthetic server --------------------------------------------------
 
 
@@ -304,8 +182,8 @@ async def run_level(
             j += 1
 
     async with aiohttp.ClientSession() as session:
-        await _get(session, base_url + "/synthetic/log?clear=1")
-        await _get(session, base_url + "/synthetic/stats?reset=1")
+        await get_json(session, base_url + "/synthetic/log?clear=1")
+        await get_json(session, base_url + "/synthetic/stats?reset=1")
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with paused_gc():
             async with HarnessClient(max_connections=concurrency, http_client=http_client,
@@ -315,8 +193,8 @@ async def run_level(
                 await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
                 lags = list(client.read_lags_ns or ())
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        stats = await _get(session, base_url + "/synthetic/stats")
-        log = await _get(session, base_url + "/synthetic/log?clear=1")
+        stats = await get_json(session, base_url + "/synthetic/stats")
+        log = await get_json(session, base_url + "/synthetic/log?clear=1")
     errors = timestamp_errors(records, log, true_t0)
     events_s, tokens_s = steady_rate(records, begin_ns + round(spread_s * 1e9),
                                      begin_ns + round(duration_s * 1e9))
@@ -327,13 +205,8 @@ async def run_level(
         server_cpu_frac=None,  # filled by _level_with_cpu
         server_lateness_p99_ms=stats["lateness_ms"]["p99"],
         stamps="kernel" if lags else "read",
-        read_lag_ms=_pcts([lag / 1e6 for lag in lags]) if lags else {},
+        read_lag_ms=pcts([lag / 1e6 for lag in lags]) if lags else {},
     )
-
-
-async def _server_cpu(base_url: str) -> float:
-    async with aiohttp.ClientSession() as session:
-        return float((await _get(session, base_url + "/synthetic/stats"))["cpu_s"])
 
 
 # -- ingest: the harness against a plain aiohttp client ----------------------------------
@@ -369,7 +242,7 @@ async def ingest_burst(base_url: str, client: str, settings: CalibrateSettings) 
     path = "/completion" if llama else "/v1/chat/completions"
     events = tokens = 0
     stop_at = time.perf_counter() + settings.ingest_duration_s
-    scpu0 = await _server_cpu(base_url)
+    scpu0 = await server_cpu_s(base_url)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if client in ("kvlab", "kvlab-aiohttp"):
         http_client = "aiohttp" if client == "kvlab-aiohttp" else "auto"
@@ -404,7 +277,7 @@ async def ingest_burst(base_url: str, client: str, settings: CalibrateSettings) 
         async with aiohttp.ClientSession(connector=connector) as session:
             await asyncio.gather(*(plain(session) for _ in range(streams)))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    scpu = await _server_cpu(base_url) - scpu0
+    scpu = await server_cpu_s(base_url) - scpu0
     return IngestResult(
         client=client, events=events, tokens=tokens, wall_s=wall,
         events_per_s=events / wall, tokens_per_s=tokens / wall,
@@ -417,9 +290,9 @@ async def ingest_burst(base_url: str, client: str, settings: CalibrateSettings) 
 
 
 async def _level_with_cpu(base_url: str, *args: Any, **kwargs: Any) -> LoadResult:
-    scpu0 = await _server_cpu(base_url)
+    scpu0 = await server_cpu_s(base_url)
     result = await run_level(base_url, *args, **kwargs)
-    result.server_cpu_frac = (await _server_cpu(base_url) - scpu0) / result.wall_s
+    result.server_cpu_frac = (await server_cpu_s(base_url) - scpu0) / result.wall_s
     return result
 
 
@@ -508,8 +381,8 @@ def calibrate(settings: CalibrateSettings, progress: Any = None) -> CalibrationR
     pinned vs 0.14-0.22 ms not, p99 1.1-3.7 ms vs 1.3-2.6 ms: no clear gain at p99,
     hence off by default.
     """
-    _raise_fd_limit()
-    client_cpus, server_cpus = _split_cpus() if settings.pin_cpus else (None, None)
+    raise_fd_limit()
+    client_cpus, server_cpus = split_cpus() if settings.pin_cpus else (None, None)
     before = os.sched_getaffinity(0) if client_cpus else None
     try:
         if client_cpus:
@@ -523,24 +396,3 @@ def calibrate(settings: CalibrateSettings, progress: Any = None) -> CalibrationR
         f"client on CPUs {sorted(client_cpus)}, synthetic server on CPUs {sorted(server_cpus)}"
         if client_cpus and server_cpus else "client and server not pinned to CPUs")
     return report
-
-
-def _split_cpus() -> tuple[set[int] | None, set[int] | None]:
-    """(client CPUs, server CPUs): the last usable CPU for the server; (None, None)
-    where affinity is not available or there is a single CPU."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None, None
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        return None, None
-    return set(cpus[:-1]), {cpus[-1]}
-
-
-def _raise_fd_limit() -> None:
-    """1024 streams need more than the common default of 1024 open files."""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft < 8192:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(8192, hard), hard))
