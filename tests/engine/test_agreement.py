@@ -18,13 +18,14 @@ def test_summary_figures() -> None:
     report = AgreementReport(
         tokenizer=[TokenizerCheck(512, "q01", 250, True, None),
                    TokenizerCheck(512, "q02", 251, False, 17)],
-        decode=[DecodeCheck("q01", 250, 64, 64, 64), DecodeCheck("q02", 251, 7, 63, 64),
-                DecodeCheck("q03", 252, 20, 62, 64)],
+        decode=[DecodeCheck("q01", 250, 64, 64, 64), DecodeCheck("q02", 251, 7, 63, 64, [0.1]),
+                DecodeCheck("q03", 252, 20, 62, 64, [0.02, 0.3])],
     )
     summary = report.summary()
     assert (summary["tokenizer_equal"], summary["tokenizer_total"]) == (1, 2)
     assert (summary["agreed_median"], summary["agreed_min"]) == (20, 7)
     assert summary["teacher_forced_top1"] == pytest.approx(189 / 192)
+    assert summary["max_mismatch_margin"] == 0.3
     assert AgreementReport().summary()["agreed_median"] is None
 
 
@@ -51,3 +52,4 @@ def test_tokens_and_greedy_decoding_agree_with_llama_server(
     # Quantized activations in llama.cpp allow rare near-tie flips, never a different model.
     assert summary["agreed_min"] >= 1
     assert summary["teacher_forced_top1"] >= 0.9, report.to_dict()["decode"]
+    assert all(0 < m < 1.0 for d in report.decode for m in d.mismatch_margins)  # near ties

@@ -255,6 +255,10 @@ def _print_engine_check(document: dict[str, Any]) -> None:
             f" agree before the first divergence median {s['agreed_median']}, min "
             f"{s['agreed_min']}; teacher-forced top-1 {s['teacher_forced_top1']:.2%} "
             f"(≥ 99%)  {_mark((s['teacher_forced_top1'] or 0) >= 0.99)}", highlight=False)
+        if s.get("max_mismatch_margin") is not None:
+            console.print(f"llama-server  where they differ, llama-server's token trails the "
+                          f"engine's top-1 by at most {s['max_mismatch_margin']:.3f} logits",
+                          highlight=False)
 
 
 @app.command("engine-speed")

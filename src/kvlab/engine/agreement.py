@@ -50,6 +50,9 @@ class DecodeCheck:
     agreed_before_divergence: int  # 0..n_predict
     teacher_forced_agree: int  # steps whose top-1 equals llama-server's token
     n_predict: int
+    # At each teacher-forced step where they differ: the engine's top-1 logit minus its
+    # logit of llama-server's token (small: a near tie that quantization tipped over).
+    mismatch_margins: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +76,8 @@ class AgreementReport:
             "agreed_median": statistics.median(agreed) if agreed else None,
             "agreed_min": min(agreed) if agreed else None,
             "teacher_forced_top1": forced / steps if steps else None,
+            "max_mismatch_margin": max(
+                (m for d in self.decode for m in d.mismatch_margins), default=None),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,17 +150,17 @@ def check_tokenization(base_url: str, tokenizer: Any, capacity: int,
     return checks
 
 
-def teacher_forced_top1(model: LanguageModel, ids: list[int], forced: list[int]) -> list[int]:
-    """The engine's top-1 token at each of ``len(forced)`` steps, each step seeing the
-    prompt ``ids`` and ``forced[:step]`` (one cached prefill, one cached chunk)."""
+def teacher_forced_logits(model: LanguageModel, ids: list[int], forced: list[int]
+                          ) -> torch.Tensor:
+    """The engine's logits (n, V) at each of ``n = len(forced)`` steps, step i seeing the
+    prompt ``ids`` and ``forced[:i]`` (one cached prefill, one cached chunk)."""
     cache = new_cache(model, len(ids) + len(forced) - 1)
     with torch.inference_mode():
         first = model(torch.tensor([ids]), cache, start_pos=0, last_only=True)  # (1, 1, V)
         cache.advance(len(ids))
         rest = model(torch.tensor([forced[:-1]]), cache, start_pos=cache.length)  # (1, n-1, V)
         cache.advance(len(forced) - 1)
-        logits = torch.cat([first[0], rest[0]])  # (n, V)
-    return [int(t) for t in logits.argmax(-1)]
+        return torch.cat([first[0], rest[0]]).float()  # (n, V)
 
 
 def check_decoding(base_url: str, model: LanguageModel, query_id: str, ids: list[int],
@@ -165,9 +170,12 @@ def check_decoding(base_url: str, model: LanguageModel, query_id: str, ids: list
     ours = generate(model, ids, n_predict).tokens
     agreed = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b),
                   n_predict)
-    forced = teacher_forced_top1(model, ids, theirs)
-    return DecodeCheck(query_id, len(ids), agreed,
-                       sum(a == b for a, b in zip(forced, theirs, strict=True)), n_predict)
+    logits = teacher_forced_logits(model, ids, theirs)  # (n, V)
+    top = [int(t) for t in logits.argmax(-1)]
+    margins = [float(logits[i, mine] - logits[i, theirs[i]])
+               for i, mine in enumerate(top) if mine != theirs[i]]
+    return DecodeCheck(query_id, len(ids), agreed, n_predict - len(margins), n_predict,
+                       margins)
 
 
 def run_agreement(
