@@ -2,7 +2,8 @@
 
 Whole exchanges against real servers (aiohttp, the embedded and synthetic servers,
 llama-server) go through it in test_endpoints.py and the integration tests; here are
-the parts a server will not exercise on demand (every split of a chunked body).
+the parts a server will not exercise on demand (every split of a chunked body, bad
+framing), through :mod:`tests.bench.rawwire`.
 """
 
 from __future__ import annotations
@@ -13,63 +14,59 @@ import time
 
 import pytest
 
-from kvlab.bench.rawframing import Framing, ProtocolError, parse_head
-from kvlab.bench.rawhttp import Disconnected, RawPool, Target
+from kvlab.bench.rawhttp import Disconnected, ProtocolError, RawPool, Target
+from tests.bench.rawwire import Answer, exchange
 
 CHUNKED = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n"
-
-
-def feed_split(framing: Framing, data: bytes, cuts: list[int]) -> tuple[bytes, bool]:
-    out, done, start = [], False, 0
-    for end in [*cuts, len(data)]:
-        body, finished = framing.feed(data[start:end])
-        out.append(body)
-        done = done or finished
-        start = end
-    return b"".join(out), done
+HEAD = b"HTTP/1.1 200 OK\r\n"
+CHUNKED_HEAD = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
 
 
 def test_chunked_body_survives_every_split():
     for i in range(len(CHUNKED) + 1):
         for j in range(i, len(CHUNKED) + 1):
-            framing = Framing.of({"transfer-encoding": "chunked"}, 200)
-            body, done = feed_split(framing, CHUNKED, [i, j])
-            assert (body, done) == (b"hello, world", True), (i, j)
+            answer = exchange([CHUNKED_HEAD + CHUNKED[:i], CHUNKED[i:j], CHUNKED[j:]])
+            assert (answer.body, answer.reusable) == (b"hello, world", True), (i, j)
 
 
 def test_chunked_incomplete_is_not_done_and_bad_size_is_refused():
-    framing = Framing.of({"transfer-encoding": "chunked"}, 200)
-    assert framing.feed(b"5\r\nhel") == (b"hel", False)
-    framing = Framing.of({"transfer-encoding": "chunked"}, 200)
-    assert framing.feed(b"1\r\nx\r\n0\r\nX-Trailer: 1\r\n") == (b"x", False)
-    assert framing.feed(b"\r\n") == (b"", True)  # done only at the blank line
+    answer = Answer()
+    with pytest.raises(Disconnected):
+        exchange([CHUNKED_HEAD, b"5\r\nhel"], answer)
+    assert answer.body == b"hel"
+    with pytest.raises(Disconnected):  # done only at the blank line
+        exchange([CHUNKED_HEAD, b"1\r\nx\r\n0\r\nX-Trailer: 1\r\n"])
+    answer = exchange([CHUNKED_HEAD, b"1\r\nx\r\n0\r\nX-Trailer: 1\r\n", b"\r\n"])
+    assert (answer.body, answer.reusable) == (b"x", True)
+    assert "x-trailer" not in answer.headers
     with pytest.raises(ProtocolError, match="chunk size"):
-        Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"zz\r\n")
-    with pytest.raises(ProtocolError, match="CRLF"):
-        Framing.of({"transfer-encoding": "chunked"}, 200).feed(b"2\r\nabXY")
+        exchange([CHUNKED_HEAD, b"zz\r\n"])
+    with pytest.raises(ProtocolError, match="after chunk data"):  # its CRLF
+        exchange([CHUNKED_HEAD, b"2\r\nabXY"])
 
 
 def test_content_length_and_read_to_close():
-    framing = Framing.of({"content-length": "5"}, 200)
-    assert framing.feed(b"abc") == (b"abc", False)
-    assert framing.feed(b"deEXTRA") == (b"de", True)
-    assert framing.keep_alive
-    assert Framing.of({"content-length": "0"}, 200).empty
-    assert Framing.of({}, 204).empty
-    closing = Framing.of({}, 200)
-    assert closing.until_close and not closing.keep_alive
-    assert closing.feed(b"anything") == (b"anything", False)
-    assert not Framing.of({"content-length": "3", "connection": "close"}, 200).keep_alive
+    answer = exchange([HEAD + b"Content-Length: 5\r\n\r\nabc", b"deEXTRA"])
+    assert (answer.body, answer.reusable) == (b"abcde", True)
+    assert exchange([HEAD + b"Content-Length: 0\r\n\r\n"]).body == b""
+    assert exchange([b"HTTP/1.1 204 No Content\r\n\r\n"]).reusable
+    closing = exchange([HEAD + b"\r\n", b"anything"])
+    assert (closing.body, closing.reusable) == (b"anything", False)
+    answer = exchange([HEAD + b"Content-Length: 3\r\nConnection: close\r\n\r\nabc"])
+    assert (answer.body, answer.reusable) == (b"abc", False)
     with pytest.raises(ProtocolError):
-        Framing.of({"content-length": "x"}, 200)
+        exchange([HEAD + b"Content-Length: x\r\n\r\n"])
 
 
-def testparse_head():
-    status, headers = parse_head(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-A:  b ")
-    assert status == 200 and headers == {"content-type": "text/event-stream", "x-a": "b"}
-    assert parse_head(b"HTTP/1.0 200 OK")[1]["connection"] == "close"
+def test_head():
+    answer = exchange([HEAD + b"Content-Type: text/event-stream\r\nX-A:  b \r\n"
+                       b"Content-Length: 0\r\n\r\n"])
+    assert answer.status == 200
+    assert answer.headers == {"content-type": "text/event-stream", "x-a": "b",
+                              "content-length": "0"}
+    assert not exchange([b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"]).reusable
     with pytest.raises(ProtocolError, match="status line"):
-        parse_head(b"SSH-2.0-OpenSSH_9.2")
+        exchange([b"SSH-2.0-OpenSSH_9.2\r\n"])
 
 
 def test_target_parse():

@@ -1,25 +1,21 @@
 """Fuzzing kvlab's HTTP/1.1 response framing: random splits, chunk sizes and faults.
 
-Each example is one answer written into a socket pair piece by piece, read back by a
-:class:`~kvlab.bench.rawhttp.Connection` (the same reader callback as in a benchmark),
-within a timeout. A valid answer must give exactly its body; a bad length or chunk
-header a :class:`ProtocolError`; a cut stream :class:`Disconnected`. Never a hang, never
-a wrong body.
+Each example is one answer written into a socket pair piece by piece and read back by
+kvlab's own client within a timeout (:mod:`tests.bench.rawwire`). A valid answer must
+give exactly its body; a bad length or chunk header a :class:`ProtocolError`; a cut
+stream :class:`Disconnected`. Never a hang, never a wrong body.
 """
 
 from __future__ import annotations
 
-import asyncio
-import socket
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.bench.rawhttp import Connection, Disconnected, ProtocolError
+from kvlab.bench.rawhttp import Disconnected, ProtocolError
+from tests.bench.rawwire import exchange
 
 BAD_LENGTHS = ["-1", "x", "1e3", "0x10", "+5", "5_0", "", "5 5", "9" * 30]
 BAD_SIZES = ["zz", "-5", "+5", "0x5", "5_0", "", "f" * 17, "g", "5 5"]
-TIMEOUT_S = 5.0
 
 
 @st.composite
@@ -75,31 +71,6 @@ def answers(draw: st.DrawFn) -> tuple[bytes, bytes | None, type[Exception] | Non
     return wire, body, None
 
 
-async def _exchange(pieces: list[bytes]) -> tuple[int, bytes]:
-    loop = asyncio.get_running_loop()
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
-    theirs.setblocking(False)
-    conn = Connection(ours, loop)
-
-    async def serve() -> None:
-        await loop.sock_recv(theirs, 65536)  # the request
-        for piece in pieces:
-            await loop.sock_sendall(theirs, piece)
-            await asyncio.sleep(0)  # let the client read: pieces arrive apart
-        theirs.close()  # EOF
-
-    server = asyncio.create_task(serve())
-    try:
-        async with asyncio.timeout(TIMEOUT_S):
-            resp = await conn.request(b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"")
-            return resp.status, await resp.read()
-    finally:
-        conn.close()
-        server.cancel()
-        theirs.close()
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(answer=answers(), data=st.data())
 def test_framing_survives_splits_and_refuses_bad_bytes(answer, data) -> None:
@@ -107,12 +78,12 @@ def test_framing_survives_splits_and_refuses_bad_bytes(answer, data) -> None:
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
     pieces = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True) if b > a]
     try:
-        status, got = asyncio.run(_exchange(pieces))
+        answer_read = exchange(pieces)
     except TimeoutError:
         raise AssertionError(f"hung on {wire!r}") from None
     except (ProtocolError, Disconnected) as exc:
         assert error is not None and isinstance(exc, error), (exc, wire)
         return
-    assert error is None, (f"no {error} for", wire, got)
-    assert got == body
-    assert status in (200, 204)
+    assert error is None, (f"no {error} for", wire, answer_read.body)
+    assert answer_read.body == body
+    assert answer_read.status in (200, 204)
