@@ -103,8 +103,9 @@ def read_state_dict(path: str | Path, dtype: torch.dtype = torch.float32
                 f"GGUF file {str(p)!r}: cannot dequantize {tensor.name} "
                 f"({tensor.tensor_type.name}): {exc}"
             ) from None
-        values = np.require(values, dtype=np.float32, requirements=["C", "W"])
-        weight = torch.from_numpy(values)
+        # A copy into torch's own (64-byte aligned) memory: numpy's large buffers are
+        # only 16-byte aligned, which BLAS kernels may run slower on.
+        weight = torch.tensor(np.ascontiguousarray(values, dtype=np.float32))
         if name.endswith("norm.weight"):
             weight = weight - 1.0  # the file stores 1 + w
         state[name] = weight.to(dtype)
