@@ -67,9 +67,10 @@ def _print_mask(mask: list[list[bool]], past: int, reading: str) -> None:
 
 
 def _proof_table(proof: Any) -> Table:
+    at_512 = ("" if proof.parameters_at_512 == proof.parameters
+              else f" ({proof.parameters_at_512:,} at max_len 512)")  # the toy's table
     title = (f"{proof.preset}: {proof.attention}, {proof.n_heads} heads / "
-             f"{proof.n_kv_heads} KV heads, {proof.parameters:,} parameters "
-             f"({proof.parameters_at_512:,} at max_len 512)")
+             f"{proof.n_kv_heads} KV heads, {proof.parameters:,} parameters{at_512}")
     table = Table(title=title, title_justify="left")
     for column in ("check", "result", "expected", ""):
         table.add_column(column)
