@@ -56,17 +56,6 @@ def _one(value: float | None, weight: float = 1.0) -> Samples:
     return [] if value is None else [(value, weight)]
 
 
-def _span_rate(rows: Sequence[Record]) -> float | None:
-    """Σ output tokens / (last end − first sent), tokens/s: a benchmark-duration rate."""
-    counted = [r for r in rows if r.output_tokens is not None]
-    if not counted:
-        return None
-    span_s = (max(r.t_end for r in counted) - min(r.t_sent for r in counted)) / 1e9
-    if span_s <= 0:
-        return None
-    return sum(r.output_tokens or 0 for r in counted) / span_s
-
-
 # ------------------------------------------------------------------------------- kvlab
 
 def _kvlab(metric: str) -> RowSamples:
@@ -221,7 +210,7 @@ SETS: dict[str, DefinitionSet] = {
             "tpot_ms": lambda r: _one(vllm_tpot_ms(r)),
             "e2e_ms": lambda r: _one(vllm_e2e_ms(r)),
         },
-        rate=_span_rate,
+        rate=metrics.system_tokens_per_s,
     ),
     "guidellm": DefinitionSet(
         name="guidellm",
@@ -248,7 +237,7 @@ SETS: dict[str, DefinitionSet] = {
             "tpot_ms": _guidellm_tpot,
             "e2e_ms": lambda r: _one(metrics.e2e_ms(r)),
         },
-        rate=_span_rate,
+        rate=metrics.system_tokens_per_s,
         weighted=True,
     ),
     "aiperf": DefinitionSet(
@@ -272,7 +261,7 @@ SETS: dict[str, DefinitionSet] = {
             "tpot_ms": lambda r: [],
             "e2e_ms": lambda r: _one(aiperf_e2e_ms(r)),
         },
-        rate=_span_rate,
+        rate=metrics.system_tokens_per_s,
     ),
 }
 

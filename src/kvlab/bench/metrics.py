@@ -109,3 +109,15 @@ def e2e_tokens_per_s(rows: Iterable[Record]) -> float | None:
     if seconds <= 0:
         return None
     return tokens / seconds
+
+
+def system_tokens_per_s(rows: Iterable[Record]) -> float | None:
+    """Σ output tokens / (last end − first sent) over rows, tokens/s: the rate of the
+    whole group as one benchmark; None when no row counted tokens or the span is empty."""
+    counted = [r for r in rows if r.output_tokens is not None]
+    if not counted:
+        return None
+    span_s = (max(r.t_end for r in counted) - min(r.t_sent for r in counted)) / 1e9
+    if span_s <= 0:
+        return None
+    return sum(r.output_tokens or 0 for r in counted) / span_s

@@ -28,8 +28,8 @@ from torch import nn
 
 from kvlab.engine.cache import KVCache
 from kvlab.engine.gemma_config import GemmaConfig
+from kvlab.engine.lm import check_positions
 from kvlab.engine.masks import causal_mask
-from kvlab.errors import EngineError, PromptTooLongError
 
 
 class RMSNorm(nn.Module):
@@ -177,17 +177,7 @@ class Gemma3(nn.Module):
         640 x 262,144 product, the largest in the model).
         """
         T = ids.shape[1]  # ids: (B, T)
-        if cache is not None and start_pos != cache.length:
-            raise EngineError(
-                f"start_pos {start_pos} does not follow the cache, which holds "
-                f"{cache.length} tokens; pass start_pos=cache.length"
-            )
-        end = start_pos + T
-        if end > self.config.max_len:
-            raise PromptTooLongError(
-                f"positions up to {end} exceed the model's max_len {self.config.max_len}; "
-                f"shorten the input"
-            )
+        end = check_positions(cache, start_pos, T, self.config.max_len)
         positions = self.positions[start_pos:end]  # (T,)
         x = self.embed(ids)  # (B, T, C)
         x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)  # (B, T, C)

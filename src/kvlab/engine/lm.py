@@ -13,6 +13,7 @@ from typing import Protocol
 import torch
 
 from kvlab.engine.cache import CacheLayout, KVCache
+from kvlab.errors import EngineError, PromptTooLongError
 
 
 class LMConfig(CacheLayout, Protocol):
@@ -56,3 +57,20 @@ def model_dtype(model: LanguageModel) -> torch.dtype:
 def new_cache(model: LanguageModel, max_len: int, batch: int = 1) -> KVCache:
     """A cache for ``model`` of ``max_len`` tokens, in the model's dtype."""
     return KVCache(model.config, batch=batch, max_len=max_len, dtype=model_dtype(model))
+
+
+def check_positions(cache: KVCache | None, start_pos: int, n_tokens: int, max_len: int
+                    ) -> int:
+    """Refuse a forward that does not follow the cache or runs past ``max_len``; return
+    the end position (exclusive). Both models call it first."""
+    if cache is not None and start_pos != cache.length:
+        raise EngineError(
+            f"start_pos {start_pos} does not follow the cache, which holds "
+            f"{cache.length} tokens; pass start_pos=cache.length"
+        )
+    end = start_pos + n_tokens
+    if end > max_len:
+        raise PromptTooLongError(
+            f"positions up to {end} exceed the model's max_len {max_len}; shorten the input"
+        )
+    return end

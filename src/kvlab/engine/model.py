@@ -15,8 +15,8 @@ from torch import nn
 
 from kvlab.engine.cache import KVCache
 from kvlab.engine.config import ModelConfig
+from kvlab.engine.lm import check_positions
 from kvlab.engine.masks import causal_mask
-from kvlab.errors import EngineError, PromptTooLongError
 
 
 class CausalSelfAttention(nn.Module):
@@ -130,17 +130,7 @@ class TinyLM(nn.Module):
         caller's job. ``last_only``: logits (B, 1, vocab) of the last position only.
         """
         T = ids.shape[1]  # ids: (B, T)
-        if cache is not None and start_pos != cache.length:
-            raise EngineError(
-                f"start_pos {start_pos} does not follow the cache, which holds "
-                f"{cache.length} tokens; pass start_pos=cache.length"
-            )
-        end = start_pos + T
-        if end > self.config.max_len:
-            raise PromptTooLongError(
-                f"positions up to {end} exceed the model's max_len {self.config.max_len}; "
-                f"shorten the input"
-            )
+        end = check_positions(cache, start_pos, T, self.config.max_len)
         mask = None
         if cache is not None and start_pos > 0 and T > 1:
             mask = causal_mask(T, start_pos).to(ids.device)  # (T, P+T)

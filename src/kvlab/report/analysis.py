@@ -126,17 +126,6 @@ def values(rows: Iterable[Record], metric: RowMetric) -> list[float]:
     return [v for r in rows if (v := metric.fn(r)) is not None]
 
 
-def system_tokens_per_s(rows: Sequence[Record]) -> float | None:
-    """Σ output tokens / (last end − first sent) over rows, tokens/s; None if no span."""
-    counted = [r for r in rows if r.output_tokens is not None]
-    if not counted:
-        return None
-    span_s = (max(r.t_end for r in counted) - min(r.t_sent for r in counted)) / 1e9
-    if span_s <= 0:
-        return None
-    return sum(r.output_tokens or 0 for r in counted) / span_s
-
-
 @dataclass
 class GroupSummary:
     """One (mode, capacity, load) cell over its valid rows."""
@@ -186,7 +175,7 @@ def summarize_group(key: GroupKey, rows: Sequence[Record], *, resamples: int = 2
         rows=len(rows), refused=len(rows) - len(good),
         metrics=dists, mean_intervals=cis,
         e2e_tokens_per_s=m.e2e_tokens_per_s(good),
-        system_tokens_per_s=system_tokens_per_s(good),
+        system_tokens_per_s=m.system_tokens_per_s(good),
         mean_prompt_tokens=sum(prompts) / len(prompts) if prompts else None,
     )
 
