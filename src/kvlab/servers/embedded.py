@@ -20,7 +20,7 @@ import kvlab
 from kvlab.errors import ServerLaunchError
 from kvlab.servers.process import (
     STOP_GRACE_S,
-    exit_verb,
+    exit_description,
     free_port,
     log_tail,
     register,
@@ -93,8 +93,7 @@ class EmbeddedServer:
 
     def exit_description(self) -> str | None:
         """How the process ended ("died of SIGKILL (...)"), or None while it runs."""
-        code = self._process.poll() if self._process is not None else None
-        return None if code is None else exit_verb(code, "kvlab serve")
+        return exit_description(self._process, "kvlab serve")
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM, then SIGKILL after a grace period; safe to call twice."""

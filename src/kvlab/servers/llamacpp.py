@@ -6,7 +6,6 @@ table; :class:`LlamaServer` turns it plus a context capacity into one process.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -25,7 +24,7 @@ from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server,
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
 from kvlab.servers.kvlog import KvCheck, check_server_log
 from kvlab.servers.process import (
-    exit_verb,
+    exit_description,
     free_port,
     log_tail,
     register,
@@ -226,13 +225,9 @@ class LlamaServer:
     def exit_description(self, wait_s: float = 0.0) -> str | None:
         """How the process ended on its own ("died of SIGILL (...)"); None while it runs
         (after waiting up to ``wait_s`` seconds for it to end) or when kvlab stopped it."""
-        if self._proc is not None and wait_s > 0:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout=wait_s)
-        code = self._proc.poll() if self._proc is not None else None
-        if code is None or self._stopped_by_kvlab:
+        if self._stopped_by_kvlab:
             return None
-        return exit_verb(code, "llama-server")
+        return exit_description(self._proc, "llama-server", wait_s)
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the process group, SIGKILL after ``grace_s``; safe to call twice."""

@@ -111,6 +111,19 @@ def exit_verb(code: int, name: str = "server") -> str:
     return f"exited with {described}" if code >= 0 else f"died of {described}"
 
 
+def exit_description(proc: subprocess.Popen[bytes] | None, name: str,
+                     wait_s: float = 0.0) -> str | None:
+    """How ``proc`` ended ("died of SIGILL (...)"), or None while it runs (after waiting
+    up to ``wait_s`` seconds: a request cut by a crash can beat the kernel's reaping)."""
+    if proc is None:
+        return None
+    if wait_s > 0:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=wait_s)
+    code = proc.poll()
+    return None if code is None else exit_verb(code, name)
+
+
 def wait_ready(base_url: str, proc: subprocess.Popen[bytes], timeout_s: float,
                poll_s: float = 0.05, name: str = "llama-server") -> list[int]:
     """Poll ``/health`` until 200; return the distinct status codes seen, in order.

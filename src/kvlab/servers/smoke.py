@@ -67,9 +67,8 @@ def smoke_check(binary: Path | None = None, model: Path | None = None, n_tokens:
         data = answer.json()
     except (KvlabError, httpx.HTTPError, ValueError) as exc:
         # A request cut by the server's death can beat the kernel's reaping of it:
-        # give it a moment, and ask before stop(), whose SIGTERM is no crash.
+        # give it a moment, and ask before `finally` stops it.
         died = server.exit_description(wait_s=2.0)
-        server.stop()
         raise ServerLaunchError(_failure_line(died, exc, log)) from None
     finally:
         server.stop()
