@@ -183,13 +183,7 @@ def prove_gemma(
     """
     from kvlab.engine.models import load_model
 
-    if threads is not None and threads <= 0:
-        raise ConfigError(f"threads must be positive, got {threads}")
-    if prompt_tokens <= 0 or new_tokens <= 0:
-        raise ConfigError(
-            f"prompt and new token counts must be positive, got prompt={prompt_tokens}, "
-            f"new={new_tokens}"
-        )
+    _check_counts(threads, prompt_tokens, new_tokens)
     loaded = loaded or load_model(name)
     prompt = gemma_prompt(loaded.tokenizer, prompt_tokens)
     report = ProofReport(mask=causal_mask(MASK_NEW, MASK_PAST).tolist())
@@ -228,13 +222,7 @@ def run_proof(
     torch's setting alone. One thread by default: the proof is about equality, and
     several threads on a busy machine can make these tiny passes many times slower.
     """
-    if threads is not None and threads <= 0:
-        raise ConfigError(f"threads must be positive, got {threads}")
-    if prompt_tokens <= 0 or new_tokens <= 0:
-        raise ConfigError(
-            f"prompt and new token counts must be positive, got prompt={prompt_tokens}, "
-            f"new={new_tokens}"
-        )
+    _check_counts(threads, prompt_tokens, new_tokens)
     names = [preset, *(p for p in also if p != preset)]
     for name in names:
         get_preset(name)  # unknown names fail before any work
@@ -244,3 +232,14 @@ def run_proof(
         for name in names:
             report.proofs.append(prove_config(name, prompt_tokens, new_tokens, seed))
     return report
+
+
+def _check_counts(threads: int | None, prompt_tokens: int, new_tokens: int) -> None:
+    """Refuse a non-positive thread, prompt or generation count (ConfigError, one line)."""
+    if threads is not None and threads <= 0:
+        raise ConfigError(f"threads must be positive, got {threads}")
+    if prompt_tokens <= 0 or new_tokens <= 0:
+        raise ConfigError(
+            f"prompt and new token counts must be positive, got prompt={prompt_tokens}, "
+            f"new={new_tokens}"
+        )
