@@ -10,7 +10,8 @@ from kvlab.engine.config import PRESETS, ModelConfig, get_preset
 from kvlab.engine.gemma import Gemma3, build_gemma
 from kvlab.engine.gemma_config import GemmaConfig
 from kvlab.engine.generate import Generation, generate, iter_generate, make_sampler
-from kvlab.engine.model import TinyLM, build_model, causal_mask
+from kvlab.engine.masks import causal_mask
+from kvlab.engine.model import TinyLM, build_model
 from kvlab.engine.models import LoadedModel, load_model
 from kvlab.engine.tokenizer import EOS_ID, ByteTokenizer, IncrementalDecoder
 

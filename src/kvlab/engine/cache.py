@@ -6,9 +6,12 @@ keeps token ``p`` in cell ``p``. A sliding-window layer (window W, Gemma 3's loc
 layers) has only W cells, used as a ring: token ``p`` goes to cell ``p % W`` and
 overwrites the token W positions earlier, which no later query can see any more.
 
-A layer writes its new keys and values with :meth:`KVCache.update` and attends over
-what it returns; the engine, not a layer, calls :meth:`KVCache.advance` once every
-layer has written. Nothing grows as the sequence grows.
+The interface both caches keep (this one and the paged batch of
+:mod:`kvlab.engine.paged`): the model asks :meth:`KVCache.positions` where its new
+tokens sit; each layer writes its new keys and values with :meth:`KVCache.update`,
+attends over what it returns, masked by :meth:`KVCache.attn_mask`; the engine, not a
+layer, calls :meth:`KVCache.advance` once every layer has written. Nothing grows as
+the sequence grows.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Protocol
 
 import torch
 
-from kvlab.errors import CacheOverflowError, ConfigError, EngineError
+from kvlab.engine.masks import contiguous_mask
+from kvlab.errors import CacheOverflowError, ConfigError, EngineError, PromptTooLongError
 
 
 class CacheLayout(Protocol):
@@ -32,6 +36,41 @@ class CacheLayout(Protocol):
     def layer_windows(self) -> tuple[int | None, ...]:
         """Per layer: its sliding window in tokens, or None for full attention."""
         ...
+
+
+class KVStore(Protocol):
+    """What a model's forward needs from a cache (contiguous or a paged batch)."""
+
+    def positions(self, n_new: int, start_pos: int | None = None) -> torch.Tensor:
+        """Positions of the new tokens: (T,) for one sequence, (B, T) for a batch."""
+        ...
+
+    def update(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store the new K/V (B, kvh, T, hd); the keys and values to attend over."""
+        ...
+
+    def attn_mask(self, layer: int, n_new: int, n_keys: int) -> torch.Tensor | None:
+        """The boolean mask for those keys; None: no mask needed (see attention.py)."""
+        ...
+
+
+def check_positions(cache: KVCache | None, start_pos: int, n_tokens: int, max_len: int
+                    ) -> int:
+    """Refuse a forward that does not follow the cache or runs past ``max_len``; return
+    the end position (exclusive)."""
+    if cache is not None and start_pos != cache.length:
+        raise EngineError(
+            f"start_pos {start_pos} does not follow the cache, which holds "
+            f"{cache.length} tokens; pass start_pos=cache.length"
+        )
+    end = start_pos + n_tokens
+    if end > max_len:
+        raise PromptTooLongError(
+            f"positions up to {end} exceed the model's max_len {max_len}; shorten the input"
+        )
+    return end
 
 
 class KVCache:
@@ -73,6 +112,8 @@ class KVCache:
         # End of what each layer has written; runs ahead of `length` between the
         # layers' writes and the engine's advance().
         self._written = [0] * config.n_layers
+        # Positions are sliced from one buffer: no new tensor per decoded token.
+        self._positions = torch.arange(config.max_len, device=device)
 
     @property
     def nbytes(self) -> int:
@@ -104,6 +145,19 @@ class KVCache:
                 )
         self.length = n
         self._written = [n] * self.config.n_layers
+
+    def positions(self, n_new: int, start_pos: int | None = None) -> torch.Tensor:
+        """Positions (T,) of ``n_new`` tokens that follow the cache. ``start_pos``, if
+        given, must equal ``length`` (EngineError); past the model's max_len:
+        PromptTooLongError."""
+        start = self.length if start_pos is None else start_pos
+        end = check_positions(self, start, n_new, self.config.max_len)
+        return self._positions[start:end]
+
+    def attn_mask(self, layer: int, n_new: int, n_keys: int) -> torch.Tensor | None:
+        """Mask (T, n_keys) for the keys :meth:`update` just returned, or None (one
+        token seeing all, or plain causal)."""
+        return contiguous_mask(n_new, self.length, self.windows[layer], n_keys)
 
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor

@@ -26,10 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kvlab.engine.cache import KVCache
+from kvlab.engine.attention import attend
+from kvlab.engine.cache import KVStore
 from kvlab.engine.gemma_config import GemmaConfig
-from kvlab.engine.lm import check_positions
-from kvlab.engine.masks import causal_mask
+from kvlab.engine.lm import new_positions
+from kvlab.engine.masks import contiguous_mask
 
 
 class RMSNorm(nn.Module):
@@ -48,19 +49,23 @@ class RMSNorm(nn.Module):
 
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> tuple[
         torch.Tensor, torch.Tensor]:
-    """cos and sin (T, hd) of the rotation at ``positions`` (T,).
+    """cos and sin (T, hd) of the rotation at ``positions`` (T,); (B, 1, T, hd) for
+    positions (B, T), one row per sequence of a batch.
 
     Pair i of a head (dims i and i + hd/2) turns by position * base^(-2i/hd).
     """
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim  # (hd/2,)
     inv_freq = 1.0 / (base ** exponents)  # (hd/2,)
-    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, hd/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (T, hd)
+    angles = positions.float()[..., None] * inv_freq  # (T, hd/2) or (B, T, hd/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, hd) or (B, T, hd)
+    if angles.dim() == 3:
+        angles = angles[:, None]  # (B, 1, T, hd): the same angles for every head
     return angles.cos(), angles.sin()
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each (i, i + hd/2) pair of x (B, heads, T, hd) by the angles (T, hd)."""
+    """Rotate each (i, i + hd/2) pair of x (B, heads, T, hd) by the angles (T, hd) or
+    (B, 1, T, hd)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, heads, T, hd)
     return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
@@ -84,7 +89,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, layer: int, cache: KVCache | None, positions: torch.Tensor
+        self, x: torch.Tensor, layer: int, cache: KVStore | None, positions: torch.Tensor
     ) -> torch.Tensor:
         B, T, _ = x.shape
         q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
@@ -93,26 +98,12 @@ class Attention(nn.Module):
         cos, sin = rope_angles(positions, self.head_dim, self.rope_base)  # (T, hd) each
         q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
         k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
-        past = int(positions[0])
         if cache is not None:
-            k, v = cache.update(layer, k, v)  # (B, kvh, n_keys, hd): cached + new
-        n_keys = k.shape[2]
-        if T == 1 and self.n_kv_heads != self.n_heads:
-            # One new token sees every key it is given (the cache keeps only the window
-            # on a sliding layer): a group's query heads become rows of one query.
-            q = q.view(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, self.head_dim)
-            y = F.scaled_dot_product_attention(q, k, v, scale=self.scale)  # (B,kvh,grp,hd)
-            y = y.reshape(B, self.n_heads, 1, self.head_dim)  # (B, nh, 1, hd)
-        elif T == 1 and (self.window is None or n_keys <= self.window):
-            y = F.scaled_dot_product_attention(q, k, v, scale=self.scale)  # (B, nh, 1, hd)
-        else:
-            mask = None
-            if n_keys != T or (self.window is not None and self.window < T):
-                mask = causal_mask(T, past, self.window, n_keys).to(x.device)  # (T, n_keys)
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale,
-                enable_gqa=self.n_kv_heads != self.n_heads,
-            )  # (B, nh, T, hd)
+            k, v = cache.update(layer, k, v)  # (B, kvh, S, hd): cached + new
+            mask = cache.attn_mask(layer, T, k.shape[2])  # None, (T, S) or (B, 1, T, S)
+        else:  # the new tokens only: causal, cut by the window if it is shorter
+            mask = contiguous_mask(T, 0, self.window, T)
+        y = attend(q, k, v, mask, scale=self.scale)  # (B, nh, T, hd)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, nh*hd)
         return self.o(y)  # (B, T, C)
 
@@ -144,7 +135,7 @@ class Block(nn.Module):
         self.post_mlp_norm = RMSNorm(config.d_model, config.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, layer: int, cache: KVCache | None, positions: torch.Tensor
+        self, x: torch.Tensor, layer: int, cache: KVStore | None, positions: torch.Tensor
     ) -> torch.Tensor:
         x = x + self.post_attn_norm(self.attn(self.pre_attn_norm(x), layer, cache, positions))
         return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))  # (B, T, C)
@@ -166,19 +157,18 @@ class Gemma3(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, ids: torch.Tensor, cache: KVCache | None = None, start_pos: int = 0,
+        self, ids: torch.Tensor, cache: KVStore | None = None, start_pos: int | None = None,
         last_only: bool = False,
     ) -> torch.Tensor:
-        """Logits (B, T, V) for token ids (B, T) placed at positions start_pos...
+        """Logits (B, T, V) for token ids (B, T) placed where the cache says.
 
-        Same contract as the toy's :meth:`kvlab.engine.model.TinyLM.forward`: with a
-        cache ``start_pos`` must equal ``cache.length``; advancing it is the caller's
-        job. ``last_only``: logits (B, 1, V) of the last position only (the head is a
-        640 x 262,144 product, the largest in the model).
+        Same contract as the toy's :meth:`kvlab.engine.model.TinyLM.forward`: the new
+        tokens follow the cache (a paged batch gives each row its own positions);
+        advancing it is the caller's job. ``last_only``: logits (B, 1, V) of the last
+        position only (the head is a 640 x 262,144 product, the largest in the model).
         """
         T = ids.shape[1]  # ids: (B, T)
-        end = check_positions(cache, start_pos, T, self.config.max_len)
-        positions = self.positions[start_pos:end]  # (T,)
+        positions = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
         x = self.embed(ids)  # (B, T, C)
         x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)  # (B, T, C)
         for layer, block in enumerate(self.blocks):

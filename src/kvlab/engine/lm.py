@@ -12,8 +12,7 @@ from typing import Protocol
 
 import torch
 
-from kvlab.engine.cache import CacheLayout, KVCache
-from kvlab.errors import EngineError, PromptTooLongError
+from kvlab.engine.cache import CacheLayout, KVCache, KVStore, check_positions
 
 
 class LMConfig(CacheLayout, Protocol):
@@ -36,12 +35,12 @@ class LanguageModel(Protocol):
         ...
 
     def __call__(
-        self, ids: torch.Tensor, cache: KVCache | None = None, start_pos: int = 0,
+        self, ids: torch.Tensor, cache: KVStore | None = None, start_pos: int | None = None,
         last_only: bool = False,
     ) -> torch.Tensor:
-        """Logits (B, T, vocab) for ids (B, T) at positions start_pos..; (B, 1, vocab)
-        of the last position with ``last_only``. Writes K/V into ``cache``, never
-        advances it."""
+        """Logits (B, T, vocab) for ids (B, T) at the positions the cache gives (or
+        start_pos.. without one); (B, 1, vocab) of the last position with
+        ``last_only``. Writes K/V into ``cache``, never advances it."""
         ...
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
@@ -59,18 +58,16 @@ def new_cache(model: LanguageModel, max_len: int, batch: int = 1) -> KVCache:
     return KVCache(model.config, batch=batch, max_len=max_len, dtype=model_dtype(model))
 
 
-def check_positions(cache: KVCache | None, start_pos: int, n_tokens: int, max_len: int
-                    ) -> int:
-    """Refuse a forward that does not follow the cache or runs past ``max_len``; return
-    the end position (exclusive). Both models call it first."""
-    if cache is not None and start_pos != cache.length:
-        raise EngineError(
-            f"start_pos {start_pos} does not follow the cache, which holds "
-            f"{cache.length} tokens; pass start_pos=cache.length"
-        )
-    end = start_pos + n_tokens
-    if end > max_len:
-        raise PromptTooLongError(
-            f"positions up to {end} exceed the model's max_len {max_len}; shorten the input"
-        )
-    return end
+def new_positions(cache: KVStore | None, start_pos: int | None, n_tokens: int,
+                  table: torch.Tensor) -> torch.Tensor:
+    """Positions of ``n_tokens`` new tokens: the cache's, or ``table[start_pos:...]``
+    (``table`` holds 0..max_len-1) without a cache. Both models call it first."""
+    if cache is not None:
+        return cache.positions(n_tokens, start_pos)
+    start = 0 if start_pos is None else start_pos
+    end = check_positions(None, start, n_tokens, len(table))
+    return table[start:end]
+
+
+__all__ = ["LMConfig", "LanguageModel", "check_positions", "model_dtype", "new_cache",
+           "new_positions"]

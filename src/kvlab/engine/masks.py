@@ -1,8 +1,11 @@
 """Which keys each new query may see: causal, optionally within a sliding window.
 
-Shared by both architectures. The keys passed to attention always end with the new
-tokens and are contiguous in position (see :meth:`kvlab.engine.cache.KVCache.update`),
-so ``n_keys`` alone says where they start.
+Shared by both architectures and both caches. With the contiguous cache the keys
+passed to attention end with the new tokens and are contiguous in position (see
+:meth:`kvlab.engine.cache.KVCache.update`), so ``n_keys`` alone says where they start
+(:func:`causal_mask`, :func:`contiguous_mask`). The paged cache gathers each
+sequence's keys from its blocks and pads the batch, so it builds its mask from the
+positions themselves (:func:`position_mask`).
 """
 
 from __future__ import annotations
@@ -31,3 +34,34 @@ def causal_mask(
     if window is not None:
         visible &= query_pos - key_pos < window
     return visible
+
+
+def contiguous_mask(
+    n_new: int, past: int, window: int | None, n_keys: int
+) -> torch.Tensor | None:
+    """The mask for contiguous keys, or None where attention needs none.
+
+    None means: one new token that sees every key it is given, or a block of new
+    tokens with no past and no window cut, which is plain causal (``is_causal``).
+    """
+    if n_new == 1 and (window is None or n_keys <= window):
+        return None
+    if n_keys == n_new and (window is None or window >= n_new):
+        return None
+    return causal_mask(n_new, past, window, n_keys)
+
+
+def position_mask(
+    query_pos: torch.Tensor, key_pos: torch.Tensor, window: int | None
+) -> torch.Tensor:
+    """Boolean mask (B, 1, T, S) from query positions (B, T) and key positions (B, S).
+
+    A key position of -1 is padding and is never seen; otherwise the same rule as
+    :func:`causal_mask`: at or before the query, and within the window if any.
+    """
+    q = query_pos[:, :, None]  # (B, T, 1)
+    k = key_pos[:, None, :]  # (B, 1, S)
+    visible = (k >= 0) & (k <= q)  # (B, T, S)
+    if window is not None:
+        visible &= q - k < window
+    return visible[:, None]  # (B, 1, T, S)

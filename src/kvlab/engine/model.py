@@ -1,7 +1,7 @@
 """The reference model: a small pre-norm causal transformer with an explicit KV cache.
 
-Reads top to bottom: attention (MHA/GQA/MQA, with the causal mask of masks.py),
-MLP, block, model, and a deterministic constructor. Shapes: B batch, T new tokens,
+Reads top to bottom: attention (MHA/GQA/MQA, masked as the cache says, computed by
+attention.py), MLP, block, model, and a deterministic constructor. Shapes: B batch, T new tokens,
 P tokens already in the cache, C d_model, nh query heads, kvh KV heads, hd head dim.
 
 The cache is passed in explicitly; layers write into it, the caller advances it.
@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kvlab.engine.cache import KVCache
+from kvlab.engine.attention import attend
+from kvlab.engine.cache import KVStore
 from kvlab.engine.config import ModelConfig
-from kvlab.engine.lm import check_positions
-from kvlab.engine.masks import causal_mask
+from kvlab.engine.lm import new_positions
 
 
 class CausalSelfAttention(nn.Module):
@@ -35,38 +35,17 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, q_width + 2 * kv_width, bias=False)
         self.out = nn.Linear(config.d_model, config.d_model, bias=False)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        layer: int,
-        cache: KVCache | None,
-        mask: torch.Tensor | None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, layer: int, cache: KVStore | None) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(self.split, dim=-1)
         q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
         k = k.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, T, hd)
         v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, T, hd)
-        past = 0
+        mask = None  # no cache: plain causal over the new tokens
         if cache is not None:
-            past = cache.length
-            k, v = cache.update(layer, k, v)  # (B, kvh, P+T, hd), views into the cache
-        if T == 1 and self.n_kv_heads != self.n_heads:
-            # Decoding one token with shared KV heads: a group's query heads become the
-            # rows of one query against their KV head, so each cached K/V head is read
-            # once as a small matrix product instead of once per query head.
-            q = q.view(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, self.head_dim)
-            y = F.scaled_dot_product_attention(q, k, v)  # (B, kvh, group, hd)
-            y = y.view(B, self.n_heads, 1, self.head_dim)  # (B, nh, 1, hd)
-        else:
-            # No past -> plain causal; one new token -> it sees every key, no mask;
-            # several new tokens after a past -> the offset mask from the caller.
-            y = F.scaled_dot_product_attention(
-                q, k, v,
-                attn_mask=mask if past > 0 and T > 1 else None,
-                is_causal=past == 0 and T > 1,
-                enable_gqa=self.n_kv_heads != self.n_heads,
-            )  # (B, nh, T, hd)
+            k, v = cache.update(layer, k, v)  # (B, kvh, S, hd): cached + new
+            mask = cache.attn_mask(layer, T, k.shape[2])  # None, (T, S) or (B, 1, T, S)
+        y = attend(q, k, v, mask)  # (B, nh, T, hd)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         return self.out(y)  # (B, T, C)
 
@@ -94,10 +73,8 @@ class Block(nn.Module):
         self.norm_mlp = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def forward(
-        self, x: torch.Tensor, layer: int, cache: KVCache | None, mask: torch.Tensor | None
-    ) -> torch.Tensor:
-        x = x + self.attn(self.norm_attn(x), layer, cache, mask)  # (B, T, C)
+    def forward(self, x: torch.Tensor, layer: int, cache: KVStore | None) -> torch.Tensor:
+        x = x + self.attn(self.norm_attn(x), layer, cache)  # (B, T, C)
         return x + self.mlp(self.norm_mlp(x))  # (B, T, C)
 
 
@@ -120,24 +97,22 @@ class TinyLM(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, ids: torch.Tensor, cache: KVCache | None = None, start_pos: int = 0,
+        self, ids: torch.Tensor, cache: KVStore | None = None, start_pos: int | None = None,
         last_only: bool = False,
     ) -> torch.Tensor:
-        """Logits (B, T, vocab) for token ids (B, T) placed at positions start_pos...
+        """Logits (B, T, vocab) for token ids (B, T) placed where the cache says.
 
-        With a cache, ``start_pos`` must equal ``cache.length``: the new tokens follow
-        the cached ones. The layers write their K/V into the cache; advancing it is the
-        caller's job. ``last_only``: logits (B, 1, vocab) of the last position only.
+        With a cache the new tokens follow the cached ones (``start_pos``, if given,
+        must equal ``cache.length``); a paged batch gives each row its own positions.
+        The layers write their K/V into the cache; advancing it is the caller's job.
+        Without a cache, positions start at ``start_pos`` (0 if None). ``last_only``:
+        logits (B, 1, vocab) of the last position only.
         """
         T = ids.shape[1]  # ids: (B, T)
-        end = check_positions(cache, start_pos, T, self.config.max_len)
-        mask = None
-        if cache is not None and start_pos > 0 and T > 1:
-            mask = causal_mask(T, start_pos).to(ids.device)  # (T, P+T)
-        pos = self.positions[start_pos:end]  # (T,)
+        pos = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
         x = self.tok_emb(ids) + self.pos_emb(pos)  # (B, T, C)
         for layer, block in enumerate(self.blocks):
-            x = block(x, layer, cache, mask)  # (B, T, C)
+            x = block(x, layer, cache)  # (B, T, C)
         if last_only:
             x = x[:, -1:]  # (B, 1, C)
         return self.lm_head(self.norm(x))  # (B, T, vocab)

@@ -24,7 +24,8 @@ import torch
 from kvlab.engine.config import get_preset
 from kvlab.engine.generate import generate
 from kvlab.engine.lm import LanguageModel
-from kvlab.engine.model import build_model, causal_mask
+from kvlab.engine.masks import causal_mask
+from kvlab.engine.model import build_model
 from kvlab.errors import ConfigError
 
 TOLERANCE = 1e-5  # max |naive - cached| logit accepted in float32 (toy)
