@@ -1,0 +1,255 @@
+"""Continuous batching over a paged KV cache: many sequences, one forward per step.
+
+A server that runs one request at a time decodes one token per forward, and a forward
+on a small batch costs about what it costs on one row: the weights are read once
+either way. The scheduler keeps that forward full. At every :meth:`Scheduler.step`:
+
+1. every running sequence gets the tokens it will compute, oldest first: one token
+   when it is decoding, a chunk of its prompt (within a per-step token budget) while
+   it is prefilling. When the pool cannot hold a sequence's new tokens, the youngest
+   running sequence is *preempted*: its blocks go back to the pool and it waits at
+   the head of the queue, to be recomputed (prompt + what it generated) later;
+2. if nothing was preempted, waiting requests are admitted while the running set, the
+   token budget and the free blocks allow;
+3. all one-token rows go through the model in one batched forward; each prefill chunk
+   gets its own forward;
+4. a sequence whose context is all in the cache samples its next token; one that hits
+   its limit or a stop token ends and its blocks return to the pool.
+
+A request that fits the pool alone is never refused: at worst it waits until it runs
+alone. One that does not fit is refused at :meth:`Scheduler.submit`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from kvlab.engine.generate import Sampler, check_request
+from kvlab.engine.lm import LanguageModel
+from kvlab.engine.paged import BlockPool, PagedBatch, blocks_needed
+from kvlab.errors import EngineError
+
+DEFAULT_MAX_RUNNING = 16
+DEFAULT_TOKEN_BUDGET = 256
+
+
+class RequestTooLarge(EngineError):
+    """A request whose K/V cannot fit the whole pool."""
+
+
+@dataclass(eq=False)
+class Request:
+    """One generation: its prompt, limits and what it produced so far.
+
+    ``on_token`` is called on the scheduler's thread with each sampled token id.
+    ``stop_ids``: tokens that end the generation (they are kept in ``tokens``).
+    """
+
+    prompt: list[int]
+    max_new_tokens: int
+    sample: Sampler
+    stop_ids: tuple[int, ...] = ()
+    on_token: Callable[[int], None] | None = None
+    keep_logits: bool = False
+    id: int = -1
+    tokens: list[int] = field(default_factory=list)  # sampled, stop token included
+    cached: int = 0  # tokens of prompt + tokens whose K/V the pool holds
+    admitted: int = -1  # admission order; the largest is the youngest
+    preemptions: int = 0
+    stop_type: str = ""  # "", then "eos", "limit" or "cancelled"
+    cancelled: bool = False  # set from any thread; honoured at the next step
+    logits: list[torch.Tensor] = field(default_factory=list)  # per sampled token (V,)
+
+    @property
+    def context(self) -> list[int]:
+        """Every token whose K/V the sequence needs next: the prompt and the output."""
+        return self.prompt + self.tokens
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stop_type)
+
+
+@dataclass
+class Counters:
+    """Totals since start (Prometheus counters)."""
+
+    preemptions: int = 0
+    prompt_tokens: int = 0  # prompt tokens computed, recomputation included
+    generation_tokens: int = 0  # tokens sampled
+    finished: int = 0
+
+
+class Scheduler:
+    """Runs admitted requests together on ``model`` over the paged ``pool``.
+
+    ``max_running``: the most sequences in flight; ``token_budget``: the most prompt
+    tokens computed per step (chunked prefill). Not thread-safe: one thread calls
+    :meth:`submit` and :meth:`step` (the server's worker); ``Request.cancelled`` is
+    the only field other threads may set.
+    """
+
+    def __init__(
+        self, model: LanguageModel, pool: BlockPool,
+        max_running: int = DEFAULT_MAX_RUNNING, token_budget: int = DEFAULT_TOKEN_BUDGET,
+    ) -> None:
+        if max_running < 1 or token_budget < 1:
+            raise EngineError(
+                f"max_running and token_budget must be >= 1, got {max_running} and "
+                f"{token_budget}"
+            )
+        self.model = model
+        self.pool = pool
+        self.max_running = max_running
+        self.token_budget = token_budget
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.counters = Counters()
+        self._ids = itertools.count()
+        self._admissions = itertools.count()
+
+    def blocks_for(self, n_prompt: int, max_new_tokens: int) -> int:
+        """The most blocks (on its largest group) a request holds at once."""
+        n_tokens = n_prompt + max(max_new_tokens - 1, 0)
+        return max(blocks_needed(n_tokens, w, self.pool.block_size, self.token_budget)
+                   for w in self.pool.windows)
+
+    def submit(self, request: Request) -> Request:
+        """Queue ``request``; RequestTooLarge if it cannot fit the pool even alone."""
+        check_request(self.model, request.prompt, request.max_new_tokens)
+        needed = self.blocks_for(len(request.prompt), request.max_new_tokens)
+        if needed > self.pool.n_blocks:
+            raise RequestTooLarge(
+                f"the request needs {needed} KV blocks of {self.pool.block_size} tokens, "
+                f"the pool has {self.pool.n_blocks}; shorten the prompt or max tokens, "
+                "or give the server more blocks"
+            )
+        request.id = next(self._ids)
+        if request.max_new_tokens == 0:
+            request.stop_type = "limit"
+            return request
+        self.waiting.append(request)
+        return request
+
+    @property
+    def idle(self) -> bool:
+        """No request waiting or running."""
+        return not self.waiting and not self.running
+
+    def step(self) -> list[Request]:
+        """Run one scheduling step; the requests that finished in it."""
+        ended = self._drop_cancelled()
+        plan = self._schedule()
+        decode = [req for req, n in plan if n == 1]
+        if decode:
+            ids = torch.tensor([[req.context[req.cached]] for req in decode])  # (B, 1)
+            self._forward(decode, ids, 1)
+        for req, n in plan:
+            if n > 1:
+                ids = torch.tensor([req.context[req.cached:req.cached + n]])  # (1, n)
+                self._forward([req], ids, n)
+        for req, _ in plan:
+            if req.done:
+                self._finish(req)
+                ended.append(req)
+        return ended
+
+    def _schedule(self) -> list[tuple[Request, int]]:
+        """Take blocks for this step's work: (request, tokens to compute) pairs."""
+        budget = self.token_budget
+        plan: list[tuple[Request, int]] = []
+        preempted = False
+        for req in sorted(self.running, key=lambda r: r.admitted):
+            if req not in self.running:  # preempted for an older one in this loop
+                continue
+            remaining = len(req.context) - req.cached
+            n = 1 if remaining == 1 else min(remaining, budget)
+            if n == 0:
+                continue
+            while not self.pool.can_grow(req.id, n):
+                victim = max(self.running, key=lambda r: r.admitted)
+                self._preempt(victim)
+                preempted = True
+                if victim is req:
+                    break
+            else:
+                self.pool.grow(req.id, n)
+                plan.append((req, n))
+                budget -= n if remaining > 1 else 0
+        while (not preempted and self.waiting and budget > 0
+               and len(self.running) < self.max_running):
+            req = self.waiting[0]
+            n = min(len(req.context), budget)
+            self.pool.add(req.id)
+            if not self.pool.can_grow(req.id, n):
+                self.pool.release(req.id)
+                break
+            self.waiting.popleft()
+            self.pool.grow(req.id, n)
+            req.admitted = next(self._admissions)
+            self.running.append(req)
+            plan.append((req, n))
+            budget -= n
+        return plan
+
+    def _forward(self, rows: list[Request], ids: torch.Tensor, n: int) -> None:
+        batch = PagedBatch(self.pool, [req.id for req in rows], n)
+        with torch.inference_mode():
+            logits = self.model(ids, batch, last_only=True)  # (B, 1, V)
+        batch.advance(n)
+        for row, req in enumerate(rows):
+            self.counters.prompt_tokens += max(0, min(n, len(req.prompt) - req.cached))
+            req.cached += n
+            if req.cached == len(req.context):  # all in the cache: choose the next token
+                self._sample(req, logits[row, -1])
+
+    def _sample(self, req: Request, logits: torch.Tensor) -> None:
+        with torch.inference_mode():
+            token = req.sample(logits)
+        req.tokens.append(token)
+        if req.keep_logits:
+            req.logits.append(logits.clone())
+        self.counters.generation_tokens += 1
+        if req.on_token is not None:
+            req.on_token(token)
+        if token in req.stop_ids:
+            req.stop_type = "eos"
+        elif len(req.tokens) >= req.max_new_tokens:
+            req.stop_type = "limit"
+
+    def _preempt(self, req: Request) -> None:
+        """Give back ``req``'s blocks; it waits first in line to be recomputed."""
+        self.pool.release(req.id)
+        self.running.remove(req)
+        req.cached = 0
+        req.preemptions += 1
+        self.counters.preemptions += 1
+        self.waiting.appendleft(req)
+
+    def _finish(self, req: Request) -> None:
+        self.pool.release(req.id)
+        self.running.remove(req)
+        self.counters.finished += 1
+
+    def _drop_cancelled(self) -> list[Request]:
+        """End cancelled requests now: running ones give their blocks back."""
+        ended = []
+        for req in [r for r in self.running if r.cancelled]:
+            req.stop_type = "cancelled"
+            self._finish(req)
+            ended.append(req)
+        for req in [r for r in self.waiting if r.cancelled]:
+            req.stop_type = "cancelled"
+            self.waiting.remove(req)
+            ended.append(req)
+        return ended
+
+    def run(self) -> None:
+        """Step until no request is left (for tests and offline batches)."""
+        while not self.idle:
+            self.step()
