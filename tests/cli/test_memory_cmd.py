@@ -121,3 +121,19 @@ def test_console_script_error_path():
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: unknown model preset") and "Traceback" not in proc.stderr
+
+
+def test_paged_mix_checked_against_the_engine_pool(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "-p", "gemma-3-270m", "--paged", "16",
+                       "--seqs", "300,1800,4000", "-L", "4096", "--dtype", "f16",
+                       "--measure", "--json")
+    assert code == 0
+    row = last_json(out)["models"][0]["rows"][0]
+    assert row["matches"] is True and row["lengths"] == [300, 1800, 4000]
+    assert row["measured_blocks_global"] == row["blocks_global"] == 19 + 113 + 250
+    assert 0 < row["waste"] < row["contiguous_unused"]
+
+
+def test_a_list_of_lengths_needs_paged(monkeypatch, capsys):
+    code, _, err = run(monkeypatch, capsys, "-p", "toy", "--seqs", "100,200")
+    assert code != 0 and "--seqs with a list of lengths needs --paged BLOCK" in err

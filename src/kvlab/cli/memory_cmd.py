@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
+from kvlab.cli.memory_paged import paged_view, parse_seqs
 from kvlab.errors import ConfigError
 from kvlab.memory import (
     ModelShape,
@@ -53,7 +54,17 @@ def memory(
         help="Context length in tokens (repeatable; with "
         "--llamacpp the -c value). Default 2048, 8192, 32768.",
     ),
-    seqs: int = typer.Option(1, "--seqs", "--slots", help="Sequences (llama.cpp: -np)."),
+    seqs: str = typer.Option(
+        "1", "--seqs", "--slots",
+        help="Sequences (llama.cpp: -np): a count, each as long as the context, or with "
+        "--paged a comma list of their lengths in tokens (e.g. 300,1800,4000).",
+    ),
+    paged: int = typer.Option(
+        None, "--paged", metavar="BLOCK",
+        help="Predict a paged cache with blocks of BLOCK tokens (vLLM-style): blocks and "
+        "bytes held, the part of them no token fills, and the contiguous reservation "
+        "it replaces. With --measure, checked against the engine's block pool.",
+    ),
     llamacpp: bool = typer.Option(False, "--llamacpp", help="Use llama.cpp's cell rule."),
     unified: bool = typer.Option(False, "--unified", help="llama.cpp -kvu (one shared pool)."),
     ubatch: int = typer.Option(512, "--ubatch", help="llama.cpp -ub."),
@@ -70,9 +81,13 @@ def memory(
     """Predict KV-cache bytes per model and context length."""
     if measure and llamacpp:
         raise ConfigError("--measure checks the plain formula; drop --llamacpp")
+    if paged is not None and llamacpp:
+        raise ConfigError("--paged predicts kvlab's and vLLM's block pool; drop --llamacpp")
     shapes = _load_shapes(preset or [], config or [], gguf or [])
-    contexts = context or DEFAULT_CONTEXTS
-    for n in [*contexts, seqs, ubatch, batch]:
+    lengths = parse_seqs(seqs, paged is not None)
+    n_seqs = len(lengths) if lengths else int(seqs)
+    contexts = context or ([max(lengths)] if lengths else DEFAULT_CONTEXTS)
+    for n in [*contexts, n_seqs, ubatch, batch]:
         if n <= 0:
             raise ConfigError(
                 f"context lengths, --seqs, --ubatch and --batch must be positive, got {n}"
@@ -82,12 +97,15 @@ def memory(
 
     docs = []
     for shape in shapes:
-        if llamacpp:
-            doc = _llamacpp_view(shape, contexts, seqs, unified, tk, tv, ubatch, batch, swa_full)
+        if paged is not None:
+            doc = paged_view(shape, paged, contexts, n_seqs, lengths, tk, tv, measure)
+        elif llamacpp:
+            doc = _llamacpp_view(shape, contexts, n_seqs, unified, tk, tv, ubatch, batch,
+                                 swa_full)
         else:
-            doc = _formula_view(shape, contexts, seqs, tk, tv, measure)
+            doc = _formula_view(shape, contexts, n_seqs, tk, tv, measure)
         if mha:
-            doc["compare_mha"] = _mha_view(shape, contexts, seqs, tk, tv)
+            doc["compare_mha"] = _mha_view(shape, contexts, n_seqs, tk, tv)
         docs.append(doc)
         if not json_out:
             console.print(doc.pop("_table"))
@@ -101,7 +119,7 @@ def memory(
                 d["compare_mha"].pop("_table", None)
         print_json(
             {
-                "mode": "llamacpp" if llamacpp else "formula",
+                "mode": "paged" if paged is not None else "llamacpp" if llamacpp else "formula",
                 "type_k": tk,
                 "type_v": tv,
                 "models": docs,

@@ -23,6 +23,7 @@ alone. One that does not fit is refused at :meth:`Scheduler.submit`.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class Request:
     tokens: list[int] = field(default_factory=list)  # sampled, stop token included
     cached: int = 0  # tokens of prompt + tokens whose K/V the pool holds
     admitted: int = -1  # admission order; the largest is the youngest
+    admitted_ns: int = 0  # perf_counter_ns of the first admission (0: still waiting)
     preemptions: int = 0
     stop_type: str = ""  # "", then "eos", "limit" or "cancelled"
     cancelled: bool = False  # set from any thread; honoured at the next step
@@ -192,6 +194,7 @@ class Scheduler:
             self.waiting.popleft()
             self.pool.grow(req.id, n)
             req.admitted = next(self._admissions)
+            req.admitted_ns = req.admitted_ns or time.perf_counter_ns()
             self.running.append(req)
             plan.append((req, n))
             budget -= n

@@ -121,3 +121,41 @@ def _sliding_layout(shape: ModelShape) -> _SlidingLayout | None:
     windows = tuple(shape.n_swa if swa else None for swa in shape.is_swa)
     # max_len is unused: measure_kv_bytes always passes the context to KVCache.
     return _SlidingLayout(shape.n_layers, kv.pop(), dims.pop(), 1, windows)
+
+
+@dataclass(frozen=True)
+class PagedMeasurement:
+    """Blocks the engine's pool hands out for some sequences, per window group."""
+
+    blocks_global: int
+    blocks_swa: int | None
+    method: str = "kvlab.engine.paged.BlockPool"
+
+
+def measure_paged_blocks(shape: ModelShape, lengths: list[int], block: int,
+                         n_blocks: int) -> PagedMeasurement:
+    """Grow one sequence per length in the engine's :class:`BlockPool` of ``n_blocks``
+    blocks (each in one step, as a prefill does) and count the blocks it holds."""
+    import torch
+
+    layout = _engine_config(shape)
+    if layout is None:
+        raise ConfigError(
+            f"--measure with --paged needs a shape the engine can hold (a toy preset or "
+            f"a Gemma 3-like sliding layout); {shape.name} is neither"
+        )
+    from kvlab.engine.paged import BlockPool
+
+    windows = layout.layer_windows
+    # No length limit here: every sequence given is held, every window stays a window.
+    layout = _SlidingLayout(layout.n_layers, layout.n_kv_heads, layout.head_dim,
+                            2**62, tuple(windows))
+    pool = BlockPool(layout, n_blocks=n_blocks, block_size=block, dtype=torch.float32)
+    for seq, length in enumerate(lengths):
+        pool.add(seq)
+        pool.grow(seq, length)
+        pool.advance(seq, length)
+    groups = dict(zip(pool.windows, range(len(pool.windows)), strict=True))
+    swa = [g for w, g in groups.items() if w is not None]
+    return PagedMeasurement(blocks_global=pool.used(groups[None]) if None in groups else 0,
+                            blocks_swa=pool.used(swa[0]) if swa else None)

@@ -1,0 +1,84 @@
+"""``kvlab memory --paged BLOCK``: the paged cache's blocks and bytes, beside the
+contiguous reservation it replaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from kvlab.errors import ConfigError
+from kvlab.memory import ModelShape
+from kvlab.memory.formula import MIB
+from kvlab.memory.paged import contiguous_bytes, paged_kv_bytes
+
+
+def parse_seqs(text: str, paged: bool) -> list[int]:
+    """``--seqs``: "N" gives [] (N sequences as long as each context); "L1,L2,..." gives
+    the lengths, which only a paged cache can hold as they are."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ConfigError(
+            f"--seqs {text!r}: numbers must be positive integers: a count, or with --paged "
+            "a comma list of lengths in tokens (e.g. 300,1800,4000)"
+        )
+    if len(parts) == 1:
+        return []
+    if not paged:
+        raise ConfigError("--seqs with a list of lengths needs --paged BLOCK")
+    return [int(p) for p in parts]
+
+
+def paged_view(
+    shape: ModelShape, block: int, contexts: list[int], n_seqs: int, lengths: list[int],
+    tk: str, tv: str, measure: bool,
+) -> dict[str, Any]:
+    """One row per context: ``n_seqs`` sequences of that length, or the ``lengths`` mix
+    reserved at that capacity."""
+    table = Table(title=f"{shape.name}: paged KV cache, blocks of {block} tokens, "
+                        f"K {tk}, V {tv}")
+    columns = ["seqs", "cap.", "blocks/layer", "paged MiB", "unfilled", "contig. MiB",
+               "contig. unused"]
+    if measure:
+        columns += ["pool blocks", "match"]
+    for col in columns:
+        table.add_column(col, justify="right")
+    rows = []
+    for capacity in contexts:
+        seq_lens = lengths or [capacity] * n_seqs
+        if max(seq_lens) > capacity:
+            raise ConfigError(
+                f"a sequence of {max(seq_lens)} tokens does not fit a capacity of "
+                f"{capacity}; raise -L or shorten --seqs"
+            )
+        est = paged_kv_bytes(shape, seq_lens, block, type_k=tk, type_v=tv)
+        reserved = contiguous_bytes(shape, len(seq_lens), capacity, type_k=tk, type_v=tv)
+        blocks = str(est.blocks_global) + (
+            f" / {est.blocks_swa} swa" if est.blocks_swa is not None else "")
+        row: dict[str, Any] = {**est.as_dict(), "capacity": capacity,
+                               "contiguous_bytes": reserved,
+                               "contiguous_unused": 1 - est.token_bytes / reserved}
+        cells = [_describe(seq_lens), str(capacity), blocks, f"{est.bytes / MIB:.2f}",
+                 f"{est.waste:.1%}", f"{reserved / MIB:.2f}",
+                 f"{row['contiguous_unused']:.1%}"]
+        if measure:
+            from kvlab.memory.measure import measure_paged_blocks
+
+            pool_size = max(est.blocks_global, est.blocks_swa or 0)
+            got = measure_paged_blocks(shape, seq_lens, block, pool_size)
+            same = (got.blocks_global, got.blocks_swa) == (est.blocks_global, est.blocks_swa)
+            row.update(measured_blocks_global=got.blocks_global,
+                       measured_blocks_swa=got.blocks_swa, matches=same)
+            cells += [str(got.blocks_global) + (
+                f" / {got.blocks_swa} swa" if got.blocks_swa is not None else ""),
+                "==" if same else "DIFFERS"]
+        table.add_row(*cells)
+        rows.append(row)
+    return {"shape": shape.describe(), "rows": rows, "_table": table}
+
+
+def _describe(lengths: list[int]) -> str:
+    if len(set(lengths)) == 1:
+        return f"{len(lengths)} x {lengths[0]}"
+    mean = sum(lengths) / len(lengths)
+    return f"{len(lengths)}: {min(lengths)}..{max(lengths)} (mean {mean:.0f})"
