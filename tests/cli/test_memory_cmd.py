@@ -137,3 +137,25 @@ def test_paged_mix_checked_against_the_engine_pool(monkeypatch, capsys):
 def test_a_list_of_lengths_needs_paged(monkeypatch, capsys):
     code, _, err = run(monkeypatch, capsys, "-p", "toy", "--seqs", "100,200")
     assert code != 0 and "--seqs with a list of lengths needs --paged BLOCK" in err
+
+
+def test_paged_lengths_from_a_runs_records(monkeypatch, capsys, tmp_path):
+    from kvlab.bench.records import Outcome, RecordStore
+    from tests.bench.rows import row
+
+    path = tmp_path / "records.jsonl"
+    with RecordStore(path) as store:
+        store.append(row(prompt_tokens=250, output_tokens=64))  # 313 tokens held
+        store.append(row(prompt_tokens=100, output_tokens=30))  # 129
+        store.append(row(prompt_tokens=100, output_tokens=30, warmup=True))  # left out
+        store.append(row(outcome=Outcome.TIMEOUT, error="late"))  # left out
+    code, out, _ = run(monkeypatch, capsys, "-p", "toy", "--paged", "16", "--records",
+                       str(path), "--dtype", "f32", "--budget-mib", "2", "--json")
+    assert code == 0
+    doc = last_json(out)["models"][0]["rows"][0]
+    assert doc["capacity"] == 512 and doc["lengths"] == [313, 129]
+    assert doc["blocks_global"] == 20 + 9
+    # f32 toy KV is 3,840 B/token. A 512-token slot takes 1,966,080 B: one fits in 2 MiB.
+    assert doc["max_seqs_contiguous"] == 1
+    # Paged: 20 + 9 blocks of 16 tokens = 1,781,760 B; a third (313 again) does not fit.
+    assert doc["max_seqs_paged"] == 2

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
-from kvlab.cli.memory_paged import paged_view, parse_seqs
+from kvlab.cli.memory_paged import lengths_from_records, paged_view, parse_seqs
 from kvlab.errors import ConfigError
 from kvlab.memory import (
     ModelShape,
@@ -70,6 +70,16 @@ def memory(
     ubatch: int = typer.Option(512, "--ubatch", help="llama.cpp -ub."),
     batch: int = typer.Option(2048, "--batch", help="llama.cpp -b."),
     swa_full: bool = typer.Option(False, "--swa-full", help="llama.cpp --swa-full."),
+    records: Path = typer.Option(
+        None, "--records",
+        help="With --paged: take the sequence lengths (prompt + output - 1 tokens) from a "
+        "run's records.jsonl, one row per capacity (or the -L ones).",
+    ),
+    budget_mib: float = typer.Option(
+        None, "--budget-mib",
+        help="With --paged: how many sequences fit this much KV memory at once, paged "
+        "vs one contiguous slot of the capacity each.",
+    ),
     measure: bool = typer.Option(
         False, "--measure", help="Allocate the cache with torch and compare with the formula."
     ),
@@ -84,9 +94,13 @@ def memory(
     if paged is not None and llamacpp:
         raise ConfigError("--paged predicts kvlab's and vLLM's block pool; drop --llamacpp")
     shapes = _load_shapes(preset or [], config or [], gguf or [])
+    if (records or budget_mib) and paged is None:
+        raise ConfigError("--records and --budget-mib go with --paged BLOCK")
     lengths = parse_seqs(seqs, paged is not None)
+    from_records = lengths_from_records(records, context) if records else {}
     n_seqs = len(lengths) if lengths else int(seqs)
-    contexts = context or ([max(lengths)] if lengths else DEFAULT_CONTEXTS)
+    contexts = (context or sorted(from_records)
+                or ([max(lengths)] if lengths else DEFAULT_CONTEXTS))
     for n in [*contexts, n_seqs, ubatch, batch]:
         if n <= 0:
             raise ConfigError(
@@ -98,7 +112,8 @@ def memory(
     docs = []
     for shape in shapes:
         if paged is not None:
-            doc = paged_view(shape, paged, contexts, n_seqs, lengths, tk, tv, measure)
+            doc = paged_view(shape, paged, contexts, n_seqs, lengths, tk, tv, measure,
+                             from_records, budget_mib)
         elif llamacpp:
             doc = _llamacpp_view(shape, contexts, n_seqs, unified, tk, tv, ubatch, batch,
                                  swa_full)

@@ -3,6 +3,7 @@ contiguous reservation it replaces."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -10,7 +11,7 @@ from rich.table import Table
 from kvlab.errors import ConfigError
 from kvlab.memory import ModelShape
 from kvlab.memory.formula import MIB
-from kvlab.memory.paged import contiguous_bytes, paged_kv_bytes
+from kvlab.memory.paged import contiguous_bytes, max_sequences, paged_kv_bytes
 
 
 def parse_seqs(text: str, paged: bool) -> list[int]:
@@ -29,23 +30,46 @@ def parse_seqs(text: str, paged: bool) -> list[int]:
     return [int(p) for p in parts]
 
 
+def lengths_from_records(path: Path, capacities: list[int] | None) -> dict[int, list[int]]:
+    """Per capacity, the KV length each completed request reached: prompt + output - 1
+    tokens (the last token is never fed back). Warm-ups and failures are left out."""
+    from kvlab.bench.records import Outcome, measured, read_records
+
+    if not path.is_file():
+        raise ConfigError(f"--records {path}: no such file; give a run's records.jsonl")
+    out: dict[int, list[int]] = {}
+    for rec in measured(read_records(path)):
+        if rec.outcome != Outcome.OK or not rec.prompt_tokens or not rec.output_tokens:
+            continue
+        if capacities and rec.capacity not in capacities:
+            continue
+        out.setdefault(rec.capacity, []).append(rec.prompt_tokens + rec.output_tokens - 1)
+    if not out:
+        raise ConfigError(f"--records {path}: no completed request with token counts"
+                          + (f" at capacity {capacities}" if capacities else ""))
+    return out
+
+
 def paged_view(
     shape: ModelShape, block: int, contexts: list[int], n_seqs: int, lengths: list[int],
-    tk: str, tv: str, measure: bool,
+    tk: str, tv: str, measure: bool, from_records: dict[int, list[int]] | None = None,
+    budget_mib: float | None = None,
 ) -> dict[str, Any]:
-    """One row per context: ``n_seqs`` sequences of that length, or the ``lengths`` mix
-    reserved at that capacity."""
+    """One row per context: ``n_seqs`` sequences of that length, the ``lengths`` mix,
+    or the lengths the records reached at that capacity, reserved at that capacity."""
     table = Table(title=f"{shape.name}: paged KV cache, blocks of {block} tokens, "
                         f"K {tk}, V {tv}")
     columns = ["seqs", "cap.", "blocks/layer", "paged MiB", "unfilled", "contig. MiB",
                "contig. unused"]
     if measure:
         columns += ["pool blocks", "match"]
+    if budget_mib:
+        columns += [f"seqs in {budget_mib:g} MiB: paged", "contig."]
     for col in columns:
         table.add_column(col, justify="right")
     rows = []
     for capacity in contexts:
-        seq_lens = lengths or [capacity] * n_seqs
+        seq_lens = (from_records or {}).get(capacity) or lengths or [capacity] * n_seqs
         if max(seq_lens) > capacity:
             raise ConfigError(
                 f"a sequence of {max(seq_lens)} tokens does not fit a capacity of "
@@ -72,6 +96,13 @@ def paged_view(
             cells += [str(got.blocks_global) + (
                 f" / {got.blocks_swa} swa" if got.blocks_swa is not None else ""),
                 "==" if same else "DIFFERS"]
+        if budget_mib:
+            budget = int(budget_mib * MIB)
+            fit_paged = max_sequences(shape, seq_lens, block, budget, type_k=tk, type_v=tv)
+            fit_contig = budget // contiguous_bytes(shape, 1, capacity, type_k=tk, type_v=tv)
+            row.update(budget_bytes=budget, max_seqs_paged=fit_paged,
+                       max_seqs_contiguous=fit_contig)
+            cells += [str(fit_paged), str(fit_contig)]
         table.add_row(*cells)
         rows.append(row)
     return {"shape": shape.describe(), "rows": rows, "_table": table}

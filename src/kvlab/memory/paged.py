@@ -109,3 +109,22 @@ def contiguous_bytes(
         cells = min(capacity, shape.n_swa) if swa and shape.n_swa else capacity
         total += n_seqs * cells * _layer_row_bytes(shape, il, type_k, tv)
     return total
+
+
+def max_sequences(
+    shape: ModelShape, lengths: list[int], block: int, budget_bytes: int, *,
+    type_k: str = "f32", type_v: str | None = None,
+) -> int:
+    """How many sequences fit ``budget_bytes`` of paged KV at once, taking ``lengths``
+    in order (and round again) until the next one's blocks do not fit."""
+    check_positive(budget_bytes, "the KV budget")
+    if not lengths:
+        return 0
+    used = count = 0
+    while True:
+        length = lengths[count % len(lengths)]
+        need = paged_kv_bytes(shape, [length], block, type_k=type_k, type_v=type_v).bytes
+        if used + need > budget_bytes:
+            return count
+        used += need
+        count += 1
