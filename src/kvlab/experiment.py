@@ -78,6 +78,7 @@ class EmbeddedSettings(_Strict):
     """``kvlab serve`` options; ``--ctx-size`` is the capacity being measured."""
 
     preset: str = "toy"
+    model: str | None = None  # gemma-3-270m or a GGUF path: served instead of the preset
     no_cache: bool = False
     threads: int | None = Field(default=None, ge=1)
 

@@ -44,7 +44,8 @@ def make_server(experiment: Experiment, mode: Mode, capacity: int,
 
         settings = mode.embedded
         assert settings is not None
-        return EmbeddedServer(capacity, settings.preset, settings.no_cache, settings.threads)
+        return EmbeddedServer(capacity, settings.preset, settings.no_cache, settings.threads,
+                              model=settings.model)
     if mode.server == "llamacpp":
         from kvlab.servers.llamacpp import LlamaServer
 
@@ -56,7 +57,7 @@ def endpoint_for(experiment: Experiment, mode: Mode, server: Any | None) -> Endp
     """Where this mode's requests go. API keys come from the environment, never files."""
     timeout = experiment.protocol.request_timeout_s
     if server is not None:
-        model = mode.embedded.preset if mode.embedded else "default"
+        model = (mode.embedded.model or mode.embedded.preset) if mode.embedded else "default"
         return Endpoint(server.base_url, mode.api, model=model, name=mode.name, timeout_s=timeout)
     external = mode.external
     assert external is not None

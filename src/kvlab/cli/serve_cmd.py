@@ -14,10 +14,16 @@ def serve(
     api_key: str | None = typer.Option(
         None, "--api-key", envvar="KVLAB_API_KEY", show_default=False,
         help="Require this key (Authorization: Bearer or X-Api-Key) on all but /health."),
-    preset: str = typer.Option("toy", help="Model preset served (its name is the model id)."),
+    preset: str = typer.Option("toy", help="Toy preset served (its name is the model id)."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", show_default=False,
+        help="Serve a real model instead of the toy: gemma-3-270m (the bundled GGUF) or a "
+             "Gemma 3 GGUF path. Loading takes ~20 s; /health answers 503 until then."),
+    dtype: str = typer.Option("float32", help="--model weights and KV cache: float32 or "
+                                              "bfloat16."),
     ctx_size: int | None = typer.Option(
         None, "--ctx-size", "-c", show_default=False,
-        help="Context capacity in tokens (default: the preset's max_len; at most that)."),
+        help="Context capacity in tokens (default: the model's max_len; at most that)."),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Decode by full recomputation (no KV cache)."),
     seed: int = typer.Option(42, help="Sampling seed of requests that send none (-1: random)."),
@@ -29,7 +35,8 @@ def serve(
     """Serve the reference engine: /completion, /v1/chat/completions, /v1/completions...
 
     Generation is serialized, one slot. The model loads after the listener starts;
-    /health answers 503 until it is ready.
+    /health answers 503 until it is ready. A model that fails to load stops the server
+    with one line naming the file.
     """
     from kvlab.serve.runner import check_port
 
@@ -43,7 +50,8 @@ def serve(
     from kvlab.serve import serve as run
 
     settings = ServeSettings(preset=preset, n_ctx=ctx_size, use_cache=not no_cache,
-                             seed=seed, threads=threads, api_key=api_key)
+                             seed=seed, threads=threads, api_key=api_key, model=model,
+                             dtype=dtype)
     application = create_app(settings)  # ConfigError (exit 2) before binding anything
 
     def announce(url: str) -> None:

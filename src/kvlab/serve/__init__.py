@@ -1,7 +1,8 @@
 """The embedded server: the reference engine behind llama.cpp- and OpenAI-shaped APIs.
 
-``kvlab serve`` runs :func:`create_app` with uvicorn. Generation is serialized, one
-slot. Routes: ``/health``, ``/props``, ``/tokenize``, ``/detokenize``,
+``kvlab serve`` runs :func:`create_app` with uvicorn: the toy preset, or a real model
+from a GGUF (``--model gemma-3-270m``). Generation is serialized, one slot. Routes:
+``/health``, ``/props``, ``/tokenize``, ``/detokenize``, ``/apply-template``,
 ``/completion`` (``/completions``), ``/v1/models``, ``/v1/chat/completions``,
 ``/v1/completions``. The names below are imported lazily so that importing a sibling
 module (``kvlab.serve.synthetic``) does not pull in FastAPI.

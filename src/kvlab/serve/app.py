@@ -53,7 +53,7 @@ def create_app(
 
     app = FastAPI(title="kvlab serve", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json")
-    document = openapi_document(state.model_config().vocab_size)
+    document = openapi_document(state.source.config.vocab_size)
     app.openapi = lambda: document  # type: ignore[method-assign]  # the hand-written contract
     app.state.kvlab = state
     app.include_router(llamacpp_api.router)
@@ -72,7 +72,9 @@ def _load(state: ServerState, gate: threading.Event | None) -> None:
         state.slot.load()
     except BaseException as exc:  # the server answers 500 with this message from now on
         state.slot.load_error = exc
-        log.error("kvlab serve: loading preset %r failed: %s", state.settings.preset, exc)
+        log.error("kvlab serve: loading model %r failed: %s", state.model_id, exc)
+        if state.on_load_error is not None:
+            state.on_load_error()
         return
     log.info("kvlab serve: model %r loaded (n_ctx %d, kv cache %s)", state.model_id,
              state.n_ctx, "on" if state.settings.use_cache else "off")

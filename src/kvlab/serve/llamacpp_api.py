@@ -1,4 +1,5 @@
-"""llama.cpp's native routes: /health, /props, /tokenize, /detokenize, /completion.
+"""llama.cpp's native routes: /health, /props, /tokenize, /detokenize, /apply-template,
+/completion.
 
 Shapes follow llama-server (see shared/reference/llamacpp-server.md): a streamed
 ``/completion`` sends one event per sampled token ``{content, tokens:[id], stop:false,
@@ -43,19 +44,38 @@ async def props(request: Request) -> dict[str, Any]:
 
 @router.post("/tokenize")
 async def tokenize(request: Request) -> dict[str, Any]:
-    """``{content}`` -> ``{tokens:[ids]}`` (``with_pieces`` -> ``[{id, piece}]``)."""
+    """``{content}`` -> ``{tokens:[ids]}`` (``with_pieces`` -> ``[{id, piece}]``).
+
+    As llama-server: no BOS unless ``add_special`` is true; special-token text is
+    always parsed (``parse_special`` true).
+    """
     body = await read_json_body(request)
     content = body.get("content")
     if not isinstance(content, str):
         raise invalid_request("'content' is required and must be a string")
-    with_pieces = body.get("with_pieces")
-    if with_pieces is not None and not isinstance(with_pieces, bool):
-        raise invalid_request(f"Field 'with_pieces': expected a boolean, got {with_pieces!r}")
+    with_pieces = _flag(body, "with_pieces")
+    add_special = _flag(body, "add_special")
     tokenizer = _state(request).slot.tokenizer
-    ids = tokenizer.encode(content)
+    ids = tokenizer.encode(content, add_special=add_special)
     if with_pieces:
         return {"tokens": [{"id": i, "piece": tokenizer.decode([i])} for i in ids]}
     return {"tokens": ids}
+
+
+def _flag(body: dict[str, Any], name: str) -> bool:
+    """An optional boolean field (null or absent: false)."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise invalid_request(f"Field '{name}': expected a boolean, got {value!r}")
+    return bool(value)
+
+
+@router.post("/apply-template")
+async def apply_template(request: Request) -> dict[str, str]:
+    """``{messages}`` -> ``{prompt}``: the chat prompt text, before tokenization (BOS
+    is added then), as llama-server's route returns it."""
+    body = await read_json_body(request)
+    return {"prompt": _state(request).slot.chat.render(body)}
 
 
 @router.post("/detokenize")

@@ -11,7 +11,9 @@ request is ignored. Streams end with ``data: [DONE]``.
 - completions stream: one text chunk per token, then a final chunk with
   ``finish_reason``, ``usage`` and ``timings`` (always).
 
-Chat messages become one prompt with kvlab's template (see :func:`chat_prompt`).
+Chat messages become one prompt with the model's chat template (:mod:`kvlab.serve.chat`),
+tokenized with BOS as a ``/completion`` prompt is, so ``usage`` counts what llama-server
+counts.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from kvlab import __version__
 from kvlab.serve.body import read_json_body
 from kvlab.serve.llamacpp_api import run_to_end
-from kvlab.serve.params import GenParams, chat_prompt, parse_gen_params
+from kvlab.serve.params import GenParams, parse_gen_params
 from kvlab.serve.slot import Finished, TokenEvent
 from kvlab.serve.sse import DONE, event, sse_response
 from kvlab.serve.state import ServerState
@@ -74,7 +76,7 @@ async def _complete(request: Request, chat: bool) -> Response:
     state = _state(request)
     body = await read_json_body(request)
     params = parse_gen_params(body, state.settings.seed)
-    prompt = chat_prompt(body) if chat else body.get("prompt")
+    prompt = state.slot.chat.render(body) if chat else body.get("prompt")
     prompt_ids = state.prompt_ids(prompt, "messages" if chat else "prompt")
     head = {
         "id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex,

@@ -165,7 +165,9 @@ def _paths() -> dict[str, Any]:
         "/tokenize": _simple_post(
             "tokenize", "text -> token ids",
             {"type": "object", "required": ["content"], "properties": {
-                "content": {"type": "string"}, "with_pieces": {"type": ["boolean", "null"]}}},
+                "content": {"type": "string"}, "with_pieces": {"type": ["boolean", "null"]},
+                "add_special": {"type": ["boolean", "null"],
+                                "description": "prepend BOS (default false, as llama.cpp)"}}},
             {"type": "object", "required": ["tokens"], "properties": {"tokens": tokens}}),
         "/detokenize": _simple_post(
             "detokenize", "token ids -> text",
@@ -173,6 +175,12 @@ def _paths() -> dict[str, Any]:
                 "tokens": {"type": "array", "items": _TOKEN_ID}}},
             {"type": "object", "required": ["content"],
              "properties": {"content": {"type": "string"}}}),
+        "/apply-template": _simple_post(
+            "apply_template", "messages -> the chat prompt text (BOS is added when tokenized)",
+            {"type": "object", "required": ["messages"], "properties": {
+                "messages": {"type": "array", "items": _MESSAGE, "minItems": 1}}},
+            {"type": "object", "required": ["prompt"],
+             "properties": {"prompt": {"type": "string"}}}),
         "/completion": _generate("completion", "llama.cpp completion", *completion),
         "/completions": _generate("completions", "alias of /completion", *completion),
         "/v1/models": _get("models", "the served model", models),

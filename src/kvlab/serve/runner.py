@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from kvlab.errors import ConfigError
+from kvlab.errors import ConfigError, KvlabError, ServerLaunchError
 
 
 def check_port(port: int) -> None:
@@ -63,10 +63,24 @@ def _server(app: Any, log_level: str) -> Any:
 
 def serve(app: Any, host: str, port: int, on_listen: Callable[[str], None],
           log_level: str = "info") -> None:
-    """Listen, call ``on_listen(url)``, then serve until Ctrl-C / SIGTERM."""
+    """Listen, call ``on_listen(url)``, then serve until Ctrl-C / SIGTERM.
+
+    If the model fails to load, the server stops and its load error is raised here
+    (llama-server exits too), so a corrupt model file ends ``kvlab serve`` with one line.
+    """
     sock = bind(host, port)
     on_listen(url_of(sock))
-    _server(app, log_level).run(sockets=[sock])
+    server = _server(app, log_level)
+    state = getattr(app.state, "kvlab", None)
+    if state is not None:
+        state.on_load_error = lambda: setattr(server, "should_exit", True)
+    server.run(sockets=[sock])
+    error = state.slot.load_error if state is not None else None
+    if isinstance(error, KvlabError):
+        raise error
+    if error is not None:
+        raise ServerLaunchError(f"kvlab serve: the model failed to load: "
+                                f"{type(error).__name__}: {error}")
 
 
 class BackgroundServer:

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.serve.params import GenParams
-from kvlab.serve.prompt_cache import reusable_prefix
+from kvlab.serve.prompt_cache import keep_prefix, reusable_prefix
+from kvlab.serve.source import ModelSource
 
 
 @dataclass
@@ -83,21 +84,22 @@ class Finished:
 class Slot:
     """One model, one worker thread; :meth:`generate` streams one request at a time.
 
-    ``n_ctx`` is the context capacity in tokens: prompt plus generated tokens never
-    exceed it. ``use_cache`` False decodes by full recomputation at every step.
+    ``source``: the model to load (:mod:`kvlab.serve.source`). ``n_ctx`` is the context
+    capacity in tokens: prompt plus generated tokens never exceed it. ``use_cache``
+    False decodes by full recomputation at every step. A generation stops at any of
+    the model's ``eos_ids`` (Gemma 3: ``<eos>`` and ``<end_of_turn>``).
     """
 
-    def __init__(
-        self, preset: str, n_ctx: int, use_cache: bool, threads: int,
-        weights_seed: int = 42,
-    ) -> None:
-        self.preset = preset
+    def __init__(self, source: ModelSource, n_ctx: int, use_cache: bool, threads: int
+                 ) -> None:
+        self.source = source
         self.n_ctx = n_ctx
         self.use_cache = use_cache
         self.threads = threads
-        self.weights_seed = weights_seed
         self.model: Any = None
-        self.tokenizer: Any = None
+        self.tokenizer: Any = None  # a ServedTokenizer once loaded
+        self.chat: Any = None  # the ChatTemplate once loaded
+        self.eos_ids: tuple[int, ...] = tuple(source.config.eos_ids)
         self.cache: Any = None  # the preallocated KV cache (None with use_cache False)
         self._held: list[int] = []  # token ids whose K/V the cache holds, in order
         self.ready = threading.Event()
@@ -105,17 +107,16 @@ class Slot:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlab-slot")
 
     def load(self) -> None:
-        """Build the model (blocking; run it off the event loop). Sets ``ready``."""
+        """Load the model (blocking; run it off the event loop). Sets ``ready``."""
         import torch
 
-        from kvlab.engine import ByteTokenizer, KVCache, build_model, get_preset
+        from kvlab.engine.lm import new_cache
 
         torch.set_num_threads(self.threads)
-        self.tokenizer = ByteTokenizer()
-        config = get_preset(self.preset)
-        self.model = build_model(config, seed=self.weights_seed)
-        # One preallocated cache of the whole context, reused (reset) by every request.
-        self.cache = KVCache(config, max_len=self.n_ctx) if self.use_cache else None
+        served = self.source.load()
+        self.model, self.tokenizer, self.chat = served.model, served.tokenizer, served.chat
+        # One preallocated cache of the whole context, reused by every request.
+        self.cache = new_cache(self.model, self.n_ctx) if self.use_cache else None
         self.ready.set()
 
     def _token_stream(
@@ -125,8 +126,10 @@ class Slot:
         from kvlab.engine import iter_generate
 
         reuse = 0
-        if self.cache is not None and params.cache_prompt:
-            reuse = reusable_prefix(self._held, prompt_ids)
+        if self.cache is not None:
+            if params.cache_prompt:
+                reuse = reusable_prefix(self._held, prompt_ids)
+            reuse = keep_prefix(self.cache, reuse)
         self._held = []  # unknown until this request ends well
         # The engine never sees ignore_eos=False: stopping in _run instead lets EOS be
         # counted in tokens_predicted, as llama.cpp counts it.
@@ -177,8 +180,6 @@ class Slot:
     def _run(self, prompt_ids: list[int], params: GenParams, put: Any,
              cancel: threading.Event) -> Finished:
         """The generation itself, on the worker thread."""
-        from kvlab.engine import EOS_ID
-
         n_prompt = len(prompt_ids)
         room = self.n_ctx - n_prompt  # tokens that still fit in the context
         limit = room if params.n_predict < 0 else min(params.n_predict, room)
@@ -194,7 +195,7 @@ class Slot:
                 if not done.tokens:
                     t_first = t_last
                 done.tokens.append(token_id)
-                if token_id == EOS_ID and not params.ignore_eos:
+                if token_id in self.eos_ids and not params.ignore_eos:
                     done.stop_type = "eos"
                     break
                 text = decoder.push(token_id)

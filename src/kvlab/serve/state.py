@@ -1,8 +1,9 @@
-"""The server's settings and shared state: one preset, one slot, one context size."""
+"""The server's settings and shared state: one model, one slot, one context size."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from kvlab import __version__
@@ -10,6 +11,7 @@ from kvlab.errors import ConfigError
 from kvlab.serve.api_errors import exceed_context, invalid_request
 from kvlab.serve.params import as_int
 from kvlab.serve.slot import Slot
+from kvlab.serve.source import resolve_source
 
 CONCURRENCY = "serialized, one slot"
 
@@ -18,9 +20,11 @@ CONCURRENCY = "serialized, one slot"
 class ServeSettings:
     """What ``kvlab serve`` was started with.
 
-    ``n_ctx`` None means the preset's ``max_len``. ``seed`` is the default sampling
-    seed of requests that send none (llama.cpp's ``--seed``; -1 = random). ``api_key``
-    never appears in repr, logs or responses.
+    ``model`` (``gemma-3-270m`` or a GGUF path) replaces the toy ``preset`` when given;
+    ``dtype`` is its weights' and KV cache's dtype. ``n_ctx`` None means the model's
+    ``max_len``. ``seed`` is the default sampling seed of requests that send none
+    (llama.cpp's ``--seed``; -1 = random). ``api_key`` never appears in repr, logs or
+    responses.
     """
 
     preset: str = "toy"
@@ -30,24 +34,25 @@ class ServeSettings:
     threads: int = 2
     api_key: str | None = None
     weights_seed: int = 42
+    model: str | None = None
+    dtype: str = "float32"
 
     def __repr__(self) -> str:
         key = "set" if self.api_key else "none"
-        return (f"ServeSettings(preset={self.preset!r}, n_ctx={self.n_ctx}, "
+        served = f"model={self.model!r}" if self.model else f"preset={self.preset!r}"
+        return (f"ServeSettings({served}, n_ctx={self.n_ctx}, "
                 f"use_cache={self.use_cache}, seed={self.seed}, threads={self.threads}, "
                 f"api_key={key})")
 
-    def resolved_n_ctx(self) -> int:
-        """The context size in tokens, checked against the preset (ConfigError if not)."""
-        from kvlab.engine import get_preset
-
-        max_len = get_preset(self.preset).max_len
+    def resolved_n_ctx(self, max_len: int) -> int:
+        """The context size in tokens, checked against the model's ``max_len``."""
         if self.n_ctx is None:
             return max_len
         if not 1 < self.n_ctx <= max_len:
+            served = f"model {self.model!r}" if self.model else f"preset {self.preset!r}"
             raise ConfigError(
-                f"--ctx-size {self.n_ctx} is out of range for preset {self.preset!r}: "
-                f"use 2..{max_len} (the preset's max_len)"
+                f"--ctx-size {self.n_ctx} is out of range for {served}: "
+                f"use 2..{max_len} (the model's max_len)"
             )
         return self.n_ctx
 
@@ -59,13 +64,17 @@ class ServerState:
         if settings.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {settings.threads}")
         self.settings = settings
-        self.n_ctx = settings.resolved_n_ctx()
-        self.model_id = settings.preset
-        self.slot = Slot(settings.preset, self.n_ctx, settings.use_cache, settings.threads,
-                         weights_seed=settings.weights_seed)
+        self.source = resolve_source(settings.preset, settings.model, settings.dtype,
+                                     settings.weights_seed)
+        self.n_ctx = settings.resolved_n_ctx(self.source.config.max_len)
+        self.model_id = self.source.name
+        self.slot = Slot(self.source, self.n_ctx, settings.use_cache, settings.threads)
+        # Called on the loading thread if loading fails (kvlab serve: stop and exit).
+        self.on_load_error: Callable[[], None] | None = None
 
     def prompt_ids(self, prompt: Any, field: str = "prompt") -> list[int]:
-        """Token ids of a prompt given as a string or as an array of token ids."""
+        """Token ids of a prompt given as a string (BOS added when the model has one,
+        as llama-server does) or as an array of token ids (used as given)."""
         tokenizer = self.slot.tokenizer
         if isinstance(prompt, str):
             ids = tokenizer.encode(prompt)
@@ -87,9 +96,10 @@ class ServerState:
 
     def props(self) -> dict[str, Any]:
         """The ``GET /props`` document (llama.cpp's keys plus a ``kvlab`` object)."""
-        from kvlab.serve.params import CHAT_TEMPLATE, DEFAULT_TEMPERATURE
+        from kvlab.serve.params import DEFAULT_TEMPERATURE
 
-        config = self.model_config()
+        config = self.source.config
+        path = str(self.source.path) if self.source.path else self.model_id
         return {
             "default_generation_settings": {
                 "n_ctx": self.n_ctx,
@@ -103,41 +113,38 @@ class ServerState:
             },
             "total_slots": 1,
             "model_alias": self.model_id,
-            "model_path": self.model_id,
+            "model_path": path,
             "modalities": {"vision": False, "audio": False},
-            "chat_template": CHAT_TEMPLATE,
-            "bos_token": "",
-            "eos_token": "\u0000",
+            "chat_template": self.source.chat_template,
+            "bos_token": self.slot.tokenizer.bos_text,
+            "eos_token": self.slot.tokenizer.eos_text,
             "build_info": f"kvlab-{__version__}",
             "is_sleeping": False,
             "kvlab": {
-                "preset": self.settings.preset,
+                "preset": None if self.settings.model else self.settings.preset,
+                "model": self.settings.model,
+                "dtype": self.settings.dtype if self.settings.model else "float32",
                 "kv_cache": self.settings.use_cache,
                 "n_ctx": self.n_ctx,
                 "max_len": config.max_len,
                 "concurrency": CONCURRENCY,
                 "prompt_reuse": self.settings.use_cache,  # cache_prompt honoured
                 "threads": self.settings.threads,
-                "weights_seed": self.settings.weights_seed,
+                "weights_seed": None if self.settings.model else self.settings.weights_seed,
                 "default_seed": self.settings.seed,
-                "chat_template": CHAT_TEMPLATE,
+                "eos_ids": list(self.slot.eos_ids),
             },
         }
 
-    def model_config(self) -> Any:
-        """The preset's ModelConfig."""
-        from kvlab.engine import get_preset
-
-        return get_preset(self.settings.preset)
-
     def model_meta(self) -> dict[str, Any]:
         """``meta`` of the ``/v1/models`` entry (llama.cpp's keys)."""
-        config = self.model_config()
+        config = self.source.config
+        model = self.slot.model
         return {
-            "vocab_type": "byte",
+            "vocab_type": self.source.vocab_type,
             "n_vocab": config.vocab_size,
             "n_ctx": self.n_ctx,
             "n_ctx_train": config.max_len,
             "n_embd": config.d_model,
-            "n_params": self.slot.model.num_parameters() if self.slot.model is not None else 0,
+            "n_params": model.num_parameters() if model is not None else 0,
         }

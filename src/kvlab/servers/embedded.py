@@ -1,6 +1,7 @@
 """The embedded server (``python -m kvlab serve``) as a managed server.
 
-One process per (mode, capacity): ``--ctx-size`` is the capacity being measured. The
+One process per (mode, capacity): ``--ctx-size`` is the capacity being measured; the
+toy ``--preset`` or a real ``--model`` (Gemma 3 270M loads in about 20 s). The
 process runs in its own session so a terminal Ctrl-C reaches the runner only; the
 runner stops the server itself (SIGTERM, then SIGKILL) on every exit path, and
 :mod:`kvlab.servers.process` makes sure none outlives kvlab.
@@ -41,9 +42,11 @@ class EmbeddedServer:
         no_cache: bool = False,
         threads: int | None = None,
         port: int | None = None,
+        model: str | None = None,
     ) -> None:
         self.capacity = capacity
         self.preset = preset
+        self.model = model  # gemma-3-270m or a GGUF path; replaces the preset
         self.no_cache = no_cache
         self.threads = threads
         self.port = port or free_port()
@@ -56,7 +59,8 @@ class EmbeddedServer:
     def argv(self) -> list[str]:
         """The exact command line the server is started with."""
         argv = [sys.executable, "-m", "kvlab", "serve", "--host", "127.0.0.1"]
-        argv += ["--port", str(self.port), "--preset", self.preset]
+        argv += ["--port", str(self.port)]
+        argv += ["--model", self.model] if self.model else ["--preset", self.preset]
         argv += ["--ctx-size", str(self.capacity)]
         if self.no_cache:
             argv.append("--no-cache")
