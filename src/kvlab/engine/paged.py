@@ -197,21 +197,28 @@ class PagedBatch:
             self._plan(group, window, [int(s) for s in starts])
 
     def _plan(self, group: int, window: int | None, starts: list[int]) -> None:
-        pool, n_new = self.pool, self.n_new
+        """Cells to write and to read for ``group``, and its mask, for every row."""
+        pool = self.pool
         bs = pool.block_size
-        lows = [first_kept_block(s, window, bs) * bs for s in starts]  # kept positions start
-        width = max(s + n_new - lo for s, lo in zip(starts, lows, strict=True))  # S
-        read = torch.zeros((len(starts), width), dtype=torch.long)  # padding reads cell 0
-        key_pos = torch.full((len(starts), width), -1, dtype=torch.long)  # -1: padding
-        writes = []
-        for row, (seq_id, start, low) in enumerate(zip(self.seq_ids, starts, lows, strict=True)):
-            end = start + n_new
-            read[row, :end - low] = pool.cells(seq_id, group, low, end)
-            key_pos[row, :end - low] = torch.arange(low, end)
-            writes.append(pool.cells(seq_id, group, start, end))
-        self._write.append(torch.cat(writes))
-        self._read.append(read)
+        tables = [pool.seqs[s].tables[group] for s in self.seq_ids]
+        lows = torch.tensor([first_kept_block(s, window, bs) * bs for s in starts])  # (B,)
+        ends = self.query_pos[:, -1] + 1  # (B,)
+        width = int((ends - lows).max())  # S: the most keys a row attends over
+        # One row per sequence: its physical block ids (freed ones, never read, as 0).
+        n_cols = max(len(t) for t in tables)
+        table = torch.tensor([[b or 0 for b in t] + [0] * (n_cols - len(t)) for t in tables])
+        key_pos = lows[:, None] + torch.arange(width)  # (B, S)
+        valid = key_pos < ends[:, None]  # (B, S): False on padding
+        key_pos = torch.where(valid, key_pos, -1)
+        read = self._cells(table, key_pos.clamp(min=0))  # (B, S)
+        self._read.append(torch.where(valid, read, 0))  # padding reads cell 0
+        self._write.append(self._cells(table, self.query_pos).reshape(-1))  # (B*T,)
         self._masks.append(position_mask(self.query_pos, key_pos, window))
+
+    def _cells(self, table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Pool cells (B, n) of positions (B, n), through each row's block table."""
+        bs = self.pool.block_size
+        return table.gather(1, positions // bs) * bs + positions % bs
 
     def positions(self, n_new: int, start_pos: int | None = None) -> torch.Tensor:
         """Positions (B, T) of the new tokens (each row follows its own sequence)."""
