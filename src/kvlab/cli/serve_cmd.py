@@ -26,6 +26,19 @@ def serve(
         help="Context capacity in tokens (default: the model's max_len; at most that)."),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Decode by full recomputation (no KV cache)."),
+    slots: int = typer.Option(
+        1, "--slots", "-np",
+        help="Sequences served at once. 1: one slot, requests wait their turn. More: "
+             "continuous batching over a paged KV cache (all running sequences decode "
+             "in one forward; see --kv-blocks)."),
+    kv_blocks: int | None = typer.Option(
+        None, "--kv-blocks", show_default=False,
+        help="Paged KV pool size in blocks per layer (turns batching on). Default with "
+             "--slots N: N contexts' worth, ceil(ctx-size / block-size) x N."),
+    block_size: int = typer.Option(16, "--block-size", help="Tokens per KV block."),
+    prefill_budget: int = typer.Option(
+        256, "--prefill-budget",
+        help="Most prompt tokens computed per scheduler step (chunked prefill)."),
     seed: int = typer.Option(42, help="Sampling seed of requests that send none (-1: random)."),
     threads: int = typer.Option(2, "--threads", "-t", help="torch CPU threads."),
     synthetic: bool = typer.Option(
@@ -34,7 +47,10 @@ def serve(
 ) -> None:
     """Serve the reference engine: /completion, /v1/chat/completions, /v1/completions...
 
-    Generation is serialized, one slot. The model loads after the listener starts;
+    One slot serializes requests; --slots N (or --kv-blocks M) batches up to N
+    sequences continuously over a paged KV pool and preempts the youngest when the
+    pool runs out. GET /metrics shows running and waiting requests, KV blocks and
+    token counters (vLLM's names). The model loads after the listener starts;
     /health answers 503 until it is ready. A model that fails to load stops the server
     with one line naming the file.
     """
@@ -51,7 +67,8 @@ def serve(
 
     settings = ServeSettings(preset=preset, n_ctx=ctx_size, use_cache=not no_cache,
                              seed=seed, threads=threads, api_key=api_key, model=model,
-                             dtype=dtype)
+                             dtype=dtype, slots=slots, kv_blocks=kv_blocks,
+                             block_size=block_size, prefill_budget=prefill_budget)
     application = create_app(settings)  # ConfigError (exit 2) before binding anything
 
     def announce(url: str) -> None:

@@ -7,7 +7,9 @@ every route but ``/health`` and ``/openapi.json`` (the contract, see
 :mod:`kvlab.serve.openapi`) needs ``Authorization: Bearer <key>`` or
 ``X-Api-Key: <key>``; the key is never logged or echoed.
 
-Generation is serialized, one slot (see :mod:`kvlab.serve.slot`).
+Generation is serialized, one slot (see :mod:`kvlab.serve.slot`), or continuously
+batched over a paged KV cache (:mod:`kvlab.serve.batching`); ``/metrics`` shows the
+load (:mod:`kvlab.serve.metrics`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kvlab.serve import llamacpp_api, openai_api
+from kvlab.serve import llamacpp_api, metrics, openai_api
 from kvlab.serve.api_errors import INVALID_API_KEY, LOADING, ApiError, is_openai_path
 from kvlab.serve.openapi import openapi_document
 from kvlab.serve.state import ServerState, ServeSettings
@@ -58,6 +60,7 @@ def create_app(
     app.state.kvlab = state
     app.include_router(llamacpp_api.router)
     app.include_router(openai_api.router)
+    app.include_router(metrics.router)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)

@@ -99,6 +99,7 @@ async def completion(request: Request) -> Response:
     body = await read_json_body(request)
     params = parse_gen_params(body, state.settings.seed)
     prompt_ids = state.prompt_ids(body.get("prompt"))
+    state.check_fits(prompt_ids, params)
     if params.stream:
         return sse_response(_stream(state, prompt_ids, params))
     done = await run_to_end(state, prompt_ids, params)

@@ -78,6 +78,7 @@ async def _complete(request: Request, chat: bool) -> Response:
     params = parse_gen_params(body, state.settings.seed)
     prompt = state.slot.chat.render(body) if chat else body.get("prompt")
     prompt_ids = state.prompt_ids(prompt, "messages" if chat else "prompt")
+    state.check_fits(prompt_ids, params)
     head = {
         "id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex,
         "created": int(time.time()),

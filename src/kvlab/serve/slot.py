@@ -105,6 +105,9 @@ class Slot:
         self.ready = threading.Event()
         self.load_error: BaseException | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlab-slot")
+        self._counts = {"waiting": 0, "running": 0, "prompt_tokens": 0,
+                        "generation_tokens": 0, "finished": 0}  # see gauges()
+        self._counts_lock = threading.Lock()
 
     def load(self) -> None:
         """Load the model (blocking; run it off the event loop). Sets ``ready``."""
@@ -140,6 +143,17 @@ class Slot:
         )
         return tokens, reuse
 
+    def _count(self, **deltas: int) -> None:
+        with self._counts_lock:
+            for key, delta in deltas.items():
+                self._counts[key] += delta
+
+    def gauges(self) -> dict[str, int]:
+        """Requests running (0 or 1) and waiting for the slot, and totals since start:
+        prompt tokens computed, tokens generated, requests finished."""
+        with self._counts_lock:
+            return dict(self._counts)
+
     def close(self) -> None:
         """Stop the worker thread once the running generation (if any) ends."""
         self._worker.shutdown(wait=False, cancel_futures=True)
@@ -160,11 +174,18 @@ class Slot:
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def work() -> None:
+            self._count(waiting=-1, running=1)
             try:
-                put(self._run(prompt_ids, params, put, cancel))
+                done = self._run(prompt_ids, params, put, cancel)
+                self._count(prompt_tokens=done.timings.prompt_n,
+                            generation_tokens=len(done.tokens), finished=1)
+                put(done)
             except BaseException as exc:  # handed to the request, which answers 500
                 put(exc)
+            finally:
+                self._count(running=-1)
 
+        self._count(waiting=1)
         self._worker.submit(work)
         try:
             while True:

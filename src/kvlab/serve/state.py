@@ -1,15 +1,17 @@
-"""The server's settings and shared state: one model, one slot, one context size."""
+"""The server's settings and shared state: one model, one context size, and either one
+slot (requests serialized) or a continuous-batching scheduler over a paged KV pool."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kvlab import __version__
 from kvlab.errors import ConfigError
 from kvlab.serve.api_errors import exceed_context, invalid_request
-from kvlab.serve.params import as_int
+from kvlab.serve.batching import BatchingSlot, BatchSettings
+from kvlab.serve.params import GenParams, as_int
 from kvlab.serve.slot import Slot
 from kvlab.serve.source import resolve_source
 
@@ -24,7 +26,10 @@ class ServeSettings:
     ``dtype`` is its weights' and KV cache's dtype. ``n_ctx`` None means the model's
     ``max_len``. ``seed`` is the default sampling seed of requests that send none
     (llama.cpp's ``--seed``; -1 = random). ``api_key`` never appears in repr, logs or
-    responses.
+    responses. ``slots`` > 1 or ``kv_blocks`` set: continuous batching of up to
+    ``slots`` sequences over ``kv_blocks`` blocks of ``block_size`` tokens (default:
+    as many blocks as ``slots`` contiguous contexts would take), prompts computed at
+    most ``prefill_budget`` tokens per step.
     """
 
     preset: str = "toy"
@@ -36,6 +41,31 @@ class ServeSettings:
     weights_seed: int = 42
     model: str | None = None
     dtype: str = "float32"
+    slots: int = 1
+    kv_blocks: int | None = None
+    block_size: int = 16
+    prefill_budget: int = 256
+
+    @property
+    def batching(self) -> bool:
+        """Whether the continuous-batching scheduler serves (else one slot)."""
+        return self.slots > 1 or self.kv_blocks is not None
+
+    def batch_settings(self, n_ctx: int) -> BatchSettings:
+        """The scheduler's limits, checked (ConfigError naming the option)."""
+        for name, value in (("--slots", self.slots), ("--block-size", self.block_size),
+                            ("--prefill-budget", self.prefill_budget),
+                            ("--kv-blocks", 1 if self.kv_blocks is None else self.kv_blocks)):
+            if value < 1:
+                raise ConfigError(f"{name} must be >= 1, got {value}")
+        if not self.use_cache:
+            raise ConfigError("--no-cache serves one slot by recomputation; drop --slots "
+                              "and --kv-blocks, or drop --no-cache")
+        per_context = -(-n_ctx // self.block_size)
+        return BatchSettings(max_running=self.slots,
+                             n_blocks=(per_context * self.slots if self.kv_blocks is None
+                                       else self.kv_blocks),
+                             block_size=self.block_size, token_budget=self.prefill_budget)
 
     def __repr__(self) -> str:
         key = "set" if self.api_key else "none"
@@ -68,7 +98,12 @@ class ServerState:
                                      settings.weights_seed)
         self.n_ctx = settings.resolved_n_ctx(self.source.config.max_len)
         self.model_id = self.source.name
-        self.slot = Slot(self.source, self.n_ctx, settings.use_cache, settings.threads)
+        self.slot: Slot | BatchingSlot
+        if settings.batching:
+            self.slot = BatchingSlot(self.source, self.n_ctx, settings.threads,
+                                     settings.batch_settings(self.n_ctx))
+        else:
+            self.slot = Slot(self.source, self.n_ctx, settings.use_cache, settings.threads)
         # Called on the loading thread if loading fails (kvlab serve: stop and exit).
         self.on_load_error: Callable[[], None] | None = None
 
@@ -94,6 +129,23 @@ class ServerState:
             raise exceed_context(len(ids), self.n_ctx)
         return ids
 
+    def check_fits(self, prompt_ids: list[int], params: GenParams) -> None:
+        """400 now, before a stream starts, for a request the KV pool can never hold."""
+        if isinstance(self.slot, BatchingSlot):
+            self.slot.check_fits(prompt_ids, params)
+
+    def concurrency(self) -> dict[str, Any]:
+        """How requests share the engine (the ``kvlab`` part of ``/props``)."""
+        if not isinstance(self.slot, BatchingSlot):
+            return {"concurrency": CONCURRENCY, "prompt_reuse": self.settings.use_cache}
+        batch = self.slot.batch
+        return {
+            "concurrency": f"continuous batching, up to {batch.max_running} sequences",
+            "prompt_reuse": False,
+            "paged_kv": {"blocks": batch.n_blocks, "block_size": batch.block_size,
+                         "prefill_budget": batch.token_budget},
+        }
+
     def props(self) -> dict[str, Any]:
         """The ``GET /props`` document (llama.cpp's keys plus a ``kvlab`` object)."""
         from kvlab.serve.params import DEFAULT_TEMPERATURE
@@ -111,7 +163,7 @@ class ServerState:
                     "cache_prompt": True,
                 },
             },
-            "total_slots": 1,
+            "total_slots": self.settings.slots,
             "model_alias": self.model_id,
             "model_path": path,
             "modalities": {"vision": False, "audio": False},
@@ -127,8 +179,7 @@ class ServerState:
                 "kv_cache": self.settings.use_cache,
                 "n_ctx": self.n_ctx,
                 "max_len": config.max_len,
-                "concurrency": CONCURRENCY,
-                "prompt_reuse": self.settings.use_cache,  # cache_prompt honoured
+                **self.concurrency(),
                 "threads": self.settings.threads,
                 "weights_seed": None if self.settings.model else self.settings.weights_seed,
                 "default_seed": self.settings.seed,

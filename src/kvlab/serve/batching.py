@@ -1,0 +1,239 @@
+"""Continuous batching behind the server: the scheduler on one worker thread.
+
+Same interface as the one-request :class:`kvlab.serve.slot.Slot` (``load``,
+``generate``, ``close``), so the APIs do not know which one serves them. Requests go
+into an inbox; one worker thread moves them into the
+:class:`kvlab.engine.scheduler.Scheduler` and steps it while work is left, so many
+sequences decode in each batched forward over the paged KV cache
+(:mod:`kvlab.engine.paged`). Sampled tokens come back to the event loop through one
+asyncio queue per request.
+
+Timings keep llama.cpp's definitions per request: ``prompt_ms`` runs from the
+request's admission into the running batch (waiting in the queue is not counted) to
+its first token, ``predicted_ms`` from its first token to its last. A client that goes
+away marks its request cancelled; the worker returns its blocks at the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvlab.serve.api_errors import invalid_request
+from kvlab.serve.params import GenParams
+from kvlab.serve.slot import Finished, TokenEvent
+from kvlab.serve.source import ModelSource
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """The scheduler's limits: sequences in flight, KV blocks, prefill tokens per step."""
+
+    max_running: int = 16
+    n_blocks: int = 1024
+    block_size: int = 16
+    token_budget: int = 256
+
+
+@dataclass
+class _Job:
+    """The bridge between one scheduler request and its HTTP handler."""
+
+    params: GenParams
+    room: int  # tokens that still fit in the context after the prompt
+    put: Any  # thread-safe put into the handler's asyncio queue
+    decoder: Any
+    eos_ids: tuple[int, ...]
+    request: Any = None  # the scheduler's Request
+    pieces: list[str] = field(default_factory=list)
+    t_first: int = 0
+    t_last: int = 0
+
+    def on_token(self, token_id: int) -> None:
+        """Called on the worker thread for each sampled token."""
+        self.t_last = time.perf_counter_ns()
+        if not self.t_first:
+            self.t_first = self.t_last
+        if token_id in self.eos_ids and not self.params.ignore_eos:
+            return  # the stop token is counted, not streamed
+        text = self.decoder.push(token_id)
+        self.pieces.append(text)
+        self.put(TokenEvent(token_id, text))
+
+    def finished(self) -> Finished:
+        """The request's Finished record, once the scheduler ended it."""
+        req = self.request
+        done = Finished(n_prompt=len(req.prompt), tokens=list(req.tokens))
+        done.tail = self.decoder.flush()
+        done.text = "".join(self.pieces) + done.tail
+        done.stop_type = "eos" if req.stop_type == "eos" else "limit"
+        done.truncated = done.stop_type == "limit" and len(req.tokens) >= self.room
+        done.tokens_cached = len(req.prompt) + max(len(req.tokens) - 1, 0)
+        done.timings.prompt_n = len(req.prompt)
+        done.timings.prompt_ns = self.t_first - req.admitted_ns if self.t_first else 0
+        done.timings.predicted_n = len(req.tokens)
+        done.timings.predicted_ns = (max(self.t_last - self.t_first, 1000)
+                                     if req.tokens else 0)
+        return done
+
+
+class BatchingSlot:
+    """Many sequences at once: a paged KV pool and a continuous-batching scheduler."""
+
+    def __init__(self, source: ModelSource, n_ctx: int, threads: int,
+                 batch: BatchSettings) -> None:
+        self.source = source
+        self.n_ctx = n_ctx
+        self.threads = threads
+        self.batch = batch
+        self.use_cache = True
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.chat: Any = None
+        self.eos_ids: tuple[int, ...] = tuple(source.config.eos_ids)
+        self.scheduler: Any = None
+        self.ready = threading.Event()
+        self.load_error: BaseException | None = None
+        self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+
+    def load(self) -> None:
+        """Load the model, allocate the pool, start the worker. Sets ``ready``."""
+        import torch
+
+        from kvlab.engine.lm import model_dtype
+        from kvlab.engine.paged import BlockPool
+        from kvlab.engine.scheduler import Scheduler
+
+        torch.set_num_threads(self.threads)
+        served = self.source.load()
+        self.model, self.tokenizer, self.chat = served.model, served.tokenizer, served.chat
+        pool = BlockPool(self.model.config, self.batch.n_blocks, self.batch.block_size,
+                         dtype=model_dtype(self.model))
+        self.scheduler = Scheduler(self.model, pool, self.batch.max_running,
+                                   self.batch.token_budget)
+        self._worker = threading.Thread(target=self._loop, name="kvlab-batch", daemon=True)
+        self._worker.start()
+        self.ready.set()
+
+    def limit(self, n_prompt: int, params: GenParams) -> int:
+        """Tokens this request may generate: n_predict, within the context."""
+        room = self.n_ctx - n_prompt
+        return room if params.n_predict < 0 else min(params.n_predict, room)
+
+    def check_fits(self, prompt_ids: list[int], params: GenParams) -> None:
+        """400 before any work when the request could never fit the KV pool."""
+        needed = self.scheduler.blocks_for(len(prompt_ids), self.limit(len(prompt_ids),
+                                                                       params))
+        if needed > self.batch.n_blocks:
+            raise invalid_request(
+                f"the request needs {needed} KV blocks of {self.batch.block_size} tokens, "
+                f"the pool has {self.batch.n_blocks}; shorten the prompt or n_predict"
+            )
+
+    async def generate(
+        self, prompt_ids: list[int], params: GenParams
+    ) -> AsyncIterator[TokenEvent | Finished]:
+        """Yield a TokenEvent per sampled token (EOS excluded), then one Finished."""
+        from kvlab.engine.generate import make_sampler
+        from kvlab.engine.scheduler import Request
+
+        self.check_fits(prompt_ids, params)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[TokenEvent | Finished | BaseException] = asyncio.Queue()
+
+        def put(item: TokenEvent | Finished | BaseException) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, item)
+
+        limit = self.limit(len(prompt_ids), params)
+        job = _Job(params, self.n_ctx - len(prompt_ids), put,
+                   self.tokenizer.incremental_decoder(), self.eos_ids)
+        job.request = Request(
+            prompt=list(prompt_ids), max_new_tokens=limit,
+            sample=make_sampler(params.temperature, params.seed),
+            stop_ids=() if params.ignore_eos else self.eos_ids, on_token=job.on_token)
+        self._inbox.put(job)
+        try:
+            while True:
+                item = await events.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Finished):
+                    return
+        finally:
+            job.request.cancelled = True  # a no-op once it ended
+
+    def close(self) -> None:
+        """Stop the worker after its current step."""
+        self._inbox.put(None)
+
+    def gauges(self) -> dict[str, Any]:
+        """Running and waiting requests, KV blocks per window group, and counters."""
+        sched = self.scheduler
+        if sched is None:
+            return {}
+        pool = sched.pool
+        return {
+            "running": len(sched.running),
+            "waiting": len(sched.waiting) + self._inbox.qsize(),
+            "blocks_total": pool.n_blocks,
+            "blocks_used": {("full" if w is None else str(w)): pool.used(g)
+                            for g, w in enumerate(pool.windows)},
+            "preemptions": sched.counters.preemptions,
+            "prompt_tokens": sched.counters.prompt_tokens,
+            "generation_tokens": sched.counters.generation_tokens,
+            "finished": sched.counters.finished,
+        }
+
+    def _loop(self) -> None:
+        """The worker: take new jobs, step the scheduler, hand out what ended."""
+        jobs: dict[int, _Job] = {}
+        while True:
+            block = self.scheduler.idle
+            try:
+                while True:
+                    job = self._inbox.get(block=block)
+                    block = False
+                    if job is None:
+                        return
+                    self._admit(job, jobs)
+            except queue.Empty:
+                pass
+            try:
+                ended = self.scheduler.step()
+            except Exception as exc:  # every request in flight fails with it
+                self._fail_all(jobs, exc)
+                continue
+            for req in ended:
+                job = jobs.pop(req.id)
+                if req.stop_type != "cancelled":
+                    job.put(job.finished())
+
+    def _admit(self, job: _Job, jobs: dict[int, _Job]) -> None:
+        if job.request.cancelled:
+            return
+        try:
+            self.scheduler.submit(job.request)
+        except Exception as exc:  # refused (too large, bad ids): the handler raises it
+            job.put(exc)
+            return
+        if job.request.done:  # nothing to generate
+            job.put(job.finished())
+            return
+        jobs[job.request.id] = job
+
+    def _fail_all(self, jobs: dict[int, _Job], exc: Exception) -> None:
+        for req in [*self.scheduler.running, *self.scheduler.waiting]:
+            if req.id in self.scheduler.pool.seqs:
+                self.scheduler.pool.release(req.id)
+        self.scheduler.running.clear()
+        self.scheduler.waiting.clear()
+        for job in jobs.values():
+            job.put(exc)
+        jobs.clear()

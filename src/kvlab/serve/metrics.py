@@ -1,0 +1,102 @@
+"""``GET /metrics``: the server's load in Prometheus' text format, named after vLLM.
+
+Where a gauge or counter means what vLLM's does, it has vLLM's name with kvlab's
+prefix (``kvlab:num_requests_running`` is ``vllm:num_requests_running``), so a
+dashboard or a scraper written for vLLM reads it with one prefix changed:
+
+- ``num_requests_running`` / ``num_requests_waiting`` (gauges): requests in the
+  running batch, and queued for it;
+- ``kv_cache_usage_perc`` (gauge, 0..1): used KV blocks over all blocks, on the
+  full-attention layers (Gemma's sliding layers are reported by the block gauges);
+- ``num_preemptions_total``, ``prompt_tokens_total``, ``generation_tokens_total``,
+  ``request_success_total`` (counters);
+- kvlab's own: ``kv_blocks_in_use{window=...}`` and ``kv_blocks_total``.
+
+The one-request slot has no blocks: it reports the request gauges and counters only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+PREFIX = "kvlab:"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_HELP = {
+    "num_requests_running": ("gauge", "Requests in the running batch."),
+    "num_requests_waiting": ("gauge", "Requests waiting to be admitted."),
+    "kv_cache_usage_perc": ("gauge", "KV-cache usage, 1 means 100 percent (full-attention "
+                            "layers)."),
+    "kv_blocks_in_use": ("gauge", "KV blocks held by sequences, per window group."),
+    "kv_blocks_total": ("gauge", "KV blocks per layer in the pool."),
+    "num_preemptions_total": ("counter", "Sequences preempted (to be recomputed)."),
+    "prompt_tokens_total": ("counter", "Prompt tokens computed."),
+    "generation_tokens_total": ("counter", "Tokens generated."),
+    "request_success_total": ("counter", "Requests that finished."),
+}
+
+
+def _line(name: str, value: float, model: str, **labels: str) -> str:
+    pairs = {"model_name": model, **labels}
+    text = ",".join(f'{k}="{v}"' for k, v in pairs.items())
+    return f"{PREFIX}{name}{{{text}}} {value:g}"
+
+
+def render_metrics(gauges: dict[str, Any], model: str) -> str:
+    """The exposition text of ``gauges`` (from a slot's ``gauges()``)."""
+    samples: dict[str, list[str]] = {name: [] for name in _HELP}
+    samples["num_requests_running"].append(_line("num_requests_running",
+                                                 gauges["running"], model))
+    samples["num_requests_waiting"].append(_line("num_requests_waiting",
+                                                 gauges["waiting"], model))
+    if "blocks_total" in gauges:
+        used = gauges["blocks_used"]
+        total = gauges["blocks_total"]
+        full = used.get("full", max(used.values()))
+        samples["kv_cache_usage_perc"].append(
+            _line("kv_cache_usage_perc", full / total, model))
+        samples["kv_blocks_total"].append(_line("kv_blocks_total", total, model))
+        for window, n in used.items():
+            samples["kv_blocks_in_use"].append(
+                _line("kv_blocks_in_use", n, model, window=window))
+        samples["num_preemptions_total"].append(
+            _line("num_preemptions_total", gauges["preemptions"], model))
+    for key, name in (("prompt_tokens", "prompt_tokens_total"),
+                      ("generation_tokens", "generation_tokens_total"),
+                      ("finished", "request_success_total")):
+        samples[name].append(_line(name, gauges[key], model))
+    out = []
+    for name, lines in samples.items():
+        if lines:
+            kind, text = _HELP[name]
+            out += [f"# HELP {PREFIX}{name} {text}", f"# TYPE {PREFIX}{name} {kind}", *lines]
+    return "\n".join(out) + "\n"
+
+
+router = APIRouter()
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    """The gauges and counters of the slot or scheduler serving now."""
+    state = request.app.state.kvlab
+    return Response(render_metrics(state.slot.gauges(), state.model_id),
+                    media_type=CONTENT_TYPE)
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Samples of a Prometheus text body as ``{'name{labels}': value}`` (comments
+    skipped); what ``kvlab run`` records while it loads a server."""
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        try:
+            samples[key] = float(value)
+        except ValueError:
+            continue
+    return samples

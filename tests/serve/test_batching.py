@@ -1,0 +1,111 @@
+"""kvlab serve --slots/--kv-blocks: continuous batching behind the same APIs, /metrics,
+refusal of a request the pool cannot hold, and blocks freed when a client leaves."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from kvlab.errors import ConfigError
+from kvlab.serve import ServeSettings, create_app
+from kvlab.serve.metrics import parse_metrics
+from tests.serve.conftest import start, stream_json
+
+serving = contextmanager(start)
+
+
+@pytest.fixture(scope="module")
+def batched_url() -> Iterator[str]:
+    """Up to 8 sequences over 12 blocks of 16 tokens (192 tokens): a tight pool."""
+    yield from start(n_ctx=128, slots=8, kv_blocks=12)
+
+
+def _tokens(base_url: str, prompt: list[int], n: int) -> list[int]:
+    body = {"prompt": prompt, "n_predict": n, "temperature": 0, "ignore_eos": True}
+    events = stream_json(base_url, "/completion", body)
+    return [t for e in events for t in e["tokens"]]
+
+
+def _metrics(base_url: str) -> dict[str, float]:
+    response = httpx.get(base_url + "/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {k.split("{")[0].removeprefix("kvlab:") + ("{" + k.split("{")[1] if "window" in k
+                                                      else ""): v
+            for k, v in parse_metrics(response.text).items()}
+
+
+def test_concurrent_requests_get_the_tokens_one_slot_gives(batched_url: str) -> None:
+    prompts = [[(7 * i + j) % 250 + 1 for j in range(3 + 9 * i)] for i in range(6)]
+    with serving(n_ctx=128) as one_slot:  # one at a time, contiguous cache
+        expected = [_tokens(one_slot, p, 40) for p in prompts]
+    before = _metrics(batched_url)
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda p: _tokens(batched_url, p, 40), prompts))
+    assert got == expected
+    after = _metrics(batched_url)
+    # 6 sequences of up to 88 tokens cannot all fit 12 blocks: the youngest were
+    # preempted and recomputed, and every block came back.
+    assert after["num_preemptions_total"] > before["num_preemptions_total"]
+    assert after["generation_tokens_total"] - before["generation_tokens_total"] == 6 * 40
+    assert after["request_success_total"] - before["request_success_total"] == 6
+    assert after['kv_blocks_in_use{model_name="toy",window="full"}'] == 0
+    assert after["kv_blocks_total"] == 12 and after["num_requests_running"] == 0
+
+
+def test_a_request_larger_than_the_pool_is_a_400_not_a_hang(batched_url: str) -> None:
+    # 40 prompt tokens + 40 new: 79 positions, 5 blocks of 16; the pool has 4.
+    with serving(n_ctx=256, slots=2, kv_blocks=4) as url:
+        for stream in (False, True):
+            response = httpx.post(url + "/completion", json={
+                "prompt": list(range(1, 41)), "n_predict": 40, "stream": stream}, timeout=30)
+            assert response.status_code == 400
+            message = response.json()["error"]["message"]
+            assert message.startswith("the request needs 5 KV blocks of 16 tokens, "
+                                      "the pool has 4")
+
+
+def test_a_client_that_leaves_frees_its_blocks_at_once() -> None:
+    with serving(n_ctx=2048, slots=2, kv_blocks=256) as url:
+        body = {"prompt": list(range(1, 200)), "n_predict": 1800, "ignore_eos": True,
+                "stream": True, "temperature": 0}
+        with httpx.stream("POST", url + "/completion", json=body, timeout=60) as response:
+            lines = response.iter_lines()
+            seen = sum(1 for _, line in zip(range(20), lines, strict=False) if line)
+            assert seen >= 5
+            assert _metrics(url)['kv_blocks_in_use{model_name="toy",window="full"}'] > 0
+        deadline = time.monotonic() + 2.0
+        while True:  # the next scheduler step returns the blocks
+            metrics = _metrics(url)
+            if metrics['kv_blocks_in_use{model_name="toy",window="full"}'] == 0:
+                break
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.02)
+        assert metrics["num_requests_running"] == 0
+        assert metrics["generation_tokens_total"] < 1800  # it did not run to the end
+
+
+def test_one_slot_reports_its_queue_in_metrics(base_url: str) -> None:
+    metrics = _metrics(base_url)
+    assert metrics["num_requests_running"] == 0 and metrics["num_requests_waiting"] == 0
+    assert "kv_blocks_total" not in metrics  # no pool behind one slot
+
+
+def test_props_say_how_requests_share_the_engine(batched_url: str) -> None:
+    props = httpx.get(batched_url + "/props").json()
+    assert props["total_slots"] == 8
+    assert props["kvlab"]["paged_kv"] == {"blocks": 12, "block_size": 16,
+                                          "prefill_budget": 256}
+    assert props["kvlab"]["prompt_reuse"] is False
+
+
+def test_batching_needs_the_kv_cache() -> None:
+    with pytest.raises(ConfigError, match="--no-cache serves one slot"):
+        create_app(ServeSettings(slots=4, use_cache=False))
+    with pytest.raises(ConfigError, match="--kv-blocks must be >= 1"):
+        create_app(ServeSettings(kv_blocks=0))
