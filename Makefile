@@ -50,6 +50,7 @@ run: setup
 	$(KVLAB) kv-bench --out $(RESULTS)/kv-bench
 	$(KVLAB) run experiments/quickstart.toml --out $(RESULTS)/runs
 	$(KVLAB) fetch
+	$(KVLAB) run experiments/gemma-embedded-vs-llamacpp.toml --out $(RESULTS)/runs
 	$(KVLAB) run experiments/llamacpp-cpu.toml --queries 8 --out $(RESULTS)/runs
 	@echo
 	@echo "Results: $(RESULTS)/kv-bench/ and $(RESULTS)/runs/ (each run: report.md, report.html, records.jsonl)"

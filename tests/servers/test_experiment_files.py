@@ -62,3 +62,24 @@ def test_dry_run_prints_every_argv_and_starts_nothing(
         (m, c) for m in ("mono", "dual") for c in (512, 2048, 4096)]
     assert all("--port" in p["argv"] and "<free port>" in p["argv"] for p in plan)  # type: ignore[operator]
     assert plan[0]["requests"] == 31
+
+
+def test_gemma_experiment_compares_the_engine_and_llama_server_at_equal_settings() -> None:
+    from kvlab.servers.embedded import EmbeddedServer
+
+    exp = load_experiment(EXPERIMENTS / "gemma-embedded-vs-llamacpp.toml")
+    recompute, cached, llama = exp.modes
+    assert exp.compare == [("recompute", "kv-cache"), ("kv-cache", "llama-server")]
+    assert recompute.embedded and cached.embedded  # the same model, with and without cache
+    assert recompute.embedded.model == cached.embedded.model == "gemma-3-270m"
+    assert (recompute.embedded.no_cache, cached.embedded.no_cache) == (True, False)
+    settings = llama.llamacpp_settings()
+    assert settings.model is None  # the bundled GGUF, the file the engine loads
+    assert recompute.embedded.threads == cached.embedded.threads == settings.threads
+    for capacity in exp.all_capacities():  # equal capacity: -c and --ctx-size
+        argv = EmbeddedServer(capacity, model="gemma-3-270m", no_cache=True).argv()
+        assert argv[argv.index("--model") + 1] == "gemma-3-270m"
+        assert argv[argv.index("--ctx-size") + 1] == str(capacity)
+        assert "--preset" not in argv
+        llama_argv = LlamaServer(settings, capacity).argv()
+        assert llama_argv[llama_argv.index("-c") + 1] == str(capacity)
