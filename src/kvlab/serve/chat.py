@@ -18,10 +18,11 @@ joins them for a template that takes string content.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.serve.api_errors import invalid_request
+from kvlab.serve.api_errors import ApiError, invalid_request
 
 LLAMACPP_CHATML = (
     "{%- for message in messages -%}\n"
@@ -50,6 +51,13 @@ class ChatTemplate:
     source: str
     bos_token: str = ""
     eos_token: str = ""
+
+    def warm(self) -> None:
+        """Import the renderer and compile the template (cached by Transformers) now, at
+        loading time, so the first chat request does not pay for either."""
+        # A template may refuse this chat (400 later, per request); compiling is the point.
+        with contextlib.suppress(ApiError):
+            self.render({"messages": [{"role": "user", "content": "Hi"}]})
 
     def render(self, body: dict[str, Any]) -> str:
         """The prompt text of a chat request's ``messages`` (400 if they are malformed)."""

@@ -91,6 +91,7 @@ class ModelSource:
             tokenizer = ServedTokenizer(loaded.tokenizer, loaded.tokenizer.bos_id,
                                         loaded.tokenizer.eos_id)
         chat = ChatTemplate(self.chat_template, tokenizer.bos_text, tokenizer.eos_text)
+        chat.warm()
         return Served(model, tokenizer, chat)
 
 
