@@ -6,9 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from kvlab.bench.workload import builtin_queries
-from kvlab.engine.agreement import AgreementReport, DecodeCheck, TokenizerCheck, run_agreement
+from kvlab.engine.agreement import (
+    AgreementReport,
+    DecodeCheck,
+    ForcedCheck,
+    TokenizerCheck,
+    run_agreement,
+    score_forced,
+)
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 from kvlab.engine.models import LoadedModel
@@ -27,6 +35,24 @@ def test_summary_figures() -> None:
     assert summary["teacher_forced_top1"] == pytest.approx(189 / 192)
     assert summary["max_mismatch_margin"] == 0.3
     assert AgreementReport().summary()["agreed_median"] is None
+    assert summary["teacher_forced"]["engine"]["top1"] == pytest.approx(189 / 192)
+
+
+def test_other_predictors_are_scored_beside_the_engine() -> None:
+    logits = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 2.9], [0.0, 1.0, 0.5]])  # (3, V)
+    check = score_forced(logits, [1, 2, 0])  # top-1 is 1, 0, 1
+    assert check.agree == 1
+    assert check.ranks == [2, 3]
+    assert check.margins == pytest.approx([3.0 - 2.9, 1.0])
+    report = AgreementReport(decode=[
+        DecodeCheck("q01", 250, 3, 3, 3, others={"x": check}),
+        DecodeCheck("q02", 250, 1, 2, 3, [0.2], [2], others={"x": ForcedCheck(3)})])
+    forced = report.summary()["teacher_forced"]
+    assert list(forced) == ["engine", "x"]
+    assert forced["engine"]["top1"] == pytest.approx(5 / 6)
+    assert forced["x"]["top1"] == pytest.approx(4 / 6)
+    assert forced["x"]["miss_ranks"] == {2: 1, 3: 1}
+    assert forced["x"]["max_margin"] == pytest.approx(1.0)
 
 
 @pytest.mark.llamacpp

@@ -13,6 +13,7 @@ from kvlab.engine.reference import (
     compare_logits,
     load_transformers_gemma,
     reference_prompts,
+    transformers_forced_logits,
 )
 
 
@@ -30,3 +31,9 @@ def test_logits_equal_transformers_within_tolerance(
     assert all(r.ok for r in results), worst
     assert all(r.max_abs_diff <= TOLERANCE for r in results)
     assert all(r.argmax_agreement == 1.0 for r in results)
+    # Teacher forcing reads the same logits: step i sees the prompt and forced[:i].
+    from kvlab.engine.agreement import teacher_forced_logits
+
+    ids, forced = prompts["plain"], [506, 5279, 529]
+    theirs = transformers_forced_logits(reference, ids, forced)  # (3, V)
+    assert (theirs - teacher_forced_logits(gemma_model, ids, forced)).abs().max() <= TOLERANCE

@@ -11,13 +11,17 @@ with llama-server's own ``/tokenize``, then a query):
   first divergence;
 - teacher forcing: the engine reads the prompt plus llama-server's 64 tokens in one
   cached pass, and its top-1 prediction at each step is compared with the token
-  llama-server chose there (every step sees llama.cpp's own history).
+  llama-server chose there (every step sees llama.cpp's own history). Other
+  teacher-forced predictors (Transformers; the engine under llama.cpp's numerics, see
+  :mod:`kvlab.engine.llamacpp_numerics`) can be scored the same way, beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,6 +45,32 @@ class TokenizerCheck:
     first_difference: int | None  # index of the first differing id; None when equal
 
 
+# (prompt ids, forced ids) -> logits (len(forced), V): step i sees ids + forced[:i]
+Forcer = Callable[[list[int], list[int]], torch.Tensor]
+
+
+@dataclass
+class ForcedCheck:
+    """One teacher-forced predictor on one prompt, scored against llama-server's tokens."""
+
+    agree: int  # steps whose top-1 equals llama-server's token
+    # Where they differ: the predictor's top-1 logit minus its logit of llama-server's
+    # token, and that token's rank in the predictor's order (2 = its second choice).
+    margins: list[float] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+
+
+def score_forced(logits: torch.Tensor, forced: list[int]) -> ForcedCheck:
+    """Top-1 agreement of ``logits`` (n, V) with ``forced`` (n ids), margins and ranks."""
+    top = logits.argmax(-1)  # (n,)
+    target = torch.tensor(forced)  # (n,)
+    theirs = logits.gather(-1, target[:, None])[:, 0]  # (n,)
+    misses = (top != target).nonzero()[:, 0].tolist()
+    margins = [float(logits[i, top[i]] - theirs[i]) for i in misses]
+    ranks = [int((logits[i] > theirs[i]).sum()) + 1 for i in misses]
+    return ForcedCheck(len(forced) - len(misses), margins, ranks)
+
+
 @dataclass
 class DecodeCheck:
     """One prompt decoded by both (greedy) and teacher-forced on llama-server's tokens."""
@@ -53,6 +83,21 @@ class DecodeCheck:
     # At each teacher-forced step where they differ: the engine's top-1 logit minus its
     # logit of llama-server's token (small: a near tie that quantization tipped over).
     mismatch_margins: list[float] = field(default_factory=list)
+    mismatch_ranks: list[int] = field(default_factory=list)  # llama-server's token's rank
+    others: dict[str, ForcedCheck] = field(default_factory=dict)  # other predictors, by name
+
+
+def forced_summary(checks: list[ForcedCheck], n_predict: int) -> dict[str, Any]:
+    """Top-1 rate of a teacher-forced predictor over prompts, and what its misses are."""
+    margins = [m for c in checks for m in c.margins]
+    steps = n_predict * len(checks)
+    return {
+        "top1": sum(c.agree for c in checks) / steps if steps else None,
+        "agree": sum(c.agree for c in checks), "steps": steps, "misses": len(margins),
+        "miss_ranks": dict(sorted(Counter(r for c in checks for r in c.ranks).items())),
+        "max_margin": max(margins, default=None),
+        "median_margin": statistics.median(margins) if margins else None,
+    }
 
 
 @dataclass
@@ -78,7 +123,20 @@ class AgreementReport:
             "teacher_forced_top1": forced / steps if steps else None,
             "max_mismatch_margin": max(
                 (m for d in self.decode for m in d.mismatch_margins), default=None),
+            "teacher_forced": self.forced_summaries(),
         }
+
+    def forced_summaries(self) -> dict[str, dict[str, Any]]:
+        """Per teacher-forced predictor ("engine" first): :func:`forced_summary`."""
+        if not self.decode:
+            return {}
+        n = self.decode[0].n_predict
+        checks = {"engine": [ForcedCheck(d.teacher_forced_agree, d.mismatch_margins,
+                                         d.mismatch_ranks) for d in self.decode]}
+        for d in self.decode:
+            for name, check in d.others.items():
+                checks.setdefault(name, []).append(check)
+        return {name: forced_summary(c, n) for name, c in checks.items()}
 
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary(),
@@ -164,30 +222,32 @@ def teacher_forced_logits(model: LanguageModel, ids: list[int], forced: list[int
 
 
 def check_decoding(base_url: str, model: LanguageModel, query_id: str, ids: list[int],
-                   n_predict: int = 64) -> DecodeCheck:
-    """Greedy agreement and teacher-forced top-1 on one prompt (llama-server's ids)."""
+                   n_predict: int = 64, forcers: dict[str, Forcer] | None = None
+                   ) -> DecodeCheck:
+    """Greedy agreement and teacher-forced top-1 on one prompt (llama-server's ids);
+    each of ``forcers`` is teacher-forced on the same tokens and scored beside."""
     theirs = server_greedy(base_url, ids, n_predict)
     ours = generate(model, ids, n_predict).tokens
     agreed = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b),
                   n_predict)
-    logits = teacher_forced_logits(model, ids, theirs)  # (n, V)
-    top = [int(t) for t in logits.argmax(-1)]
-    margins = [float(logits[i, mine] - logits[i, theirs[i]])
-               for i, mine in enumerate(top) if mine != theirs[i]]
-    return DecodeCheck(query_id, len(ids), agreed, n_predict - len(margins), n_predict,
-                       margins)
+    plain = score_forced(teacher_forced_logits(model, ids, theirs), theirs)
+    others = {name: score_forced(forcer(ids, theirs), theirs)
+              for name, forcer in (forcers or {}).items()}
+    return DecodeCheck(query_id, len(ids), agreed, plain.agree, n_predict, plain.margins,
+                       plain.ranks, others)
 
 
 def run_agreement(
     loaded: Any, *, queries: list[Query], capacities: list[int], decode_capacity: int,
     n_predict: int = 64, server_threads: int = 2, log_dir: Any = None,
-    on_step: Any = None,
+    on_step: Any = None, forcers: dict[str, Forcer] | None = None,
 ) -> AgreementReport:
     """Start llama-server on ``loaded``'s GGUF (context = the largest capacity), check
     tokenization at every capacity and decoding at ``decode_capacity``, stop it.
 
     ``loaded``: a :class:`kvlab.engine.models.LoadedModel`. ``on_step(label)`` is called
-    after each prompt (for a progress bar).
+    after each prompt (for a progress bar). ``forcers``: other teacher-forced
+    predictors scored beside the engine (see :func:`check_decoding`).
     """
     import tempfile
     from pathlib import Path
@@ -213,7 +273,8 @@ def run_agreement(
                 step(f"tokenize {capacity} {check.query_id}")
         for query_id, text in by_capacity[decode_capacity]:
             ids = server_tokenize(url, text)
-            report.decode.append(check_decoding(url, loaded.model, query_id, ids, n_predict))
+            report.decode.append(check_decoding(url, loaded.model, query_id, ids, n_predict,
+                                                forcers))
             step(f"decode {query_id}")
     finally:
         server.stop()

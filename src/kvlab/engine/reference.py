@@ -89,3 +89,13 @@ def compare_logits(
         ))
         del ours, theirs
     return results
+
+
+def transformers_forced_logits(reference: Any, ids: list[int], forced: list[int]
+                               ) -> torch.Tensor:
+    """Transformers' logits (n, V) at each of ``n = len(forced)`` steps, step i seeing
+    ``ids`` and ``forced[:i]``: one full pass over ``ids + forced[:-1]``, float32."""
+    batch = torch.tensor([ids + forced[:-1]], dtype=torch.long)  # (1, T)
+    with torch.inference_mode():
+        out = reference(batch, logits_to_keep=len(forced))  # the last n positions
+    return out.logits[0].float()  # (n, V)
