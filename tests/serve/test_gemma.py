@@ -1,7 +1,8 @@
 """``kvlab serve --model gemma-3-270m`` against the real llama-server on the same GGUF.
 
-One kvlab server (in-process, KV cache on, n_ctx 512) and one llama-server (-c 512)
-are started once for the module: loading Gemma 3 270M takes about 20 s. Token counts,
+One kvlab server (in-process, KV cache on, n_ctx 1024: past the 512-token window, so
+the sliding layers' rings wrap) and one llama-server (-c 1024) are started once for
+the module: loading Gemma 3 270M takes about 20 s. Token counts,
 ``tokens_evaluated``, ``usage``, the chat prompt and the model's description must be
 llama-server's; generation stops at the model's EOS.
 """
@@ -34,7 +35,7 @@ def _skip_reason() -> str | None:
 _REASON = _skip_reason()
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow,
               pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
-N_CTX = 512
+N_CTX = 1024
 TEXTS = ["Hello world", "héllo wörld 日本語 🙂", "  two  spaces\n\nand lines",
          "<start_of_turn>user\nHi<end_of_turn>", "<bos>already a BOS"]
 CHATS: list[list[dict[str, Any]]] = [
@@ -51,7 +52,7 @@ EOS_SEEDS = (1, 2, 19, 21)  # temperature 0.5: each samples <eos> first (p = 0.1
 
 @pytest.fixture(scope="module")
 def kvlab_url() -> Iterator[str]:
-    """kvlab serve --model gemma-3-270m -c 512 (in-process), once per module."""
+    """kvlab serve --model gemma-3-270m -c 1024 (in-process), once per module."""
     settings = ServeSettings(model="gemma-3-270m", n_ctx=N_CTX, threads=2)
     with BackgroundServer(create_app(settings)) as server:
         wait_ready(server.base_url, timeout_s=300)
@@ -60,7 +61,7 @@ def kvlab_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """llama-server -c 512 on the same GGUF, once per module."""
+    """llama-server -c 1024 on the same GGUF, once per module."""
     from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
 
     server = LlamaServer(LlamaCppSettings(threads=2), N_CTX)
@@ -147,3 +148,16 @@ def test_a_prompt_that_fills_the_context_is_refused(kvlab_url: str) -> None:
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "exceed_context_size_error"
 
+
+
+def test_a_prompt_past_the_window_is_served_again_without_reuse(kvlab_url: str) -> None:
+    # The rings keep only the last 512 positions, so the cached prefix of the first
+    # request cannot be kept: the second recomputes it (llama.cpp does the same).
+    body = {"prompt": "one two three " * 200, "n_predict": 2, "temperature": 0,
+            "cache_prompt": True}
+    first = _post(kvlab_url, "/completion", body)
+    second = _post(kvlab_url, "/completion", body)
+    assert first["tokens_evaluated"] > 512 and second["timings"]["cache_n"] == 0
+    assert second["tokens"] == first["tokens"]
+    short = _post(kvlab_url, "/completion", {**body, "prompt": "Hello world"})
+    assert short["tokens_evaluated"] == 3
