@@ -128,3 +128,10 @@ def test_truncating_into_overwritten_cells_is_refused() -> None:
         cache.truncate(4)  # would need positions 2 and 3 again
     cache.truncate(6)  # needs 4 and 5: still there
     assert cache.length == 6
+
+
+def test_truncating_to_nothing_is_allowed_after_the_ring_wrapped() -> None:
+    cache = KVCache(_Sliding(), max_len=10)
+    _write(cache, 7)  # the ring of 3 has overwritten positions 0..3
+    cache.truncate(0)  # keeps no token, so needs no cell
+    assert cache.length == 0 and cache.layer_lengths() == [0, 0]
