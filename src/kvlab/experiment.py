@@ -81,6 +81,10 @@ class EmbeddedSettings(_Strict):
     model: str | None = None  # gemma-3-270m or a GGUF path: served instead of the preset
     no_cache: bool = False
     threads: int | None = Field(default=None, ge=1)
+    # Continuous batching (kvlab serve --slots/--kv-blocks/--block-size): 1 = one slot.
+    slots: int = Field(default=1, ge=1)
+    kv_blocks: int | None = Field(default=None, ge=1)
+    block_size: int | None = Field(default=None, ge=1)
 
 
 class ExternalSettings(_Strict):

@@ -83,3 +83,19 @@ def test_gemma_experiment_compares_the_engine_and_llama_server_at_equal_settings
         assert "--preset" not in argv
         llama_argv = LlamaServer(settings, capacity).argv()
         assert llama_argv[llama_argv.index("-c") + 1] == str(capacity)
+
+
+def test_continuous_batching_is_one_slot_vs_batching_on_the_same_model() -> None:
+    from kvlab.bench.targets import make_server
+
+    exp = load_experiment(EXPERIMENTS / "continuous-batching.toml")
+    one, batched = exp.modes
+    assert exp.compare == [("one-slot", "batching")]
+    assert [v for v in exp.load.values] == [1, 2, 4, 8, 16]
+    assert one.embedded.model == batched.embedded.model == "gemma-3-270m"
+    assert one.embedded.threads == batched.embedded.threads
+    one_argv = make_server(exp, one, 256).argv()
+    batched_argv = make_server(exp, batched, 256).argv()
+    assert "--slots" not in one_argv and "--kv-blocks" not in one_argv
+    assert batched_argv[batched_argv.index("--slots") + 1] == "16"
+    assert batched_argv[batched_argv.index("--kv-blocks") + 1] == "256"

@@ -45,7 +45,8 @@ def make_server(experiment: Experiment, mode: Mode, capacity: int,
         settings = mode.embedded
         assert settings is not None
         return EmbeddedServer(capacity, settings.preset, settings.no_cache, settings.threads,
-                              model=settings.model)
+                              model=settings.model, slots=settings.slots,
+                              kv_blocks=settings.kv_blocks, block_size=settings.block_size)
     if mode.server == "llamacpp":
         from kvlab.servers.llamacpp import LlamaServer
 

@@ -138,7 +138,7 @@ class KVCache:
             )
         for layer, window in enumerate(self.windows):
             # Keeping nothing (n = 0) needs no cell, whatever the ring overwrote.
-            if window is not None and 0 < n and max(0, n - window + 1) < self.length - window:
+            if window is not None and n > 0 and max(0, n - window + 1) < self.length - window:
                 raise EngineError(
                     f"cannot truncate to {n} tokens: sliding-window layer {layer} keeps "
                     f"only the last {window} of {self.length} and has overwritten some "

@@ -43,8 +43,13 @@ class EmbeddedServer:
         threads: int | None = None,
         port: int | None = None,
         model: str | None = None,
+        slots: int = 1,
+        kv_blocks: int | None = None,
+        block_size: int | None = None,
     ) -> None:
         self.capacity = capacity
+        # slots > 1 or kv_blocks: continuous batching over a paged KV pool.
+        self.slots, self.kv_blocks, self.block_size = slots, kv_blocks, block_size
         self.preset = preset
         self.model = model  # gemma-3-270m or a GGUF path; replaces the preset
         self.no_cache = no_cache
@@ -66,6 +71,12 @@ class EmbeddedServer:
             argv.append("--no-cache")
         if self.threads is not None:
             argv += ["--threads", str(self.threads)]
+        if self.slots != 1:
+            argv += ["--slots", str(self.slots)]
+        if self.kv_blocks is not None:
+            argv += ["--kv-blocks", str(self.kv_blocks)]
+        if self.block_size is not None:
+            argv += ["--block-size", str(self.block_size)]
         return argv
 
     def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:
