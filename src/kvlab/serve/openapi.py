@@ -162,6 +162,12 @@ def _paths() -> dict[str, Any]:
         "/health": _get("health", "200 once loaded", health),
         "/v1/health": _get("health_v1", "alias of /health", health),
         "/props": _get("props", "server and slot settings", {"type": "object"}),
+        "/metrics": {"get": {
+            "operationId": "metrics",
+            "summary": "load gauges and counters, Prometheus text (vLLM's names, kvlab: "
+                       "prefix)",
+            "responses": {"200": {"description": "ok", "content": {
+                "text/plain": {"schema": {"type": "string"}}}}, **_errors(401, 503)}}},
         "/tokenize": _simple_post(
             "tokenize", "text -> token ids",
             {"type": "object", "required": ["content"], "properties": {
