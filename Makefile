@@ -51,7 +51,11 @@ run: setup
 	$(KVLAB) run experiments/quickstart.toml --out $(RESULTS)/runs
 	$(KVLAB) fetch
 	$(KVLAB) run experiments/gemma-embedded-vs-llamacpp.toml --out $(RESULTS)/runs
+	$(KVLAB) run experiments/continuous-batching.toml --out $(RESULTS)/runs
 	$(KVLAB) run experiments/llamacpp-cpu.toml --queries 8 --out $(RESULTS)/runs
+	# Paged vs contiguous KV for the sequences llama-server just served (f16, as it keeps them)
+	$(KVLAB) memory -p gemma-3-270m --paged 16 --dtype f16 --budget-mib 64 --measure \
+	  --records "$$(ls -td $(RESULTS)/runs/llamacpp-cpu-*/ | head -1)records.jsonl"
 	@echo
 	@echo "Results: $(RESULTS)/kv-bench/ and $(RESULTS)/runs/ (each run: report.md, report.html, records.jsonl)"
 

@@ -1,8 +1,10 @@
 """The reference engine: causal transformers with an explicit KV cache.
 
-Two architectures share one cache (:class:`KVCache`) and one generate loop: the toy
+Two architectures share one cache interface and one generate loop: the toy
 (:class:`TinyLM`, random weights, byte tokenizer) and Gemma 3 (:class:`Gemma3`, read
-from a GGUF by :func:`load_model`).
+from a GGUF by :func:`load_model`). The cache is contiguous (:class:`KVCache`, one
+sequence or a batch of equal ones) or paged (:class:`BlockPool` and its
+:class:`PagedBatch`), which the continuous-batching :class:`Scheduler` drives.
 """
 
 from kvlab.engine.cache import KVCache
@@ -13,11 +15,14 @@ from kvlab.engine.generate import Generation, generate, iter_generate, make_samp
 from kvlab.engine.masks import causal_mask
 from kvlab.engine.model import TinyLM, build_model
 from kvlab.engine.models import LoadedModel, load_model
+from kvlab.engine.paged import BlockPool, PagedBatch
+from kvlab.engine.scheduler import Request, RequestTooLarge, Scheduler
 from kvlab.engine.tokenizer import EOS_ID, ByteTokenizer, IncrementalDecoder
 
 __all__ = [
     "EOS_ID",
     "PRESETS",
+    "BlockPool",
     "ByteTokenizer",
     "Gemma3",
     "GemmaConfig",
@@ -26,6 +31,10 @@ __all__ = [
     "KVCache",
     "LoadedModel",
     "ModelConfig",
+    "PagedBatch",
+    "Request",
+    "RequestTooLarge",
+    "Scheduler",
     "TinyLM",
     "build_gemma",
     "build_model",
