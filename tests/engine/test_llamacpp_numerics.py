@@ -133,3 +133,39 @@ def test_llamacpp_numerics_change_the_logits_not_the_greedy_choice(
     assert 1e-3 < delta < 5.0  # quantized activations move logits, not the model
     assert emulated.argmax(-1).tolist() == plain.argmax(-1).tolist() == forced
     assert all(not m._forward_pre_hooks for m in gemma_model.modules())  # hooks removed
+
+
+@pytest.mark.slow
+def test_quantized_numerics_amplify_a_last_bit_nudge(
+    gemma_model: Gemma3, gemma_tokenizer: GGUFTokenizer, gemma_gguf: Path,
+) -> None:
+    """Why no torch emulation predicts llama.cpp's near ties: nudge the residual stream
+    by ~1e-7 (a float32 rounding) and the emulated logits move by orders of magnitude
+    more than the float32 ones, because Q8/F16 rounding turns last-bit differences into
+    whole quantization steps."""
+    from kvlab.bench.workload import padding_text
+    from kvlab.engine.agreement import teacher_forced_logits
+
+    ids = gemma_tokenizer.encode(padding_text()[:600])
+    forced = [506, 5279, 529, 506]
+    types = weight_types(gemma_gguf)
+
+    def nudged(run: object) -> torch.Tensor:
+        g = torch.Generator().manual_seed(0)
+        handle = gemma_model.blocks[0].register_forward_pre_hook(
+            lambda m, a: (a[0] * (1 + 1e-7 * torch.randn(a[0].shape, generator=g)), *a[1:]))
+        try:
+            return run()  # type: ignore[operator]
+        finally:
+            handle.remove()
+
+    def plain() -> torch.Tensor:
+        return teacher_forced_logits(gemma_model, ids, forced)
+
+    def emulated() -> torch.Tensor:
+        return llamacpp_teacher_forced_logits(gemma_model, types, ids, forced)
+
+    float32_move = (plain() - nudged(plain)).abs().max().item()
+    emulated_move = (emulated() - nudged(emulated)).abs().max().item()
+    assert float32_move < 1e-3
+    assert emulated_move > 1e-2 and emulated_move > 100 * float32_move
