@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from kvlab.bench.workload import builtin_queries
+from kvlab.bench.plan.workload import builtin_queries
 from kvlab.engine.agreement import protocol_prompts, server_tokenize
 from kvlab.servers.fetch import fetch_bundled
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer

@@ -5,7 +5,7 @@ Gemma 3 270M) is started once; ``kvlab run --no-launch`` measures it, then Guide
 and AIPerf measure the same server with the same prompts (read back from kvlab's
 records), the same output length (64 forced tokens: ignore_eos) and one request at a
 time. For each tool the table shows the median and p95 of TTFT, ITL, TPOT and e2e as
-kvlab computes them under that tool's definitions (bench.definitions), next to what the
+kvlab computes them under that tool's definitions (bench.analysis.definitions), next to what the
 tool itself reported.
 
 No model is downloaded: GuideLLM needs no tokenizer when it reads prompts from a file
@@ -43,10 +43,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench import definitions as d
-from kvlab.bench.evaluate import current_rows
+from kvlab.bench.analysis import definitions as d
+from kvlab.bench.analysis.summaries import current_rows
+from kvlab.bench.analysis.validate import check_row
 from kvlab.bench.records import Record, read_records
-from kvlab.bench.validate import check_row
 from kvlab.servers.process import free_port
 
 CAPACITY, OUTPUT = 1024, 64

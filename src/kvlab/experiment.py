@@ -46,7 +46,7 @@ class Workload(_Strict):
     capacities: list[int] = Field(default_factory=lambda: [512, 2048, 4096], min_length=1)
     prompt_fraction: float = Field(default=0.5, gt=0.0, lt=1.0)  # target prompt / capacity
     # tokenizer.json or .gguf counting prompt tokens when a server has no /tokenize
-    # (see bench.sizing); a relative path is relative to the experiment file
+    # (see bench.plan.sizing); a relative path is relative to the experiment file
     tokenizer: str | None = None
     output_tokens: int = Field(default=64, ge=2)  # forced length (ITL needs >= 2)
     warmup: int = Field(default=1, ge=0)  # warm-up requests per (mode, capacity)
@@ -90,7 +90,7 @@ class EmbeddedSettings(_Strict):
 class ExternalSettings(_Strict):
     """An already running server: an endpoint name from .env, or explicit settings."""
 
-    endpoint: str | None = None  # resolved by kvlab.bench.endpoint_config
+    endpoint: str | None = None  # resolved by kvlab.bench.client.endpoint_config
     base_url: str | None = None
     model: str | None = None
     api_key_env: str | None = None  # the NAME of the variable holding the key
@@ -105,7 +105,7 @@ class ExternalSettings(_Strict):
 
 
 class LoadSettings(_Strict):
-    """How requests are offered (``[load]``): a sweep of load points, see bench.schedule."""
+    """How requests are offered (``[load]``): a sweep of load points, see bench.plan.schedule."""
 
     kind: Literal["sequential", "concurrency", "rate"] = "sequential"
     values: list[float] = Field(default_factory=list)  # users (concurrency) or requests/s
@@ -135,8 +135,8 @@ class LoadSettings(_Strict):
         return self
 
     def points(self, default_requests: int) -> list[Any]:
-        """The sweep as ``bench.schedule.LoadPoint`` objects, in the order given."""
-        from kvlab.bench.schedule import LoadPoint
+        """The sweep as ``bench.plan.schedule.LoadPoint`` objects, in the order given."""
+        from kvlab.bench.plan.schedule import LoadPoint
 
         if self.kind == "sequential":
             return [LoadPoint()]
@@ -215,7 +215,7 @@ class Experiment(_Strict):
     protocol: Protocol = Field(default_factory=Protocol)
     modes: list[Mode] = Field(min_length=1)
     compare: list[tuple[str, str]] = Field(default_factory=list)
-    order: Literal["blocked", "abba", "interleaved"] = "blocked"  # see bench.order
+    order: Literal["blocked", "abba", "interleaved"] = "blocked"  # see bench.plan.order
     load: LoadSettings = Field(default_factory=LoadSettings)
     slo: SloSettings = Field(default_factory=SloSettings)
 

@@ -19,7 +19,7 @@ Faults (``FAULTS``): ``cut`` (socket closed mid-stream), ``no_usage``, ``no_done
 routes answer 401 without the right ``Authorization: Bearer`` key when ``api_key`` is
 set. Bodies and headers received are kept in ``requests``.
 
-The client ingest micro-benchmark (events/s) is ``tests/bench/ingest_bench.py``.
+The client ingest micro-benchmark (events/s) is ``tests/bench/calibrate/ingest_bench.py``.
 """
 
 from __future__ import annotations

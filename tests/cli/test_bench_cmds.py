@@ -64,7 +64,7 @@ def test_ctrl_c_mid_run_exits_130_with_the_resume_line(tmp_path) -> None:
     import signal
     import time
 
-    from kvlab.bench.calibrate import synthetic_process
+    from kvlab.bench.calibrate.check import synthetic_process
 
     with synthetic_process() as url:
         path = tmp_path / "slow.toml"

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from kvlab.bench.records import ApiKind, Outcome, Record
-from kvlab.bench.runner import SilentReporter
+from kvlab.bench.run.runner import SilentReporter
 from kvlab.cli.progress import BarReporter, PlainReporter, make_reporter
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvlab.bench.workload import builtin_queries
+from kvlab.bench.plan.workload import builtin_queries
 from kvlab.engine.agreement import (
     AgreementReport,
     DecodeCheck,

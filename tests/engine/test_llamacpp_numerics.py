@@ -143,7 +143,7 @@ def test_quantized_numerics_amplify_a_last_bit_nudge(
     by ~1e-7 (a float32 rounding) and the emulated logits move by orders of magnitude
     more than the float32 ones, because Q8/F16 rounding turns last-bit differences into
     whole quantization steps."""
-    from kvlab.bench.workload import padding_text
+    from kvlab.bench.plan.workload import padding_text
     from kvlab.engine.agreement import teacher_forced_logits
 
     ids = gemma_tokenizer.encode(padding_text()[:600])

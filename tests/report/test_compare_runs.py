@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.bench.stats import Verdict
+from kvlab.bench.analysis.stats import Verdict
 from kvlab.errors import ValidationFailure
 from kvlab.report.compare_runs import compare_runs
 from kvlab.report.rundir import load_run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvlab.bench.evaluate import evaluate
+from kvlab.bench.analysis.evaluate import evaluate
 from kvlab.experiment import parse_experiment
 from kvlab.report.markdown import render_report
 from tests.bench.rows import MS, row

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kvlab.bench.analysis.summaries import summarize_run
 from kvlab.report import plots
-from kvlab.report.analysis import summarize_run
 from tests.report.synthetic_runs import make_row, two_mode_rows
 
 PNG = b"\x89PNG\r\n\x1a\n"

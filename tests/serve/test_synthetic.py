@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from kvlab.bench.calibrate import synthetic_process
+from kvlab.bench.calibrate.check import synthetic_process
 from kvlab.serve.synthetic import Schedule
 
 

@@ -86,7 +86,7 @@ def test_gemma_experiment_compares_the_engine_and_llama_server_at_equal_settings
 
 
 def test_continuous_batching_is_one_slot_vs_batching_on_the_same_model() -> None:
-    from kvlab.bench.targets import make_server
+    from kvlab.bench.run.targets import make_server
 
     exp = load_experiment(EXPERIMENTS / "continuous-batching.toml")
     one, batched = exp.modes

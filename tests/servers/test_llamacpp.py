@@ -183,7 +183,7 @@ def test_killing_kvlab_kills_its_server(tmp_path: Path, sig: signal.Signals) -> 
 def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
     import asyncio
 
-    from kvlab.bench.endpoints import Endpoint, HarnessClient, RequestSpec
+    from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
     from kvlab.bench.records import ApiKind, Outcome, RunClock
 
     server = LlamaServer(SMALL, 256)
@@ -210,7 +210,7 @@ def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
 def test_full_measured_mode_passes_validation(tmp_path: Path) -> None:
     import json
 
-    from kvlab.bench.runner import run_experiment
+    from kvlab.bench.run.runner import run_experiment
 
     exp = tmp_path / "tiny.toml"
     exp.write_text(textwrap.dedent("""

@@ -2,7 +2,7 @@
 
 A Record holds only what was observed: client clock readings, what the server
 reported, the outcome and the generated text. Metrics (TTFT, ITL, ...) are derived
-later by pure functions in :mod:`kvlab.bench.metrics`.
+later by pure functions in :mod:`kvlab.bench.analysis.metrics`.
 
 Clock fields are integer nanoseconds from ``time.perf_counter_ns()``, relative to the
 run's start (the ``t0_ns`` of its :class:`RunClock`). ``None`` means "not observed"

@@ -142,10 +142,10 @@ def run(
     kvlab run experiments/llamacpp-gpu-mono-vs-dual.toml --no-launch
     --endpoint mono@512=http://127.0.0.1:8081 --endpoint dual@512=http://127.0.0.1:8084 ...
     """
-    from kvlab.bench.runner import run_experiment
+    from kvlab.bench.run.runner import run_experiment
 
     if dry_run:
-        from kvlab.bench.runner import check_queries
+        from kvlab.bench.run.runner import check_queries
         from kvlab.cli.llamacpp_cmds import print_dry_run
         from kvlab.errors import ConfigError
         from kvlab.experiment import load_experiment
@@ -184,8 +184,8 @@ def prepare(
 ) -> None:
     """Size the prompts per capacity and write prepared.json (tokens counted by the
     server's /tokenize, the experiment's tokenizer, or calibration on usage)."""
-    from kvlab.bench.runner import prepare_run
-    from kvlab.bench.workload import Prepared
+    from kvlab.bench.plan.workload import Prepared
+    from kvlab.bench.run.runner import prepare_run
 
     run_dir = prepare_run(experiment, out=out, tokenizer=tokenizer)
     prepared = Prepared.load(run_dir.prepared_path)
@@ -207,7 +207,7 @@ def measure(
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Measure one mode (all its capacities) into a run directory."""
-    from kvlab.bench.runner import measure_mode
+    from kvlab.bench.run.runner import measure_mode
     from kvlab.errors import RunInterrupted
 
     try:
@@ -230,8 +230,8 @@ def evaluate(
              "guidellm, aiperf or all (repeatable; report.md always shows every set)."),
 ) -> None:
     """Recompute evaluation.json and report.md from records.jsonl and print the table."""
-    from kvlab.bench.definitions import resolve
-    from kvlab.bench.runner import evaluate_run
+    from kvlab.bench.analysis.definitions import resolve
+    from kvlab.bench.run.runner import evaluate_run
 
     names = resolve(n for value in definitions for n in value.split(","))
     evaluation = evaluate_run(run_dir, tuple(names))
@@ -246,7 +246,7 @@ def explain(
     ratio: float | None = typer.Argument(None, help="A ratio A/B to read."),
 ) -> None:
     """How to read a ratio A/B (mean time of A over mean time of B at equal capacity)."""
-    from kvlab.bench.evaluate import explain_ratio
+    from kvlab.bench.analysis.evaluate import explain_ratio
 
     if ratio is None:
         console.print(

@@ -108,10 +108,10 @@ def calibrate(
 ) -> None:
     """Measure the harness's timestamp error and ingest limit against a synthetic server."""
     from kvlab import __version__
-    from kvlab.bench.calibrate import CalibrateSettings
-    from kvlab.bench.calibrate import calibrate as run_calibration
+    from kvlab.bench.analysis.saturation import Calibration, save_calibration
+    from kvlab.bench.calibrate.check import CalibrateSettings
+    from kvlab.bench.calibrate.check import calibrate as run_calibration
     from kvlab.bench.records import ApiKind
-    from kvlab.bench.saturation import Calibration, save_calibration
 
     if http_client not in ("auto", "aiohttp"):
         raise ConfigError(f"--http-client must be auto or aiohttp, got {http_client!r}")

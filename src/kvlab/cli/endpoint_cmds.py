@@ -38,7 +38,7 @@ def list_endpoints(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """List the configured endpoints; keys appear only as "set" / "not set"."""
-    from kvlab.bench.endpoint_config import describe, load_endpoints
+    from kvlab.bench.client.endpoint_config import describe, load_endpoints
 
     rows = [describe(e) for e in load_endpoints(env_file=env_file)]
     table = Table("name", "api", "base URL", "model", "key", "timeout (s)")
@@ -69,8 +69,8 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Authenticated GET /v1/models: the configured model must be listed."""
-    from kvlab.bench.endpoint_config import describe, load_endpoints, select_endpoint
-    from kvlab.bench.endpoints import check_models
+    from kvlab.bench.client.endpoint_config import describe, load_endpoints, select_endpoint
+    from kvlab.bench.client.endpoints import check_models
 
     cli = _cli_entry(name, base_url, model, api, api_key_env)
     endpoint = select_endpoint(

@@ -204,7 +204,7 @@ def engine_check(
 
     import torch
 
-    from kvlab.bench.workload import builtin_queries
+    from kvlab.bench.plan.workload import builtin_queries
     from kvlab.engine.agreement import run_agreement
     from kvlab.engine.models import load_model
     from kvlab.engine.reference import (

@@ -48,7 +48,13 @@ def preflight(
     experiment needs more GPUs than are visible."""
     from kvlab.servers.preflight import require_ready, run_preflight
 
-    report = run_preflight(experiment, smoke=smoke)
+    settings = None
+    if experiment is not None:
+        from kvlab.experiment import load_experiment
+
+        modes = load_experiment(experiment).modes
+        settings = [m.llamacpp_settings() for m in modes if m.server == "llamacpp"]
+    report = run_preflight(settings, smoke=smoke)
     if json_out:
         print_json(report.to_json())
     else:
@@ -101,7 +107,7 @@ def dry_run_plan(experiment_path: Path | Any) -> list[dict[str, object]]:
     """One entry per (mode, capacity) in run order: the server and, for llama.cpp
     modes, the exact argv kvlab would launch (nothing is started). Takes the file, or
     an Experiment already adjusted (``kvlab run --dry-run --queries/--repeat-aa``)."""
-    from kvlab.bench.runner import make_server
+    from kvlab.bench.run.runner import make_server
     from kvlab.experiment import load_experiment
 
     experiment = load_experiment(experiment_path) \

@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kvlab.bench.metrics import e2e_ms
+from kvlab.bench.analysis.metrics import e2e_ms
 from kvlab.bench.records import Outcome, Record
 
 
@@ -111,7 +111,7 @@ class BarReporter(PlainReporter):
 
 def make_reporter(quiet: bool, console: Console) -> Any:
     """Nothing (quiet), a bar (``console`` is a terminal) or plain lines."""
-    from kvlab.bench.runner import SilentReporter
+    from kvlab.bench.run.reporter import SilentReporter
 
     if quiet:
         return SilentReporter()

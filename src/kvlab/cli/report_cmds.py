@@ -17,20 +17,20 @@ def report(
     json_out: bool = typer.Option(False, "--json", help="Print the written paths as JSON."),
 ) -> None:
     """Rebuild report.md (and evaluation.json) from the records; optionally HTML and CSV."""
-    from kvlab.bench.runner import evaluate_run
+    from kvlab.bench.run.runner import evaluate_run
     from kvlab.report.rundir import load_run
 
     load_run(run_dir)  # one-line error for a folder that is not a run
-    evaluate_run(run_dir)
+    evaluation = evaluate_run(run_dir)
     written = [run_dir / "evaluation.json", run_dir / "report.md"]
     if html:
         from kvlab.report.html import write_html
 
-        written.append(write_html(run_dir))
+        written.append(write_html(run_dir, evaluation=evaluation))
     if csv:
         from kvlab.report.csv_export import write_csvs
 
-        written.extend(write_csvs(run_dir))
+        written.extend(write_csvs(run_dir, evaluation=evaluation))
     if json_out:
         print_json({"run_dir": str(run_dir), "written": [str(p) for p in written]})
         return

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import torch
 
-from kvlab.bench.workload import Query, prepare_capacity
+from kvlab.bench.plan.workload import Query, prepare_capacity
 from kvlab.engine.generate import generate
 from kvlab.engine.lm import LanguageModel, new_cache
 from kvlab.errors import EndpointProtocolError

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.errors import EngineError, ModelFileError
-
-CACHE_DIR = Path.home() / ".cache" / "kvlab" / "tokenizers"
+from kvlab.servers.fetch import TOKENIZER_CACHE_DIR as CACHE_DIR
 
 
 class IncrementalDecoder:

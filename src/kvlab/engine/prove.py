@@ -164,7 +164,7 @@ def prove_config(preset: str, prompt_tokens: int, new_tokens: int, seed: int) ->
 
 def gemma_prompt(tokenizer: Any, prompt_tokens: int) -> list[int]:
     """The first ``prompt_tokens`` tokens (BOS first) of the workload's padding text."""
-    from kvlab.bench.workload import padding_text
+    from kvlab.bench.plan.workload import padding_text
 
     ids: list[int] = tokenizer.encode(padding_text())
     if prompt_tokens > len(ids):

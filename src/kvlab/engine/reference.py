@@ -23,7 +23,7 @@ TOLERANCE = 1e-3  # max |engine - Transformers| logit accepted in float32
 
 def reference_prompts() -> dict[str, str]:
     """Named prompts of different kinds; ``long`` is over 512 tokens (the window)."""
-    from kvlab.bench.workload import padding_text
+    from kvlab.bench.plan.workload import padding_text
 
     return {
         "plain": "The capital of France is",

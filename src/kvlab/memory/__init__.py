@@ -27,7 +27,6 @@ from kvlab.memory.llamacpp import (
     parse_kv_cache_log,
     predict_llamacpp_kv,
 )
-from kvlab.memory.measure import Measurement, measure_kv_bytes
 from kvlab.memory.presets import PRESETS, preset_names, shape_from_preset
 from kvlab.memory.shapes import ModelShape, swa_flags, uniform_shape
 
@@ -40,7 +39,6 @@ __all__ = [
     "KvEstimate",
     "LlamaCppCache",
     "LlamaCppKvPrediction",
-    "Measurement",
     "MhaComparison",
     "ModelShape",
     "ObservedKvCache",
@@ -50,7 +48,6 @@ __all__ = [
     "kv_bytes",
     "layer_cells",
     "llama_mib",
-    "measure_kv_bytes",
     "pad256",
     "parse_kv_cache_log",
     "predict_llamacpp_kv",

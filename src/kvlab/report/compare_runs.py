@@ -5,7 +5,7 @@ for every query measured at a capacity in both, the same requested output tokens
 at least one mode in common. Otherwise :func:`compare_runs` raises ValidationFailure
 naming the first difference. Within a (mode, capacity, load) cell, rows are paired on
 (query, repetition) exactly as between two modes of one run
-(:func:`kvlab.report.analysis.compare_rows`); "A" is the first run, "B" the second.
+(:func:`kvlab.bench.analysis.summaries.compare_rows`); "A" is the first run, "B" the second.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.bench.evaluate import current_rows
+from kvlab.bench.analysis.comparisons import PairComparison, compare_rows
+from kvlab.bench.analysis.summaries import current_rows, groups, modes_in_order
 from kvlab.bench.records import Record
 from kvlab.errors import ValidationFailure
-from kvlab.report.analysis import PairComparison, compare_rows, groups, modes_in_order
 from kvlab.report.rundir import RunDir
 from kvlab.report.verdicts import comparisons_markdown
 

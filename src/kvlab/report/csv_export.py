@@ -1,7 +1,7 @@
 """CSV export of a run: records.csv (one row per record, with derived metrics) and
 summaries.csv (one row per (mode, capacity, load)).
 
-Derived columns come from :mod:`kvlab.bench.metrics` (through analysis.ROW_METRICS);
+Derived columns come from :mod:`kvlab.bench.analysis.metrics` (through analysis.ROW_METRICS);
 an empty cell means the metric is unknown for that row (no stream, no timings...).
 Every record is exported, warm-ups and refused rows included, with ``valid`` and
 ``refused_reasons`` saying whether a summary counted it.
@@ -14,11 +14,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench import metrics
-from kvlab.bench.evaluate import current_rows
+from kvlab.bench.analysis import metrics
+from kvlab.bench.analysis.evaluate import Evaluation
+from kvlab.bench.analysis.summaries import (
+    INTERVAL_METRICS,
+    ROW_METRICS,
+    Summary,
+    current_rows,
+    report_order,
+    summarize_run,
+)
+from kvlab.bench.analysis.validate import check_row
 from kvlab.bench.records import Record
-from kvlab.bench.validate import check_row
-from kvlab.report.analysis import INTERVAL_METRICS, ROW_METRICS, GroupSummary, summarize_run
 from kvlab.report.rundir import load_run
 
 RECORDS_CSV = "records.csv"
@@ -72,7 +79,7 @@ def record_row(row: Record, *, superseded: bool = False) -> dict[str, Any]:
     return {k: _cell(data[k]) for k in RECORD_COLUMNS}
 
 
-def summary_row(s: GroupSummary) -> dict[str, Any]:
+def summary_row(s: Summary) -> dict[str, Any]:
     """One group summary as a dict over SUMMARY_COLUMNS."""
     data: dict[str, Any] = {
         "mode": s.mode, "capacity": s.capacity, "load": s.load, "rows": s.rows,
@@ -98,13 +105,17 @@ def _write(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -
     return path
 
 
-def write_csvs(run_dir: Path | str, *, resamples: int = 2000) -> list[Path]:
-    """Write records.csv and summaries.csv into the run directory; return their paths."""
+def write_csvs(run_dir: Path | str, *, resamples: int = 2000,
+               evaluation: Evaluation | None = None) -> list[Path]:
+    """Write records.csv and summaries.csv into the run directory; return their paths.
+    ``evaluation``: the run's, when the caller has it (else summaries are built)."""
     run = load_run(run_dir)
     current = {id(r) for r in current_rows(run.records)}
     records = [record_row(r, superseded=not r.warmup and id(r) not in current)
                for r in run.records]
-    summaries = [summary_row(s) for s in summarize_run(run.records, resamples=resamples)]
+    found = (report_order(evaluation.summaries) if evaluation is not None
+             else summarize_run(run.records, resamples=resamples))
+    summaries = [summary_row(s) for s in found]
     return [
         _write(run.path / RECORDS_CSV, RECORD_COLUMNS, records),
         _write(run.path / SUMMARIES_CSV, SUMMARY_COLUMNS, summaries),

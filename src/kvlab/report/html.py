@@ -2,7 +2,9 @@
 
 Sections: protocol, metric definitions, validation, summaries per (mode, capacity,
 load), comparisons with 95 % intervals and verdicts, figures, KV check, manifest.
-Every number comes from the run directory through :mod:`kvlab.report.analysis`.
+Every number comes from the run's :class:`~kvlab.bench.analysis.evaluate.Evaluation`,
+the same summaries and comparisons evaluation.json and report.md hold; this module
+only renders them.
 """
 
 from __future__ import annotations
@@ -16,19 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import kvlab
-from kvlab.bench.evaluate import current_rows
-from kvlab.bench.records import Record
-from kvlab.bench.saturation import ClientCheck, client_check, load_calibration
-from kvlab.bench.validate import Violation, check_rows
-from kvlab.report import plots
-from kvlab.report.analysis import (
+from kvlab.bench.analysis.comparisons import PairComparison
+from kvlab.bench.analysis.definitions import Cell
+from kvlab.bench.analysis.evaluate import Evaluation, evaluate
+from kvlab.bench.analysis.saturation import ClientCheck, client_check, load_calibration
+from kvlab.bench.analysis.summaries import (
     EXTRA_DEFINITIONS,
     ROW_METRICS,
-    GroupSummary,
-    PairComparison,
-    compare_run,
-    summarize_run,
+    Summary,
+    current_rows,
+    modes_in_order,
+    report_order,
 )
+from kvlab.bench.analysis.validate import Violation
+from kvlab.bench.records import Record
+from kvlab.report import plots
 from kvlab.report.prompts import prompt_rule, prompts_body
 from kvlab.report.rundir import RunDir, compare_pairs, experiment_of, kv_checks, load_run
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
@@ -132,16 +136,15 @@ def _definitions() -> str:
     return "<h2>Metric definitions</h2>" + _table(["metric", "unit", "definition"], rows, 3)
 
 
-def _validation(run: RunDir, all_records: Sequence[Record], rows: Sequence[Record],
-                comparisons: Sequence[PairComparison]) -> str:
-    violations = check_rows(rows)
-    pair_notes: list[Violation] = [v for c in comparisons for v in c.pair_violations]
+def _validation(evaluation: Evaluation, check: ClientCheck | None) -> str:
+    violations = evaluation.row_violations
+    pair_notes: list[Violation] = [v for c in evaluation.pairs for v in c.pair_violations]
     refused = {(v.mode, v.capacity, v.query_id, v.repetition) for v in violations}
+    counts = evaluation.counts
     parts = ["<h2>Validation</h2>",
-             f"<p>{len(all_records)} records: {sum(r.warmup for r in all_records)} warm-up, "
-             f"{len(rows)} measured, {len(refused)} rows refused "
+             f"<p>{counts['records']} records: {counts['warmup']} warm-up, "
+             f"{counts['measured']} measured, {len(refused)} rows refused "
              "(left out of every aggregate).</p>"]
-    check = _client_check(run, all_records)
     if check is not None:
         css = ' class="warn"' if check.warning else ""
         parts.append(f"<p{css}>{escape(check.text)}.</p>")
@@ -170,17 +173,17 @@ def _client_check(run: RunDir, records: Sequence[Record]) -> ClientCheck | None:
         return None
 
 
-def _summaries(summaries: Sequence[GroupSummary]) -> str:
+def _summaries(summaries: Sequence[Summary]) -> str:
     header = ["mode", "capacity", "load", "rows", "refused", "prompt tok", "e2e mean",
               "e2e mean 95 % CI", "e2e p50", "e2e p95", "TTFT mean", "TTFT p95", "ITL mean",
               "prefill", "decode", "overhead", "tok/s e2e", "tok/s system"]
     rows = []
     for s in summaries:
-        def mean(name: str, digits: int = 2, s: GroupSummary = s) -> str:
+        def mean(name: str, digits: int = 2, s: Summary = s) -> str:
             d = s.metrics.get(name)
             return fmt_num(d.mean if d else None, digits)
 
-        def pct(name: str, field: str, s: GroupSummary = s) -> str:
+        def pct(name: str, field: str, s: Summary = s) -> str:
             d = s.metrics.get(name)
             return fmt_num(getattr(d, field) if d else None)
 
@@ -237,7 +240,7 @@ def _comparisons(comparisons: Sequence[PairComparison], named: bool) -> str:
     return "\n".join(parts)
 
 
-def _figures(rows: Sequence[Record], summaries: Sequence[GroupSummary]) -> str:
+def _figures(rows: Sequence[Record], summaries: Sequence[Summary]) -> str:
     parts = ["<h2>Figures</h2>"]
     figures = [
         ("Phase bars", plots.phase_bars(summaries),
@@ -281,19 +284,32 @@ def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     return f"<h2>Prompts</h2>\n{_markdown_block(body)}" if body else ""
 
 
-def _peer_definitions(rows: Sequence[Record]) -> str:
+def _peer_definitions(rows: Sequence[Record], found: Sequence[Cell]) -> str:
     """The same run under vLLM's, GuideLLM's and AIPerf's definitions (report.md's)."""
     from kvlab.report.peer_definitions import TITLE, section_body
 
-    return f"<h2>{escape(TITLE)}</h2>\n" + _markdown_block(section_body(rows))
+    return f"<h2>{escape(TITLE)}</h2>\n" + _markdown_block(section_body(rows, found=found))
 
 
-def render_html(run: RunDir, *, resamples: int = 2000) -> str:
-    """The whole report as one HTML document (no external resource)."""
+def evaluation_of(run: RunDir, *, resamples: int = 2000) -> Evaluation:
+    """The run's evaluation, for a report rendered without one at hand."""
+    experiment = experiment_of(run)
+    modes = ([m.name for m in experiment.modes] if experiment is not None
+             else modes_in_order(run.records))
+    evaluation = evaluate(run.records, compare_pairs(run) or [], run_id=run.run_id,
+                          mode_order=modes, resamples=resamples)
+    evaluation.client = _client_check(run, run.records)
+    return evaluation
+
+
+def render_html(run: RunDir, *, resamples: int = 2000,
+                evaluation: Evaluation | None = None) -> str:
+    """The whole report as one HTML document (no external resource), rendered from
+    ``evaluation`` (built from the run's records when None)."""
+    if evaluation is None:
+        evaluation = evaluation_of(run, resamples=resamples)
     rows = current_rows(run.records)
-    pairs = compare_pairs(run)
-    summaries = summarize_run(rows, resamples=resamples)
-    comparisons = compare_run(rows, pairs, resamples=resamples)
+    summaries = report_order(evaluation.summaries)
     manifest_json = json.dumps(run.manifest, indent=2, default=str)
     body = "\n".join([
         f"<h1>kvlab run <code>{escape(run.run_id)}</code></h1>",
@@ -302,12 +318,12 @@ def render_html(run: RunDir, *, resamples: int = 2000) -> str:
         _protocol(run, rows),
         _prompts(run, rows),
         _definitions(),
-        _validation(run, run.records, rows, comparisons),
+        _validation(evaluation, evaluation.client),
         _summaries(summaries),
-        _comparisons(comparisons, named=pairs is not None),
+        _comparisons(evaluation.pairs, named=evaluation.named_pairs),
         _figures(rows, summaries),
         _kv_check(run.manifest),
-        _peer_definitions(rows),
+        _peer_definitions(rows, evaluation.definitions),
         "<h2>Manifest</h2><details><summary>manifest.json</summary>"
         f"<pre>{escape(manifest_json)}</pre></details>",
     ])
@@ -316,12 +332,15 @@ def render_html(run: RunDir, *, resamples: int = 2000) -> str:
             f"<body>\n{body}\n</body></html>\n")
 
 
-def write_html(run_dir: Path | str, *, resamples: int = 2000) -> Path:
-    """Write ``report.html`` into the run directory; return its path."""
+def write_html(run_dir: Path | str, *, resamples: int = 2000,
+               evaluation: Evaluation | None = None) -> Path:
+    """Write ``report.html`` into the run directory; return its path. ``evaluation``:
+    the run's, when the caller has it (else it is built from the records)."""
     run = load_run(run_dir)
     path = run.path / HTML_FILE
-    path.write_text(render_html(run, resamples=resamples), encoding="utf-8")
+    path.write_text(render_html(run, resamples=resamples, evaluation=evaluation),
+                    encoding="utf-8")
     return path
 
 
-__all__ = ["HTML_FILE", "render_html", "write_html"]
+__all__ = ["HTML_FILE", "evaluation_of", "render_html", "write_html"]

@@ -1,6 +1,6 @@
 """report.md: protocol, metric definitions, validation, summaries, comparisons, manifest.
 
-Every number comes from an :class:`~kvlab.bench.evaluate.Evaluation` (itself computed
+Every number comes from an :class:`~kvlab.bench.analysis.evaluate.Evaluation` (itself computed
 from records.jsonl) or from the manifest; nothing is measured here.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvlab.bench.evaluate import METRIC_DEFINITIONS, Evaluation
-from kvlab.bench.saturation import ClientCheck
+from kvlab.bench.analysis.evaluate import METRIC_DEFINITIONS, Evaluation
+from kvlab.bench.analysis.saturation import ClientCheck
 from kvlab.experiment import Experiment
 from kvlab.report.prompts import prompt_rule
 
@@ -182,7 +182,7 @@ def manifest_queries(manifest: dict[str, Any], default: int) -> int:
 
 
 def load_markdown(summaries: list[Any]) -> str:
-    """The "Load" section: one row per (mode, capacity, load) from bench.load summaries."""
+    """The "Load" section: one row per (mode, capacity, load) from bench.analysis.load summaries."""
     if not any(s.kind != "sequential" for s in summaries):
         return ""
     slo = next((s.slo for s in summaries if s.slo), {})
@@ -258,7 +258,7 @@ def kv_check_markdown(manifest: dict[str, Any]) -> str:
 
 
 def client_markdown(check: ClientCheck) -> str:
-    """The "Client load" section: a :class:`~kvlab.bench.saturation.ClientCheck` line,
+    """The "Client load" section: a :class:`~kvlab.bench.analysis.saturation.ClientCheck` line,
     as a warning when the client came near its calibrated limit."""
     prefix = "**Warning:** " if check.warning else ""
     return "\n".join(["", "## Client load", "", prefix + check.text + ".", ""]) + "\n"

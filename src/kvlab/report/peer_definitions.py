@@ -2,14 +2,14 @@
 
 One table per capacity (and load point): a row per mode and metric, a column per
 definition set (kvlab, vLLM, GuideLLM, AIPerf). Every figure is computed from the
-run's records by :mod:`kvlab.bench.definitions`; nothing is measured here.
+run's records by :mod:`kvlab.bench.analysis.definitions`; nothing is measured here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from kvlab.bench.definitions import (
+from kvlab.bench.analysis.definitions import (
     METRIC_LABELS,
     METRICS,
     SETS,
@@ -52,9 +52,11 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def section_body(records: Iterable[Record], names: Sequence[str] = tuple(SETS)) -> str:
-    """The section without its heading (the HTML report adds its own)."""
-    found = cells(records, names)
+def section_body(records: Iterable[Record], names: Sequence[str] = tuple(SETS), *,
+                 found: Sequence[Cell] | None = None) -> str:
+    """The section without its heading (the HTML report adds its own). ``found``: the
+    evaluation's cells under every set; computed from ``records`` when None."""
+    found = cells(records, names) if found is None else [c.only(names) for c in found]
     out = [f"Times in ms as median / p95 over the valid rows; tok/s is each tool's "
            f"output rate. {WHY_THEY_DIFFER}", ""]
     if not found:
@@ -78,7 +80,7 @@ def section_body(records: Iterable[Record], names: Sequence[str] = tuple(SETS)) 
     return "\n".join(out) + "\n"
 
 
-def definitions_markdown(records: Iterable[Record],
-                         names: Sequence[str] = tuple(SETS)) -> str:
-    """The whole report.md section, heading included."""
-    return "\n".join(["", f"## {TITLE}", "", section_body(records, names)])
+def definitions_markdown(records: Iterable[Record], names: Sequence[str] = tuple(SETS), *,
+                         found: Sequence[Cell] | None = None) -> str:
+    """The whole report.md section, heading included (``found`` as in section_body)."""
+    return "\n".join(["", f"## {TITLE}", "", section_body(records, names, found=found)])

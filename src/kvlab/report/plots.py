@@ -12,19 +12,19 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kvlab.bench.load import load_order, parse_label
-from kvlab.bench.records import Record
-from kvlab.report.analysis import (
+from kvlab.bench.analysis.load import load_order, parse_label
+from kvlab.bench.analysis.summaries import (
     E2E,
     ITL,
     TTFT,
-    GroupSummary,
     RowMetric,
+    Summary,
     groups,
     load_value,
     modes_in_order,
     valid_rows,
 )
+from kvlab.bench.records import Record
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -61,13 +61,13 @@ def _style(ax: Axes) -> None:
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def phase_bars(summaries: Sequence[GroupSummary]) -> bytes | None:
+def phase_bars(summaries: Sequence[Summary]) -> bytes | None:
     """Stacked mean prefill / decode / overhead (ms) per mode, grouped by capacity.
 
     Uses the first load point of each (mode, capacity) (the sequential one in a plain
     run); None when no group has server timings.
     """
-    first: dict[tuple[str, int], GroupSummary] = {}
+    first: dict[tuple[str, int], Summary] = {}
     for s in sorted(summaries, key=lambda s: load_order(s.load)):
         if "prefill_ms" in s.metrics and "decode_ms" in s.metrics:
             first.setdefault((s.mode, s.capacity), s)
@@ -164,12 +164,12 @@ def against_prompt_length(records: Sequence[Record]) -> bytes | None:
     return _png(fig) if drew else None
 
 
-def throughput_vs_load(summaries: Sequence[GroupSummary]) -> bytes | None:
+def throughput_vs_load(summaries: Sequence[Summary]) -> bytes | None:
     """System tokens/s and mean e2e against the load value (concurrency or rate).
 
     None unless some (mode, capacity) was measured at more than one load point.
     """
-    lines: dict[tuple[str, int], list[GroupSummary]] = {}
+    lines: dict[tuple[str, int], list[Summary]] = {}
     for s in summaries:
         if load_value(s.load) is not None:
             lines.setdefault((s.mode, s.capacity), []).append(s)

@@ -1,9 +1,9 @@
 """The report's prompt facts: how the padding was sized, and what the prompts cost.
 
 :func:`prompt_rule` is the one wording of the padding rule (report.md and report.html
-both use it; :mod:`kvlab.bench.workload` is the code it describes).
+both use it; :mod:`kvlab.bench.plan.workload` is the code it describes).
 :func:`prompts_markdown` is the report's "Prompts" section: per capacity, the sizing
-method (manifest ``prompt_sizing``, see :mod:`kvlab.bench.sizing`), the target, and
+method (manifest ``prompt_sizing``, see :mod:`kvlab.bench.plan.sizing`), the target, and
 the prompt tokens the server counted in the measured records (min / mean / max).
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
+from kvlab.bench.plan.sizing import Sizing
 from kvlab.bench.records import Outcome, Record
-from kvlab.bench.sizing import Sizing
 
 
 def prompt_rule(fraction: float) -> str:

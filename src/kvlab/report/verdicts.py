@@ -1,7 +1,9 @@
 """Comparisons as text: ratios with their 95 % interval and verdict, for markdown.
 
-``comparisons_markdown`` is what report.md shows under "Comparisons (intervals)";
-the HTML report uses the same cell formatting so both read alike.
+``pairs_markdown`` renders an evaluation's pairs as report.md shows them under
+"Comparisons (intervals)"; the HTML report uses the same cell formatting so both read
+alike. Comparisons are computed by :mod:`kvlab.bench.analysis.comparisons` only;
+``intervals_markdown`` calls it for records that have no evaluation.
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
+from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES
 from kvlab.bench.records import Record
-from kvlab.bench.stats import MIN_BOOTSTRAP_VALUES
-from kvlab.report.analysis import MetricComparison, PairComparison, compare_run
 
 
 def fmt_num(x: float | None, digits: int = 2) -> str:
@@ -87,14 +89,18 @@ def comparisons_markdown(comparisons: Sequence[PairComparison]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def pairs_markdown(pairs: Sequence[PairComparison], named: bool = True) -> str:
+    """The "comparisons with intervals" section body of report.md: ``pairs`` as the
+    evaluation holds them (``named`` False: the experiment named none, so every pair of
+    modes is compared, and the text says so)."""
+    note = "" if named or not pairs else (
+        "The experiment names no pairs: every pair of modes is compared.\n\n")
+    return note + comparisons_markdown(pairs)
+
+
 def intervals_markdown(records: Sequence[Record], pairs: Sequence[tuple[str, str]] = (),
                        *, resamples: int = 2000) -> str:
-    """The "comparisons with intervals" section body of report.md, from the records.
-
-    ``pairs`` are the experiment's compare pairs; when it names none, every pair of
-    modes is compared (and the text says so), as in report.html.
-    """
+    """:func:`pairs_markdown` of the comparisons of ``records`` (every pair of modes when
+    ``pairs`` names none), for records that have no evaluation yet."""
     comparisons = compare_run(records, list(pairs) or None, resamples=resamples)
-    note = "" if pairs or not comparisons else (
-        "The experiment names no pairs: every pair of modes is compared.\n\n")
-    return note + comparisons_markdown(comparisons)
+    return pairs_markdown(comparisons, named=bool(pairs))

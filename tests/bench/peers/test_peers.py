@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.bench import definitions as d
-from kvlab.bench import metrics
+from kvlab.bench.analysis import definitions as d
+from kvlab.bench.analysis import metrics
+from kvlab.bench.analysis.validate import check_row
 from kvlab.bench.peers import read_peer_file
-from kvlab.bench.validate import check_row
 from kvlab.errors import ConfigError, ValidationFailure
 from tests.bench.peers.files import aiperf_lines, guidellm_report, vllm_result, write
 

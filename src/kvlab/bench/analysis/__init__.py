@@ -1,0 +1,1 @@
+"""Judging the numbers: validation, metrics, statistics, the one summary view, evaluation.json."""

@@ -1,0 +1,262 @@
+"""evaluation.json: the run's summaries, its comparisons, and the counts behind them.
+
+``load`` is the row's load point (``c=8``, ``rate=4.0``; None for a sequential run),
+so the points of a load sweep are never averaged together, and a comparison pairs A
+and B at the same capacity and the same load point.
+
+Every number comes from the run's records through one view: rows are validated
+(:mod:`kvlab.bench.analysis.validate`), refused rows are named and left out, each
+(mode, capacity, load) becomes one :class:`~kvlab.bench.analysis.summaries.Summary`
+and each pair of modes one :class:`~kvlab.bench.analysis.comparisons.PairComparison`
+(ratios with intervals and verdicts). The strict :class:`Comparison` of the
+experiment's ``compare`` pairs reads those summaries. report.md and report.html render
+this :class:`Evaluation`; they compute nothing of their own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
+from kvlab.bench.analysis.definitions import Cell, cells
+from kvlab.bench.analysis.load import load_order
+from kvlab.bench.analysis.saturation import ClientCheck
+from kvlab.bench.analysis.summaries import (
+    Summary,
+    current_rows,
+    groups,
+    summarize,
+    summarize_group,
+)
+from kvlab.bench.analysis.validate import Violation, check_rows
+from kvlab.bench.records import Record
+
+__all__ = [
+    "METRIC_DEFINITIONS", "Comparison", "Evaluation", "Summary", "compare", "current_rows",
+    "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize",
+    "write_evaluation",
+]
+
+METRIC_DEFINITIONS: dict[str, str] = {
+    "e2e_ms": "end - sent: the client's whole wait for one request",
+    "ttft_ms": "first non-empty content - sent",
+    "itl_effective_ms": "(last content - first content) / (output tokens - 1), "
+    "output tokens as the server reports them",
+    "inter_delta_ms": "gaps between successive content chunks (a chunk may hold several "
+    "tokens); median and p95 show client-side jitter",
+    "prefill_ms": "llama.cpp timings.prompt_ms (server side; includes the first token)",
+    "decode_ms": "llama.cpp timings.predicted_ms (first token to last, server side)",
+    "decode_per_token_ms": "decode_ms / (output tokens - 1)",
+    "overhead_ms": "e2e - (prefill + decode): HTTP, queueing, client",
+    "tokens_per_second": "sum of output tokens / sum of e2e seconds (not a mean of rates)",
+    "decode_tokens_per_s": "(predicted_n - 1) / predicted_ms (llama.cpp's own rate)",
+    "ratio": "mean_A / mean_B of one metric at equal capacity; > 1 means B took less time",
+    "reduction": "1 - 1/ratio = 1 - B/A: the share of A's time that B saves",
+}
+
+
+# Metrics a comparison reports: name -> how to read the mean from a summary.
+COMPARED: dict[str, Callable[[Summary], float | None]] = {
+    "e2e_ms": lambda s: s.mean_ms,
+    "prefill_ms": lambda s: s.mean_prompt_ms,
+    "decode_ms": lambda s: s.mean_decode_ms,
+    "ttft_ms": lambda s: s.mean("ttft_ms"),
+    "itl_effective_ms": lambda s: s.mean("itl_effective_ms"),
+}
+
+
+def ratio_of(a: float | None, b: float | None) -> float | None:
+    """mean_A / mean_B; None when either is missing or B is not positive."""
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def reduction_of(ratio: float | None) -> float | None:
+    """1 - 1/ratio: the share of A's time B saves (negative: B takes longer)."""
+    if ratio is None or ratio <= 0:
+        return None
+    return 1.0 - 1.0 / ratio
+
+
+@dataclass
+class Comparison:
+    """Mode A against mode B at one capacity and load, strictly: refused when any row of
+    either mode was refused or any pair of rows differs. ``pair`` is the same pair in
+    the interval view (computed over the valid rows, as report.html shows it)."""
+
+    a: str
+    b: str
+    capacity: int
+    load: str | None  # load point label; None: sequential
+    status: str  # "ok" or "refused"
+    reasons: list[str] = field(default_factory=list)
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pair: PairComparison | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "capacity": self.capacity, "load": self.load,
+                "status": self.status, "reasons": self.reasons, "metrics": self.metrics}
+
+
+def _interval_of(found: MetricComparison | None) -> dict[str, Any]:
+    if found is None:
+        return {"interval": None, "verdict": None}
+    return {"interval": found.interval.to_dict() if found.interval else None,
+            "verdict": str(found.verdict) if found.verdict else None}
+
+
+def compare(a: Summary, b: Summary, pair_violations: list[Violation],
+            pair: PairComparison | None = None) -> Comparison:
+    """Ratios A/B of the summaries' means and reductions for each compared metric, with
+    the interval and verdict of ``pair``, unless refused."""
+    reasons = [str(v) for v in pair_violations]
+    for s in (a, b):
+        at = f"{s.capacity} {s.load}" if s.load else str(s.capacity)
+        if s.refused:
+            reasons.append(f"{s.mode} @ {at}: {s.refused} refused rows")
+        if s.queries == 0:
+            reasons.append(f"{s.mode} @ {at}: no valid rows")
+    result = Comparison(a.mode, b.mode, a.capacity, a.load, "refused" if reasons else "ok",
+                        reasons, pair=pair)
+    if reasons:
+        return result
+    found = {c.metric: c for c in pair.metrics} if pair is not None else {}
+    for name, read in COMPARED.items():
+        mean_a, mean_b = read(a), read(b)
+        ratio = ratio_of(mean_a, mean_b)
+        result.metrics[name] = {
+            "mean_a": mean_a,
+            "mean_b": mean_b,
+            "ratio": ratio,
+            "reduction": reduction_of(ratio),
+            **_interval_of(found.get(name)),
+        }
+    return result
+
+
+@dataclass
+class Evaluation:
+    """The one view of a run: what evaluation.json holds and report.md/.html render.
+
+    ``pairs`` are the interval comparisons: of the experiment's ``compare`` pairs, or of
+    every pair of modes when it names none (``named_pairs`` False)."""
+
+    run_id: str
+    experiment: str
+    counts: dict[str, int]
+    violations: list[Violation]
+    summaries: list[Summary]
+    comparisons: list[Comparison]
+    extra: dict[str, Any] = field(default_factory=dict)  # load, order, repeat_aa (runner)
+    pairs: list[PairComparison] = field(default_factory=list)
+    named_pairs: bool = True
+    client: ClientCheck | None = None  # the client-load check (set by the runner)
+    definitions: list[Cell] = field(default_factory=list)  # under every tool's definitions
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.extra, **{
+            "run_id": self.run_id,
+            "experiment": self.experiment,
+            "metric_definitions": METRIC_DEFINITIONS,
+            "counts": self.counts,
+            "violations": [v.to_dict() for v in self.violations],
+            "summaries": [s.to_json() for s in self.summaries],
+            "comparisons": [c.to_json() for c in self.comparisons],
+            "intervals": {"named_pairs": self.named_pairs,
+                          "pairs": [p.to_dict() for p in self.pairs]},
+        }}
+
+    def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
+        """The summary of (mode, capacity, load); ``load`` None: the sequential one."""
+        for s in self.summaries:
+            if s.mode == mode and s.capacity == capacity and s.load == load:
+                return s
+        return None
+
+    @property
+    def has_load(self) -> bool:
+        """True when the run has load points (tables then show a load column)."""
+        return any(s.load is not None for s in self.summaries)
+
+    @property
+    def row_violations(self) -> list[Violation]:
+        """The refused rows (pair violations left out)."""
+        return [v for v in self.violations if v.other_mode is None]
+
+
+def evaluate(
+    records: Sequence[Record],
+    compare_pairs: Sequence[tuple[str, str]],
+    run_id: str = "",
+    experiment: str = "",
+    mode_order: Sequence[str] = (),
+    *,
+    resamples: int = 2000,
+) -> Evaluation:
+    """Validate, summarize per (mode, capacity, load) and compare each pair at every
+    (capacity, load) both modes measured (every pair of modes when ``compare_pairs``
+    is empty; only named pairs get a strict :class:`Comparison`)."""
+    rows = current_rows(records)
+    violations = check_rows(rows)
+    refused_keys = {v.row_key for v in violations}
+    order = {m: i for i, m in enumerate(mode_order)}
+    summaries = sorted(
+        (summarize_group(key, group, resamples=resamples) for key, group in groups(rows).items()),
+        key=lambda s: (order.get(s.mode, len(order)), s.mode, s.capacity, load_order(s.load)),
+    )
+    pairs = compare_run(rows, list(compare_pairs) or None, resamples=resamples)
+    by_pair = {(p.mode_a, p.mode_b, p.capacity, p.load): p for p in pairs}
+    by_key = {(s.mode, s.capacity, s.load): s for s in summaries}
+    comparisons: list[Comparison] = []
+    pair_violations: list[Violation] = []
+    for a, b in compare_pairs:
+        cells_a = {(c, load) for m, c, load in by_key if m == a}
+        cells_b = {(c, load) for m, c, load in by_key if m == b}
+        for capacity, load in sorted(cells_a & cells_b,
+                                     key=lambda cell: (cell[0], load_order(cell[1]))):
+            pair = by_pair[(a, b, capacity, load)]
+            pair_violations.extend(pair.pair_violations)
+            comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
+                                       pair.pair_violations, pair))
+    counts = {
+        "records": len(records),
+        "warmup": sum(1 for r in records if r.warmup),
+        "measured": len(rows),
+        "superseded": sum(1 for r in records if not r.warmup) - len(rows),
+        "refused_rows": len(refused_keys),
+    }
+    return Evaluation(run_id, experiment, counts, violations + pair_violations, summaries,
+                      comparisons, pairs=pairs, named_pairs=bool(compare_pairs),
+                      definitions=cells(rows))
+
+
+def write_evaluation(evaluation: Evaluation, path: Path) -> None:
+    """Write evaluation.json (indented, stable key order)."""
+    Path(path).write_text(json.dumps(evaluation.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def explain_ratio(ratio: float) -> str:
+    """How to read a ratio A/B in words (e.g. 1.2: B saves 16.67 % of A's time)."""
+    if ratio <= 0:
+        return f"ratio {ratio:g} is not meaningful: times are positive, so A/B must be > 0"
+    reduction = reduction_of(ratio)
+    assert reduction is not None
+    b_over_a = 1.0 / ratio
+    if abs(ratio - 1.0) < 1e-12:
+        return "ratio 1: A and B took the same time (B/A = 1, no reduction)"
+    if ratio > 1:
+        return (
+            f"ratio {ratio:g}: B is faster. B takes {b_over_a:.4f} of A's time, "
+            f"a reduction of {reduction * 100:.2f} % (1 - 1/{ratio:g}); "
+            f"A takes {(ratio - 1) * 100:.2f} % more time than B."
+        )
+    return (
+        f"ratio {ratio:g}: B is slower. B takes {b_over_a:.4f} of A's time, "
+        f"+{(b_over_a - 1) * 100:.2f} % more time (reduction {reduction * 100:.2f} %, "
+        f"1 - 1/{ratio:g})."
+    )

@@ -1,0 +1,366 @@
+"""One request against one API -> one Record of raw facts.
+
+CONTRACT (fixed):
+
+    endpoint = Endpoint(base_url="http://127.0.0.1:8080", api=ApiKind.LLAMACPP_COMPLETION)
+    spec = RequestSpec(prompt="...", max_tokens=64, stream=True,
+                       params={"temperature": 0, "seed": 42, "ignore_eos": True,
+                               "cache_prompt": False},
+                       run_id="...", mode="kv-cache", capacity=512, query_id="q01")
+    async with HarnessClient(max_connections=1) as client:
+        record = await client.send(endpoint, spec, clock)   # never raises for a failed
+                                                            # request: outcome says it
+
+``params`` are merged into the API-specific body last (so an experiment's extra body
+fields, e.g. vLLM's ``chat_template_kwargs``, win). ``send`` never raises for HTTP
+errors, timeouts or disconnects: they become a Record with the matching outcome.
+
+Outcomes (``records.Outcome``):
+
+- ``ok``: a 2xx answer that followed its API. A streamed answer is ``ok`` only once its
+  terminator arrived (``data: [DONE]`` for OpenAI, the final ``"stop": true`` event for
+  llama.cpp). Missing usage, wrong token counts or ``truncated`` stay ``ok``: they are
+  facts for validation, not transport failures.
+- ``http_error``: a non-2xx status; ``error`` holds a short excerpt of the body.
+- ``timeout``: the whole request (connect to last byte) took over ``endpoint.timeout_s``.
+- ``disconnected``: refused, reset, or a stream that ended (cleanly or not) before its
+  terminator. A body that stops early is treated as a broken connection, not as a
+  protocol error, because a client cannot tell a crashed worker from a cut socket.
+- ``malformed``: a body or event that is not the API's JSON, an ``error`` event inside
+  the stream, or a streamed answer that is not ``text/event-stream``.
+
+Timing: every clock field is ``RunClock`` ns. One timestamp is taken per network read,
+and every event parsed out of that read shares it (events that arrive together are
+indistinguishable to the client anyway; :mod:`kvlab.bench.client.answers` reads one answer,
+through either client, into those facts). For ``http://`` (kvlab's own client, on
+Linux) that timestamp is the kernel's: when the read's last byte reached the TCP
+stack, however late the event loop handled it; through aiohttp (``https://``, or
+``http_client="aiohttp"``) it is when the read's coroutine resumed. ``chunk_ns`` has
+one entry per stream event that carries generated output (non-empty text, or a
+non-empty llama.cpp ``tokens`` list); ``chunk_tokens`` holds that event's token count
+when the API states it (llama.cpp), else ``None`` (OpenAI deltas). Reading bodies and
+events into those facts is :mod:`kvlab.bench.client.responses`; this module owns the
+connection and the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from kvlab.bench.client.answers import AiohttpAnswer, read_answer
+from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, RawPool
+from kvlab.bench.client.responses import MalformedResponse, ResponseFacts
+from kvlab.bench.client.urls import redact_url, require_http_url
+from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
+
+API_PATHS: dict[ApiKind, str] = {
+    ApiKind.LLAMACPP_COMPLETION: "/completion",
+    ApiKind.OPENAI_CHAT: "/v1/chat/completions",
+    ApiKind.OPENAI_COMPLETION: "/v1/completions",
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to send requests. ``api_key`` never appears in repr or output."""
+
+    base_url: str
+    api: ApiKind
+    model: str | None = None  # model id for OpenAI APIs (None: llama.cpp ignores it)
+    api_key: str | None = field(default=None, repr=False)
+    name: str = "endpoint"
+    timeout_s: float = 120.0  # per request, whole response
+
+    def url(self, path: str) -> str:
+        """Absolute URL of an API path; a base URL ending in ``/v1`` is not doubled."""
+        base = self.base_url.rstrip("/")
+        if base.endswith("/v1") and path.startswith("/v1/"):
+            path = path[3:]
+        return base + path
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request to send, with the identity its Record will carry."""
+
+    prompt: str
+    max_tokens: int
+    stream: bool = True
+    params: dict[str, Any] = field(default_factory=dict)
+    run_id: str = ""
+    mode: str = ""
+    capacity: int = 0
+    query_id: str = ""
+    repetition: int = 0
+    position: int = 0
+    warmup: bool = False
+    load: str | None = None
+    t_scheduled: int | None = None  # ns since run start, for scheduled (load) sends
+
+
+def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
+    """The JSON body for ``endpoint.api``; ``spec.params`` are merged last and win."""
+    if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
+        body: dict[str, Any] = {
+            "prompt": spec.prompt,
+            "n_predict": spec.max_tokens,
+            "stream": spec.stream,
+        }
+    elif endpoint.api is ApiKind.OPENAI_CHAT:
+        body = {
+            "model": endpoint.model,
+            "messages": [{"role": "user", "content": spec.prompt}],
+            "max_tokens": spec.max_tokens,
+            "stream": spec.stream,
+        }
+        if spec.stream:
+            body["stream_options"] = {"include_usage": True}
+    else:
+        body = {
+            "model": endpoint.model,
+            "prompt": spec.prompt,
+            "max_tokens": spec.max_tokens,
+            "stream": spec.stream,
+        }
+        if spec.stream:
+            body["stream_options"] = {"include_usage": True}
+    body.update(spec.params)
+    return body
+
+
+HTTP_CLIENTS = ("auto", "aiohttp")
+
+
+class HarnessClient:
+    """At most ``max_connections`` open connections to the servers it is sent to.
+
+    ``http_client``: ``"auto"`` sends ``http://`` requests through kvlab's own client
+    (:mod:`kvlab.bench.client.rawhttp`: kernel receive timestamps, no per-read coroutine
+    switch) and ``https://`` ones through aiohttp; ``"aiohttp"`` uses aiohttp for all
+    (each read stamped when its coroutine resumes). ``keep_read_lags``: keep the loop's
+    lag of every read (:attr:`read_lags_ns`, for ``kvlab calibrate``).
+    """
+
+    def __init__(self, max_connections: int = 1, http_client: str = "auto",
+                 keep_read_lags: bool = False) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        if http_client not in HTTP_CLIENTS:
+            raise ValueError(f"http_client must be one of {HTTP_CLIENTS}, not {http_client!r}")
+        self.max_connections = max_connections
+        self.http_client = http_client
+        self.keep_read_lags = keep_read_lags
+        self._session: aiohttp.ClientSession | None = None
+        self._raw: RawPool | None = None
+
+    async def __aenter__(self) -> HarnessClient:
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+        # No session-wide timeout: each send() bounds itself with endpoint.timeout_s.
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+        if self.http_client == "auto" and RAW_SUPPORTED:
+            self._raw = RawPool(self.max_connections, self.keep_read_lags)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def read_lags_ns(self) -> array[int] | None:
+        """Per kernel-stamped read, how late the loop handled it (ns); None unless kept
+        by kvlab's own client (see :class:`~kvlab.bench.client.rawhttp.RawPool`)."""
+        return self._raw.read_lags_ns if self._raw is not None else None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("use HarnessClient as 'async with HarnessClient() as c'")
+        return self._session
+
+    async def send(self, endpoint: Endpoint, spec: RequestSpec, clock: RunClock) -> Record:
+        """Send one request and return its Record; never raises for a failed request."""
+        path = API_PATHS[endpoint.api]
+        body = build_body(endpoint, spec)
+        payload = json.dumps(body).encode()
+        for attempt in (1, 2):
+            facts = ResponseFacts()
+            t_sent = clock.now()
+            try:
+                async with asyncio.timeout(endpoint.timeout_s):
+                    await self._exchange(endpoint, path, payload, spec.stream, clock, facts)
+            except TimeoutError:
+                facts.fail(Outcome.TIMEOUT, f"no complete answer within {endpoint.timeout_s:g} s")
+            except Disconnected as exc:  # kvlab's client
+                if attempt == 1 and exc.stale:
+                    continue  # a reused connection the server had closed: send again
+                facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+                if attempt == 1 and facts.t_headers is None:
+                    # A pooled keep-alive connection the server had already closed
+                    # (llama-server closes after each stream): the request never
+                    # reached it, so send it again on a fresh connection.
+                    continue
+                facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
+            except (aiohttp.ClientError, OSError) as exc:
+                facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
+            except (MalformedResponse, ValueError, AttributeError, TypeError, KeyError) as exc:
+                # JSONDecodeError is a ValueError; the others: JSON of the wrong shape
+                facts.fail(Outcome.MALFORMED, f"{type(exc).__name__}: {exc}")
+            break
+        t_end = clock.now()
+        error = facts.error
+        if error and endpoint.api_key:
+            error = error.replace(endpoint.api_key, "***")
+        return Record(
+            run_id=spec.run_id,
+            mode=spec.mode,
+            capacity=spec.capacity,
+            query_id=spec.query_id,
+            repetition=spec.repetition,
+            position=spec.position,
+            warmup=spec.warmup,
+            load=spec.load,
+            api=endpoint.api,
+            path=path,
+            stream=spec.stream,
+            body=body,
+            prompt_sha256=hashlib.sha256(spec.prompt.encode()).hexdigest(),
+            prompt=spec.prompt,
+            requested_tokens=spec.max_tokens,
+            t_scheduled=spec.t_scheduled,
+            t_sent=t_sent,
+            t_headers=facts.t_headers,
+            t_first_chunk=facts.t_first_chunk,
+            t_first_content=facts.t_first_content,
+            t_last_content=facts.t_last_content,
+            t_end=t_end,
+            chunk_ns=facts.chunk_ns,
+            chunk_tokens=facts.chunk_tokens,
+            read_lag_ns=facts.read_lag_ns,
+            prompt_tokens=facts.prompt_tokens,
+            output_tokens=facts.output,
+            cached_tokens=facts.cached,
+            stop_type=facts.stop_type,
+            truncated=facts.truncated,
+            timings=facts.timings,
+            saw_terminator=facts.saw_terminator,
+            saw_usage=facts.saw_usage,
+            outcome=facts.outcome,
+            http_status=facts.status,
+            error=error,
+            text="".join(facts.texts),
+        )
+
+    async def _exchange(
+        self,
+        endpoint: Endpoint,
+        path: str,
+        payload: bytes,
+        stream: bool,
+        clock: RunClock,
+        facts: ResponseFacts,
+    ) -> None:
+        # identity: a compressing proxy would buffer the stream and blur the timings
+        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        if stream:
+            headers["Accept"] = "text/event-stream"
+        if endpoint.api_key:
+            headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        url = endpoint.url(path)
+        if self._raw is not None and url.startswith("http://"):
+            await self._exchange_raw(self._raw, url, headers, endpoint.api, payload, stream,
+                                     clock, facts)
+            return
+        async with self.session.post(url, data=payload, headers=headers) as resp:
+            answer = AiohttpAnswer(resp, time.perf_counter_ns())
+            await read_answer(answer, endpoint.api, stream, clock, facts)
+
+    @staticmethod
+    async def _exchange_raw(
+        pool: RawPool,
+        url: str,
+        headers: dict[str, str],
+        api: ApiKind,
+        payload: bytes,
+        stream: bool,
+        clock: RunClock,
+        facts: ResponseFacts,
+    ) -> None:
+        """The same exchange through kvlab's own client (kernel receive timestamps)."""
+        async with pool.post(url, headers, payload) as resp:
+            try:
+                await read_answer(resp, api, stream, clock, facts)
+            finally:
+                facts.read_lag_ns = resp.max_lag_ns
+
+    async def check_models(self, endpoint: Endpoint) -> list[str]:
+        """GET /v1/models with the key; return the ids; raise unless the model is listed.
+
+        Raises EndpointAuthError (401/403), EndpointUnreachable (no connection) or
+        EndpointError (other status, bad body, model missing; the message lists the ids).
+        """
+        require_http_url(endpoint.base_url, f"{endpoint.name}: base URL")
+        url = endpoint.url("/v1/models")
+        shown = redact_url(url)
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        try:
+            async with asyncio.timeout(min(endpoint.timeout_s, 30.0)):
+                async with self.session.get(url, headers=headers) as resp:
+                    status = resp.status
+                    raw = await resp.read()
+        except TimeoutError as exc:
+            raise EndpointUnreachable(
+                f"{endpoint.name}: {shown} did not answer in time; is the server up and loaded?"
+            ) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise EndpointUnreachable(
+                f"{endpoint.name}: cannot connect to {shown} ({type(exc).__name__}); check the "
+                "base URL (host, port, /v1) and that the server is running"
+            ) from exc
+        if status in (401, 403):
+            hint = "the API key was rejected" if endpoint.api_key else "no API key is set"
+            raise EndpointAuthError(
+                f"{endpoint.name}: GET {shown} answered {status}: {hint}; check the key "
+                "variable for this endpoint (kvlab endpoints list)"
+            )
+        if status != 200:
+            hint = "; check the base URL (host, port, /v1)" if status == 404 else ""
+            raise EndpointError(f"{endpoint.name}: GET {shown} answered HTTP {status}{hint}")
+        try:
+            ids = [str(item["id"]) for item in json.loads(raw)["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EndpointError(
+                f"{endpoint.name}: GET {shown} is not an OpenAI model list"
+            ) from exc
+        if endpoint.model is not None and endpoint.model not in ids:
+            raise EndpointError(
+                f"{endpoint.name}: model {endpoint.model!r} is not served; {shown} lists "
+                f"{ids}; fix the model id setting"
+            )
+        return ids
+
+
+def check_models(endpoint: Endpoint) -> list[str]:
+    """Synchronous :meth:`HarnessClient.check_models` (for the CLI)."""
+
+    async def _run() -> list[str]:
+        async with HarnessClient() as client:
+            return await client.check_models(endpoint)
+
+    return asyncio.run(_run())

@@ -1,0 +1,204 @@
+"""Reading one answer: what a response said, accumulated into :class:`ResponseFacts`.
+
+:class:`~kvlab.bench.client.endpoints.HarnessClient` owns the connection and the clock; this
+module only interprets bodies and stream events of the three APIs (llama.cpp
+``/completion``, OpenAI chat and completions) and keeps the facts a Record is built
+from. Whatever breaks an API raises :class:`MalformedResponse` (the caller records
+``Outcome.MALFORMED``); transport failures are recorded with :meth:`ResponseFacts.fail`.
+
+The ``*_events`` methods are the hot path of the benchmark client (one call per network
+read, >100k events/s): no per-event work besides the JSON decode and list appends.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvlab.bench.client.sse import loads
+from kvlab.bench.records import Outcome
+
+ERROR_EXCERPT_CHARS = 300
+
+
+class MalformedResponse(Exception):
+    """A body or event that breaks its API (-> Outcome.MALFORMED)."""
+
+
+class ResponseFacts:
+    """What one exchange observed; turned into a Record at the end."""
+
+    __slots__ = (
+        "cached",
+        "chunk_ns",
+        "chunk_tokens",
+        "error",
+        "outcome",
+        "output",
+        "prompt_tokens",
+        "read_lag_ns",
+        "saw_terminator",
+        "saw_usage",
+        "status",
+        "stop_type",
+        "t_first_chunk",
+        "t_first_content",
+        "t_headers",
+        "t_last_content",
+        "texts",
+        "timings",
+        "truncated",
+    )
+
+    def __init__(self) -> None:
+        self.outcome = Outcome.OK
+        self.status: int | None = None
+        self.error: str | None = None
+        self.t_headers: int | None = None
+        self.t_first_chunk: int | None = None
+        self.t_first_content: int | None = None
+        self.t_last_content: int | None = None
+        self.chunk_ns: list[int] = []
+        self.chunk_tokens: list[int | None] = []
+        self.texts: list[str] = []
+        self.prompt_tokens: int | None = None
+        self.output: int | None = None
+        self.cached: int | None = None
+        self.stop_type: str | None = None
+        self.truncated: bool | None = None
+        self.timings: dict[str, Any] | None = None
+        self.saw_terminator: bool | None = None
+        self.saw_usage: bool | None = None
+        self.read_lag_ns: int | None = None
+
+    def fail(self, outcome: Outcome, error: str) -> None:
+        """Record a failed exchange; the error text is cut to ``ERROR_EXCERPT_CHARS``."""
+        self.outcome = outcome
+        self.error = error[:ERROR_EXCERPT_CHARS]
+
+    # -- llama.cpp /completion ------------------------------------------------------
+
+    def llama_answer(self, obj: dict[str, Any]) -> None:
+        """Facts of a non-streamed llama.cpp answer (its text and server facts)."""
+        if obj.get("content"):
+            self.texts.append(obj["content"])
+        self.llama_final(obj)
+
+    def llama_final(self, obj: dict[str, Any]) -> None:
+        """Server facts of llama.cpp's final object (streamed) or whole answer."""
+        self.prompt_tokens = obj.get("tokens_evaluated")
+        self.output = obj.get("tokens_predicted")
+        self.truncated = obj.get("truncated")
+        self.stop_type = obj.get("stop_type")
+        timings = obj.get("timings")
+        self.timings = timings
+        # cache_n is "prompt tokens reused", the same meaning as OpenAI's cached_tokens;
+        # llama.cpp's tokens_cached counts prompt + generated tokens left in the slot.
+        if isinstance(timings, dict) and "cache_n" in timings:
+            self.cached = timings["cache_n"]
+        else:
+            self.cached = obj.get("tokens_cached")
+
+    def llama_events(self, events: list[bytes], t: int) -> bool:
+        """Handle llama.cpp stream events read at ``t``; True once the final event came."""
+        # Hot path (one call per network read): list appends bound locally, no calls
+        # per event besides the JSON decode.
+        texts, chunk_ns, chunk_tokens = self.texts, self.chunk_ns, self.chunk_tokens
+        had_text = len(texts)
+        done = False
+        try:
+            for data in events:
+                obj = loads(data)
+                if obj.get("stop"):
+                    self.llama_final(obj)
+                    self.saw_terminator = done = True
+                    content = obj.get("content")  # normally "" (already streamed), but a
+                    if content:  # server may flush held-back text here, with no new token
+                        texts.append(content)
+                        chunk_ns.append(t)
+                        chunk_tokens.append(len(obj.get("tokens") or ()))
+                    break
+                if "error" in obj:
+                    raise MalformedResponse(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
+                content = obj.get("content")
+                tokens = obj.get("tokens")
+                if content or tokens:
+                    if content:
+                        texts.append(content)
+                    chunk_ns.append(t)
+                    chunk_tokens.append(len(tokens) if tokens is not None else None)
+        finally:
+            if len(texts) > had_text:  # also when an event was bad
+                self._saw_text(t)
+        return done
+
+    # -- OpenAI /v1/chat/completions and /v1/completions ----------------------------
+
+    def openai_answer(self, obj: dict[str, Any], chat: bool) -> None:
+        """Facts of a non-streamed OpenAI answer."""
+        choices = obj.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise MalformedResponse("answer has no choices")
+        choice = choices[0]
+        text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
+        if text:
+            self.texts.append(text)
+        self.stop_type = choice.get("finish_reason")
+        self.openai_usage(obj.get("usage"))
+        if obj.get("timings") is not None:
+            self.timings = obj["timings"]
+
+    def openai_usage(self, usage: Any) -> None:
+        """Token counts of an OpenAI ``usage`` object; anything but a dict is ignored."""
+        if not isinstance(usage, dict):
+            return
+        self.prompt_tokens = usage.get("prompt_tokens")
+        self.output = usage.get("completion_tokens")
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            self.cached = details.get("cached_tokens")
+
+    def openai_events(self, events: list[bytes], t: int, chat: bool) -> bool:
+        """Handle OpenAI stream events read at ``t``; True once ``[DONE]`` came."""
+        texts, chunk_ns, chunk_tokens = self.texts, self.chunk_ns, self.chunk_tokens
+        had_text = len(texts)
+        done = False
+        try:
+            for data in events:
+                if data == b"[DONE]":
+                    self.saw_terminator = done = True
+                    break
+                obj = loads(data)
+                choices = obj.get("choices")
+                if choices:
+                    choice = choices[0]
+                    if chat:
+                        delta = choice.get("delta")
+                        content = delta.get("content") if delta else None
+                    else:
+                        content = choice.get("text")
+                    if content:
+                        texts.append(content)
+                        chunk_ns.append(t)
+                        chunk_tokens.append(None)  # OpenAI deltas do not say how many tokens
+                    reason = choice.get("finish_reason")
+                    if reason:
+                        self.stop_type = reason
+                elif "error" in obj:
+                    raise MalformedResponse(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
+                usage = obj.get("usage")
+                if usage:
+                    self.saw_usage = True
+                    self.openai_usage(usage)
+                timings = obj.get("timings")
+                if timings is not None:
+                    self.timings = timings  # llama.cpp puts them on the last chunk
+        finally:
+            if len(texts) > had_text:  # also when an event was bad
+                self._saw_text(t)
+        return done
+
+    def _saw_text(self, t: int) -> None:
+        if self.t_first_content is None:
+            self.t_first_content = t
+        self.t_last_content = t

@@ -1,0 +1,1 @@
+"""Planning the load: queries and prompts, prompt sizing, load-point schedules, run order."""

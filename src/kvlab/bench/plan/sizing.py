@@ -1,0 +1,300 @@
+"""How prompt tokens are counted to size the padding, and which method counted them.
+
+The padding of a capacity is cut with a token counter (:mod:`kvlab.bench.plan.workload`).
+:func:`choose_counter` picks the first method the endpoint allows, in this order, and
+says which one it used (kept per capacity in ``prepared.json`` and the manifest, and
+shown in the report):
+
+1. ``server-tokenize``: the server's own ``POST /tokenize`` (llama.cpp, vLLM, kvlab
+   serve). The count is of the prompt text, without a chat template.
+2. ``tokenizer-file``: a tokenizer the user names (``kvlab run --tokenizer`` or ``[workload]
+   tokenizer``): a Hugging Face ``tokenizer.json`` (read with ``tokenizers``) or a GGUF
+   (its embedded vocabulary, converted by ``transformers`` once per file: tens of
+   seconds for a large vocabulary, then cached). The count is of the prompt text,
+   special tokens (BOS) included.
+3. ``usage-calibration``: no way to count offline, so each count is a probe request
+   (the mode's own API and body fields, 1 output token, not streamed) whose
+   ``usage.prompt_tokens`` (llama.cpp: ``tokens_evaluated``) the server reports. The
+   count includes whatever the server adds (chat template, BOS): the prompt as the
+   server sees it. Padding cut points are found by bisection on these counts, so one
+   capacity costs about 10 probes plus one per query and one per prompt (each probe
+   generates one token; counts are cached per text).
+
+If none applies, :class:`~kvlab.errors.ConfigError` asks for a tokenizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kvlab.bench.client.endpoints import API_PATHS, Endpoint, RequestSpec, build_body
+from kvlab.bench.records import ApiKind
+from kvlab.errors import ConfigError, EndpointAuthError, EndpointError, EndpointUnreachable
+
+METHODS = ("server-tokenize", "tokenizer-file", "usage-calibration")
+
+
+@dataclass
+class Sizing:
+    """Which method counted a capacity's prompt tokens, and with what.
+
+    ``source``: the URL counted against (no credentials) or the tokenizer file;
+    ``sha256``: the tokenizer file's hash (None otherwise); ``probes``: requests the
+    calibration sent (0 for the other methods)."""
+
+    method: str
+    source: str
+    sha256: str | None = None
+    probes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One phrase for a report line."""
+        if self.method == "server-tokenize":
+            return f"the server's POST /tokenize ({self.source})"
+        if self.method == "tokenizer-file":
+            return f"the tokenizer file {self.source} (sha256 {(self.sha256 or '')[:12]}…)"
+        return (f"calibration on the server's usage.prompt_tokens ({self.source}, "
+                f"{self.probes} probe requests)")
+
+
+class Counter:
+    """``await counter(text)`` -> tokens by :attr:`sizing`'s method (cached per text)."""
+
+    def __init__(self, count: Callable[[str], Awaitable[int]], sizing: Sizing) -> None:
+        self._count = count
+        self.sizing = sizing
+        self._cache: dict[str, int] = {}
+
+    def share(self, caches: dict[tuple[str, str], dict[str, int]]) -> Counter:
+        """Use (and fill) the cache of counts by the same method and source in
+        ``caches``, so the capacities of one run count each query once."""
+        shared = caches.setdefault((self.sizing.method, self.sizing.source), {})
+        shared.update(self._cache)
+        self._cache = shared
+        return self
+
+    async def __call__(self, text: str) -> int:
+        if text not in self._cache:
+            self._cache[text] = await self._count(text)
+        return self._cache[text]
+
+
+def _root(base_url: str) -> str:
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def _headers(endpoint: Endpoint) -> dict[str, str]:
+    return {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+
+
+async def _post(client: httpx.AsyncClient, endpoint: Endpoint, url: str,
+                body: dict[str, Any]) -> httpx.Response:
+    """POST or raise EndpointUnreachable / EndpointAuthError (the key is never shown)."""
+    try:
+        response = await client.post(url, json=body, headers=_headers(endpoint),
+                                     timeout=endpoint.timeout_s)
+    except httpx.HTTPError as exc:
+        raise EndpointUnreachable(f"{endpoint.name}: cannot reach {url} "
+                                  f"({type(exc).__name__})") from None
+    if response.status_code in (401, 403):
+        raise EndpointAuthError(f"{endpoint.name}: {url} answered {response.status_code}; "
+                                "check the API key variable (kvlab endpoints list)")
+    return response
+
+
+def _tokenize_body(text: str, model: str | None) -> dict[str, Any]:
+    # llama.cpp/kvlab take {"content"}, vLLM {"model", "prompt"}: one body serves both.
+    body: dict[str, Any] = {"content": text, "prompt": text}
+    if model:
+        body["model"] = model
+    return body
+
+
+def _token_count(answer: Any) -> int | None:
+    """The count of a /tokenize answer (``{"count"}`` or ``{"tokens": [...]}``)."""
+    if not isinstance(answer, dict):
+        return None
+    if isinstance(answer.get("count"), int):
+        return answer["count"]
+    tokens = answer.get("tokens")
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+async def server_counter(client: httpx.AsyncClient, endpoint: Endpoint) -> Counter | None:
+    """The server's ``POST /tokenize`` as a counter; None when it has none (any answer
+    but a token list: 404, 405, 501, another shape)."""
+    url = _root(endpoint.base_url) + "/tokenize"
+    response = await _post(client, endpoint, url, _tokenize_body("probe", endpoint.model))
+    try:
+        if response.status_code != 200 or _token_count(response.json()) is None:
+            return None
+    except ValueError:
+        return None
+
+    async def count(text: str) -> int:
+        answer = await _post(client, endpoint, url, _tokenize_body(text, endpoint.model))
+        try:
+            tokens = _token_count(answer.json()) if answer.status_code == 200 else None
+        except ValueError:
+            tokens = None
+        if tokens is None:
+            raise EndpointError(f"{endpoint.name}: POST {url} answered "
+                                f"{answer.status_code} to a prompt it counted before")
+        return tokens
+
+    return Counter(count, Sizing("server-tokenize", url))
+
+
+def file_counter(path: Path) -> Counter:
+    """A local tokenizer: ``tokenizer.json`` (``tokenizers``) or a GGUF's vocabulary
+    (``transformers``). ConfigError if it cannot be read."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"tokenizer {path}: no such file; give a tokenizer.json or a .gguf")
+    digest = _sha256(path)
+    if path.suffix.lower() == ".gguf":
+        encode = _gguf_encoder(path, digest)
+    else:
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # the Rust error type is not importable
+            raise ConfigError(f"tokenizer {path}: not a tokenizer.json ({exc})") from None
+
+        def encode(text: str) -> int:
+            return len(tokenizer.encode(text).ids)
+
+    async def count(text: str) -> int:
+        return encode(text)
+
+    return Counter(count, Sizing("tokenizer-file", str(path), sha256=digest))
+
+
+def _sha256(path: Path) -> str:
+    """Hex SHA-256 of a file read in 1 MiB blocks (a GGUF may be many GB)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _gguf_encoder(path: Path, digest: str) -> Callable[[str], int]:
+    """Token count by the GGUF's vocabulary. Transformers converts it to a ``tokenizers``
+    tokenizer (tens of seconds for a large vocabulary); the result is kept under the
+    engine's tokenizer cache, named by the file's SHA-256, so later runs load it at once."""
+    from tokenizers import Tokenizer
+
+    from kvlab.servers.fetch import TOKENIZER_CACHE_DIR as CACHE_DIR
+
+    cached = CACHE_DIR / f"{digest}.json"
+    if cached.is_file():
+        tokenizer = Tokenizer.from_file(str(cached))
+    else:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ConfigError(f"tokenizer {path}: reading a GGUF's vocabulary needs "
+                              "transformers (pip install transformers), or give the "
+                              "model's tokenizer.json instead") from None
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                str(path.parent), gguf_file=path.name, local_files_only=True
+            ).backend_tokenizer
+        except Exception as exc:  # transformers raises many kinds for an unusable file
+            raise ConfigError(f"tokenizer {path}: no usable tokenizer in this GGUF "
+                              f"({type(exc).__name__}); give the model's tokenizer.json"
+                              ) from None
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.part")
+        tokenizer.save(str(partial))
+        partial.replace(cached)  # never a half-written cache entry
+    return lambda text: len(tokenizer.encode(text).ids)  # special tokens (BOS) included
+
+
+def _usage_tokens(api: ApiKind, answer: Any) -> int | None:
+    """Server-counted prompt tokens of a whole (not streamed) answer, if it says."""
+    if not isinstance(answer, dict):
+        return None
+    if api is ApiKind.LLAMACPP_COMPLETION:
+        value = answer.get("tokens_evaluated")
+    else:
+        usage = answer.get("usage")
+        value = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
+async def usage_counter(client: httpx.AsyncClient, endpoint: Endpoint,
+                        params: dict[str, Any]) -> Counter | None:
+    """Counts from probe requests' ``usage.prompt_tokens``; None if the server's answer
+    to a first probe states no prompt tokens. ``params``: the mode's body fields."""
+    url = endpoint.url(API_PATHS[endpoint.api])
+    sizing = Sizing("usage-calibration", url)
+
+    async def count(text: str) -> int:
+        body = build_body(endpoint, RequestSpec(prompt=text, max_tokens=1, stream=False,
+                                                params=params))
+        body.update(stream=False, n_predict=1, max_tokens=1)
+        body.pop("stream_options", None)  # OpenAI servers refuse it without stream
+        if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
+            body.pop("max_tokens")
+        else:
+            body.pop("n_predict")
+        sizing.probes += 1
+        response = await _post(client, endpoint, url, body)
+        if response.status_code != 200:
+            excerpt = " ".join(response.text[:200].split())  # one line
+            raise EndpointError(f"{endpoint.name}: a prompt-sizing probe to {url} answered "
+                                f"HTTP {response.status_code}: {excerpt}")
+        try:
+            tokens = _usage_tokens(endpoint.api, response.json())
+        except ValueError:
+            tokens = None
+        if tokens is None:
+            if sizing.probes == 1:
+                raise _NoUsage
+            raise EndpointError(f"{endpoint.name}: a prompt-sizing probe to {url} stated no "
+                                "prompt tokens, unlike the probes before it")
+        return tokens
+
+    counter = Counter(count, sizing)
+    try:
+        await counter("probe")
+    except _NoUsage:
+        return None
+    return counter
+
+
+class _NoUsage(Exception):
+    """A probe's answer stated no prompt tokens."""
+
+
+async def choose_counter(client: httpx.AsyncClient, endpoint: Endpoint,
+                         params: dict[str, Any], tokenizer_file: Path | None) -> Counter:
+    """The first usable method of the module's order (see the module doc)."""
+    counter = await server_counter(client, endpoint)
+    if counter is None and tokenizer_file is not None:
+        counter = await asyncio.to_thread(file_counter, tokenizer_file)
+    if counter is None:
+        counter = await usage_counter(client, endpoint, params)
+    if counter is None:
+        raise ConfigError(
+            f"{endpoint.name}: {_root(endpoint.base_url)} offers no POST /tokenize and its "
+            "answers state no usage.prompt_tokens, so kvlab cannot size prompts in its "
+            "tokens; name the model's tokenizer: kvlab run --tokenizer tokenizer.json (or a "
+            '.gguf), or [workload] tokenizer = "path/to/tokenizer.json" in the experiment')
+    return counter

@@ -1,0 +1,336 @@
+"""One invocation of the runner over a run directory: servers up, rows sent, records kept.
+
+A :class:`Session` walks the run order (blocked, ABBA shares or interleaved, see
+:mod:`kvlab.bench.plan.order`): for each (mode, capacity) it starts the server (or checks
+the endpoint), prepares the capacity's prompts on first use (``prepared.json``), warms
+up, then sends the rows not done yet, one after another or as whole load points
+(:mod:`kvlab.bench.plan.schedule`). Every Record is appended as it lands; the server is
+stopped and entered in the manifest on every exit path. :func:`drive` turns Ctrl-C
+and a dead server into :class:`~kvlab.errors.RunInterrupted`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.plan.order import (
+    Block,
+    interleave,
+    plan_blocks,
+    resolve_order,
+    sequence_of,
+    server_sessions,
+    split,
+)
+from kvlab.bench.plan.workload import (
+    Prepared,
+    PreparedPrompt,
+    builtin_queries,
+    load_queries,
+    prepare_capacity,
+)
+from kvlab.bench.records import Outcome, Record, RecordStore, RunClock, read_records
+from kvlab.bench.run.reporter import Reporter
+from kvlab.bench.run.rundir import RunDir, now_iso
+from kvlab.bench.run.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
+from kvlab.errors import RunInterrupted
+from kvlab.experiment import Experiment, Mode
+
+
+def queries_of(experiment: Experiment) -> list[Any]:
+    """The experiment's queries: a JSONL file, or the first N built-in ones."""
+    if experiment.workload.queries_file:
+        return load_queries(Path(experiment.workload.queries_file))
+    return builtin_queries(experiment.workload.queries)
+
+
+
+class ServerDied(Exception):
+    """A managed server exited mid-run (its rows failed); the session stops."""
+
+
+class Session:
+    """One invocation of the runner over a run directory (a run or a resume)."""
+
+    def __init__(self, run: RunDir, experiment: Experiment, reporter: Reporter,
+                 attach: Attach | None = None) -> None:
+        self.run = run
+        self.experiment = experiment
+        self.reporter = reporter
+        self.attach = attach  # --no-launch: the user's servers instead of launching
+        self.queries = queries_of(experiment)
+        existing = read_records(run.records_path) if run.records_path.exists() else []
+        # A key counts as done once it has an ok record; failed rows are retried.
+        self.done = {r.key for r in existing if r.outcome == Outcome.OK}
+        self.position = max((r.position for r in existing), default=-1) + 1
+        self.written = 0
+        self.clock = RunClock()
+        self.prepared = (
+            Prepared.load(run.prepared_path) if run.prepared_path.exists() else self._empty()
+        )
+        self.counts: dict[tuple[str, str], dict[str, int]] = {}  # prompt-sizing counts
+
+    def _empty(self) -> Prepared:
+        w = self.experiment.workload
+        return Prepared(
+            queries_per_mode=len(self.queries) * w.repetitions,
+            modes=[m.name for m in self.experiment.modes],
+            capacities=self.experiment.all_capacities(),
+            output_tokens=w.output_tokens,
+            prompt_fraction=w.prompt_fraction,
+        )
+
+    async def prompts(self, capacity: int, endpoint: Endpoint,
+                      params: dict[str, Any] | None = None) -> list[PreparedPrompt]:
+        """This capacity's prompts, prepared on first use with the token counter
+        :func:`~kvlab.bench.plan.sizing.choose_counter` picks for ``endpoint`` (``params``:
+        the mode's body fields, for calibration probes); the method is kept in
+        prepared.json and the manifest (``prompt_sizing``)."""
+        if capacity not in self.prepared.prompts:
+            import httpx
+
+            from kvlab.bench.plan.sizing import choose_counter
+
+            w = self.experiment.workload
+            # the path resolved when the run began (the run dir's copy of the file
+            # would resolve a relative path against the run dir)
+            named = self.run.manifest().get("tokenizer") or w.tokenizer
+            tokenizer = Path(named) if named else None
+            async with httpx.AsyncClient() as client:
+                counter = (await choose_counter(client, endpoint, params or {}, tokenizer)
+                           ).share(self.counts)
+                padding, prompts = await prepare_capacity(
+                    counter, self.queries, capacity, w.prompt_fraction, w.output_tokens)
+            self.prepared.padding_tokens[capacity] = padding
+            self.prepared.prompts[capacity] = prompts
+            self.prepared.sizing[capacity] = counter.sizing.to_json()
+            self.prepared.save(self.run.prepared_path)
+            manifest = self.run.manifest()
+            manifest.setdefault("prompt_sizing", {})[str(capacity)] = counter.sizing.to_json()
+            self.run.write_manifest(manifest)
+        return self.prepared.prompts[capacity]
+
+    def todo(self, mode: Mode, capacity: int,
+             blocks: list[Block] | None = None) -> list[tuple[int, str]]:
+        """(repetition, query id) rows of this mode and capacity not done yet; with
+        ``blocks`` (an ABBA share), only the rows of those shares."""
+        rows = [
+            (rep, q.id)
+            for rep in range(self.experiment.workload.repetitions)
+            for q in self.queries
+        ]
+        if blocks:
+            rows = [r for b in blocks for r in split(rows, b.part, b.parts)]
+        if self.experiment.load.kind != "sequential":
+            return self.points_todo(mode, capacity)
+        return [
+            (rep, qid) for rep, qid in rows
+            if (mode.name, capacity, qid, rep, False, None) not in self.done
+        ]
+
+    @asynccontextmanager
+    async def server_up(self, mode: Mode, capacity: int, store: RecordStore,
+                        client: HarnessClient
+                        ) -> AsyncIterator[tuple[Endpoint, dict[str, PreparedPrompt], Any]]:
+        """Start the mode's server, check it, prepare prompts and warm up; stop it and
+        record it in the manifest on the way out."""
+        server = make_server(self.experiment, mode, capacity, self.attach)
+        log = self.run.log_path(mode.name, capacity)
+        entry: dict[str, Any] = {"mode": mode.name, "capacity": capacity, "started": now_iso()}
+        try:
+            if server is not None:
+                what = (f"checking {redact_url(server.base_url)}"
+                        if isinstance(server, AttachedServer) else f"starting {mode.server} server")
+                self.reporter.note(f"{mode.name} @ {capacity}: {what}")
+                server.start(log, self.experiment.protocol.ready_timeout_s)
+            endpoint = endpoint_for(self.experiment, mode, server)
+            if server is None:
+                from kvlab.bench.client.endpoints import check_models
+
+                await asyncio.to_thread(check_models, endpoint)
+            prompts = {p.query_id: p for p in await self.prompts(
+                capacity, endpoint, self.experiment.request_params(mode))}
+            first = next(iter(prompts.values()))
+            for i in range(self.experiment.workload.warmup):
+                await self.send(client, endpoint, mode, capacity, first, i, store, server,
+                                warmup=True)
+            yield endpoint, prompts, server
+        finally:
+            if server is not None:
+                server.stop()
+                entry["facts"] = server.facts()
+            entry["stopped"] = now_iso()
+            manifest = self.run.manifest()
+            manifest.setdefault("servers", []).append(entry)
+            self.run.write_manifest(manifest)
+
+    async def measure(self, mode: Mode, capacity: int, store: RecordStore,
+                      client: HarnessClient, blocks: list[Block] | None = None) -> None:
+        """Start the server, warm up, send every row not done yet, stop the server."""
+        todo = self.todo(mode, capacity, blocks)
+        if not todo:
+            return
+        async with self.server_up(mode, capacity, store, client) as (endpoint, prompts, server):
+            if self.experiment.load.kind != "sequential":
+                await self.measure_points(mode, capacity, store, endpoint, prompts, server)
+                return
+            self.reporter.begin(mode.name, capacity, len(todo))
+            for rep, qid in todo:
+                await self.send(client, endpoint, mode, capacity, prompts[qid], rep, store,
+                                server)
+            self.reporter.end(mode.name, capacity)
+
+    async def measure_interleaved(self, modes: list[Mode], capacity: int, store: RecordStore,
+                                  client: HarnessClient) -> None:
+        """Every mode's server up at once; rows alternate request by request."""
+        todo = {m.name: self.todo(m, capacity) for m in modes}
+        modes = [m for m in modes if todo[m.name]]
+        if not modes:
+            return
+        async with AsyncExitStack() as stack:
+            up = {m.name: (m, *await stack.enter_async_context(
+                self.server_up(m, capacity, store, client))) for m in modes}
+            self.reporter.begin("+".join(up), capacity, sum(len(t) for t in todo.values()))
+            for name, (rep, qid) in interleave({m.name: todo[m.name] for m in modes}):
+                mode, endpoint, prompts, server = up[name]
+                await self.send(client, endpoint, mode, capacity, prompts[qid], rep, store,
+                                server)
+            self.reporter.end("+".join(up), capacity)
+
+    def points_todo(self, mode: Mode, capacity: int) -> list[tuple[int, str]]:
+        """Load points of this mode and capacity not completed yet, as (index, label)."""
+        done = {tuple(p) for p in self.run.manifest().get("points_done", [])}
+        return [(i, point.label) for i, point in enumerate(self.points())
+                if (mode.name, capacity, point.label) not in done]
+
+    def points(self) -> list[Any]:
+        w = self.experiment.workload
+        return self.experiment.load.points(len(self.queries) * w.repetitions)
+
+    async def measure_points(self, mode: Mode, capacity: int, store: RecordStore,
+                             endpoint: Endpoint, prompts: dict[str, PreparedPrompt],
+                             server: Any | None) -> None:
+        """Each load point not completed yet, whole (a partial point reruns entirely;
+        its new rows supersede the earlier attempt's)."""
+        from kvlab.bench.plan.schedule import run_point
+
+        pending = {label for _, label in self.points_todo(mode, capacity)}
+        for point in self.points():
+            if point.label not in pending:
+                continue
+            n = point.planned_requests(5000 if point.duration_s else 0)
+            specs = [self.spec(mode, capacity, prompts[self.queries[i % len(self.queries)].id],
+                               i // len(self.queries), position=self.position + i)
+                     for i in range(n)]
+            self.position += n
+            self.reporter.begin(f"{mode.name} {point.label}", capacity, len(specs)
+                                if not point.duration_s else point.planned_requests(len(specs)))
+
+            def landed(record: Record) -> None:
+                store.append(record)
+                self.written += 1
+                if not record.warmup:
+                    self.reporter.advance(record)
+
+            async with HarnessClient(max_connections=point.max_in_flight(n)) as pool:
+                async def send(spec: RequestSpec) -> Record:
+                    return await pool.send(endpoint, spec, self.clock)
+
+                records = await run_point(point, specs, send, self.clock, landed)
+            self.reporter.end(f"{mode.name} {point.label}", capacity)
+            if any(r.outcome != Outcome.OK for r in records) and server is not None \
+                    and hasattr(server, "is_alive") and not server.is_alive():
+                raise ServerDied(self.died(mode, capacity, server))
+            manifest = self.run.manifest()
+            manifest.setdefault("points_done", []).append([mode.name, capacity, point.label])
+            self.run.write_manifest(manifest)
+
+    def died(self, mode: Mode, capacity: int, server: Any) -> str:
+        """The one-line reason a managed server stopped mid-run (its signal, if any)."""
+        how = getattr(server, "exit_description", lambda: None)() or "exited"
+        return (f"{mode.name} @ {capacity}: the server {how} mid-run "
+                f"(log {self.run.log_path(mode.name, capacity)})")
+
+    def spec(self, mode: Mode, capacity: int, prompt: PreparedPrompt, repetition: int,
+             position: int, warmup: bool = False) -> RequestSpec:
+        """The request of one row (identity included)."""
+        return RequestSpec(
+            prompt=prompt.prompt,
+            max_tokens=self.experiment.workload.output_tokens,
+            stream=mode.stream,
+            params=self.experiment.request_params(mode),
+            run_id=self.run.run_id,
+            mode=mode.name,
+            capacity=capacity,
+            query_id=prompt.query_id,
+            repetition=repetition,
+            position=position,
+            warmup=warmup,
+        )
+
+    async def send(self, client: HarnessClient, endpoint: Endpoint, mode: Mode, capacity: int,
+                   prompt: PreparedPrompt, repetition: int, store: RecordStore,
+                   server: Any | None, warmup: bool = False) -> None:
+        spec = self.spec(mode, capacity, prompt, repetition, self.position, warmup)
+        record = await client.send(endpoint, spec, self.clock)
+        store.append(record)
+        self.position += 1
+        self.written += 1
+        if not warmup:
+            self.reporter.advance(record)
+        if (record.outcome != Outcome.OK and server is not None
+                and hasattr(server, "is_alive") and not server.is_alive()):
+            raise ServerDied(self.died(mode, capacity, server))
+
+    async def run_modes(self, modes: list[Mode]) -> None:
+        choice = resolve_order(self.experiment.order, {m.name: m.server for m in modes})
+        blocks = plan_blocks([m.name for m in modes],
+                             {m.name: self.experiment.capacities(m) for m in modes}, choice.used)
+        order = [(b.mode, b.capacity) for b in blocks]
+        session = {"started": now_iso(), "modes": [m.name for m in modes], "order": order,
+                   "run_order": {**choice.to_dict(), "sequence": sequence_of(blocks)}}
+        manifest = self.run.manifest()
+        manifest.setdefault("sessions", []).append(session)
+        manifest["run_order"] = manifest.get("run_order", []) + [list(o) for o in order]
+        manifest["order"] = session["run_order"]  # the order actually used, last session
+        self.run.write_manifest(manifest)
+        by_name = {m.name: m for m in modes}
+        with RecordStore(self.run.records_path) as store:
+            async with HarnessClient(max_connections=1) as client:
+                if choice.used == "interleaved":
+                    for capacity in sorted({b.capacity for b in blocks}):
+                        here = [by_name[b.mode] for b in blocks if b.capacity == capacity]
+                        await self.measure_interleaved(here, capacity, store, client)
+                else:
+                    for group in server_sessions(blocks):
+                        mode, capacity = by_name[group[0].mode], group[0].capacity
+                        await self.measure(mode, capacity, store, client,
+                                           group if group[0].parts > 1 else None)
+        manifest = self.run.manifest()
+        manifest["sessions"][-1]["stopped"] = now_iso()
+        self.run.write_manifest(manifest)
+
+
+def drive(session: Session, modes: list[Mode]) -> None:
+    """Run the session; turn Ctrl-C and a dead server into RunInterrupted."""
+    reason, status = "", 2
+    try:
+        asyncio.run(session.run_modes(modes))
+        return
+    except KeyboardInterrupt:
+        reason, status = "interrupted", 130
+    except ServerDied as exc:
+        reason = f"interrupted ({exc})"
+    records = 0
+    with suppress(OSError):
+        records = len(read_records(session.run.records_path))
+    raise RunInterrupted(
+        f"{reason}: {records} records kept in {session.run.path}; "
+        f"resume with: kvlab run --resume {session.run.path}", exit_status=status
+    )
+

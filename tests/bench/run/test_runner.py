@@ -1,0 +1,388 @@
+"""End to end against the real embedded server: a run interrupted, then resumed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvlab.bench.records import read_records
+from kvlab.bench.run.runner import SilentReporter, evaluate_run, run_experiment
+from kvlab.errors import ConfigError, RunInterrupted
+
+TINY = """
+name = "tiny"
+compare = [["llama", "llama-nocache"]]
+[workload]
+queries = 2
+capacities = [128]
+output_tokens = 8
+[[modes]]
+name = "llama"
+api = "llamacpp-completion"
+[modes.embedded]
+threads = 1
+[[modes]]
+name = "llama-nocache"
+api = "llamacpp-completion"
+[modes.embedded]
+threads = 1
+no_cache = true
+[[modes]]
+name = "chat"
+api = "openai-chat"
+[modes.embedded]
+threads = 1
+"""
+
+
+class StopAfter(SilentReporter):
+    """Simulates Ctrl-C after ``n`` measured records."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def advance(self, record) -> None:
+        self.n -= 1
+        if self.n == 0:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
+    experiment = tmp_path / "tiny.toml"
+    experiment.write_text(TINY)
+    with pytest.raises(RunInterrupted) as info:
+        run_experiment(experiment, out=tmp_path / "runs", reporter=StopAfter(3))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert f"resume with: kvlab run --resume {run_dir}" in str(info.value)
+    assert info.value.exit_status == 130  # Ctrl-C: the shell's SIGINT convention
+    kept = read_records(run_dir / "records.jsonl")
+    assert sum(not r.warmup for r in kept) == 3
+
+    result = run_experiment(None, resume=run_dir)
+    records = read_records(run_dir / "records.jsonl")
+    measured = [r.key for r in records if not r.warmup]
+    assert len(measured) == len(set(measured)) == 6  # 3 modes x 2 queries, none twice
+    assert sum(r.warmup for r in records) == 4  # one per server started (llama twice)
+
+    # same prompts for every mode at the capacity (the chat mode adds its template)
+    by_query = {}
+    for r in records:
+        if not r.warmup:
+            by_query.setdefault(r.query_id, set()).add(r.prompt_sha256)
+    assert all(len(shas) == 1 for shas in by_query.values())
+
+    evaluation = result.evaluation
+    assert evaluation.counts["refused_rows"] == 0, [str(v) for v in evaluation.violations]
+    assert [c.status for c in evaluation.comparisons] == ["ok"]
+    chat = evaluation.summary("chat", 128)
+    assert chat is not None and chat.queries == 2 and chat.ttft_ms["mean"] > 0
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["experiment_file"] == TINY
+    assert len(manifest["sessions"]) == 2 and "cores" in manifest["host"]
+    assert all("--ctx-size" in s["facts"]["argv"] for s in manifest["servers"])
+    assert (run_dir / "logs" / "chat-128.log").exists()
+    prepared = json.loads((run_dir / "prepared.json").read_text())
+    assert prepared["output_tokens"] == 8 and len(prepared["prompts"]["128"]) == 2
+
+    report = (run_dir / "report.md").read_text()
+    for section in ("## Protocol", "## Metric definitions", "## Validation",
+                    "## Summaries", "## Comparisons", "## Manifest essentials",
+                    "## Client load"):
+        assert section in report
+    assert "llama / llama-nocache" in report
+    assert manifest["calibration"] is None  # none on this machine (tests/conftest.py)
+    assert "no calibrated limit for this machine" in report
+
+    # evaluate is reproducible from records alone
+    again = evaluate_run(run_dir)
+    assert again.to_json() == json.loads((run_dir / "evaluation.json").read_text())
+
+
+ATTACHED = """
+name = "attached"
+compare = [["a", "b"]]
+[workload]
+queries = 2
+capacities = [128, 160]
+output_tokens = 8
+[[modes]]
+name = "a"
+[modes.embedded]
+threads = 1
+[[modes]]
+name = "b"
+capacities = [128]
+[modes.embedded]
+threads = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def user_servers():
+    """Two servers started by "the user" (not by kvlab): contexts 128 and 160."""
+    from contextlib import ExitStack
+
+    from kvlab.serve import BackgroundServer, ServeSettings, create_app
+    from tests.serve.conftest import wait_ready
+
+    with ExitStack() as stack:
+        urls = {}
+        for n_ctx in (128, 160):
+            server = stack.enter_context(BackgroundServer(create_app(
+                ServeSettings(n_ctx=n_ctx, threads=1))))
+            wait_ready(server.base_url)
+            urls[n_ctx] = server.base_url
+        yield urls
+
+
+def test_no_launch_measures_the_users_servers_and_queries_override(tmp_path,
+                                                                    user_servers) -> None:
+    experiment = tmp_path / "attached.toml"
+    experiment.write_text(ATTACHED)
+    url128, url160 = user_servers[128], user_servers[160]
+    result = run_experiment(
+        experiment, out=tmp_path / "runs", queries=1, no_launch=True,
+        endpoints=[f"a={url128}", f"a@160={url160}", f"b@128={url128}"])
+    run_dir = result.run_dir.path
+    records = read_records(run_dir / "records.jsonl")
+    measured = sorted((r.mode, r.capacity, r.query_id) for r in records if not r.warmup)
+    assert measured == [("a", 128, "q01"), ("a", 160, "q01"), ("b", 128, "q01")]
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["overrides"] == {"queries": 1}
+    assert manifest["experiment_file"] == ATTACHED  # the file, verbatim
+    copy = (run_dir / "experiment.toml").read_text()
+    assert "queries = 1  # set by kvlab run --queries 1" in copy
+    assert manifest["no_launch"] == {"endpoints": {"a": url128, "a@160": url160,
+                                                   "b@128": url128}}
+    servers = {(s["mode"], s["capacity"]): s["facts"] for s in manifest["servers"]}
+    assert servers[("a", 160)]["launched"] is False
+    assert servers[("a", 160)]["base_url"] == url160
+    assert servers[("a", 160)]["props"]["default_generation_settings"]["n_ctx"] == 160
+    assert not (run_dir / "logs").exists()  # kvlab started no process
+    assert [c.status for c in result.evaluation.comparisons] == ["ok"]
+    report = (run_dir / "report.md").read_text()
+    assert "not launched by kvlab" in report and "Overrides of this run (kvlab run): queries = 1" \
+        in report and "Queries per (mode, capacity): 1 × 1" in report
+
+    # a resume reads the run dir's experiment (1 query) and the recorded endpoints
+    again = run_experiment(None, resume=run_dir)
+    assert again.records_written == 0
+    assert again.evaluation.summary("a", 160).queries == 1
+    assert evaluate_run(run_dir).to_json() == again.evaluation.to_json()
+
+
+def test_no_launch_refuses_a_server_of_another_capacity(tmp_path, user_servers) -> None:
+    """MODE=URL for every capacity, but the server runs with 128: the 160 block stops
+    the run with one line that says what to start, and the 128 rows are kept."""
+    experiment = tmp_path / "attached.toml"
+    experiment.write_text(ATTACHED.replace('compare = [["a", "b"]]\n', "")
+                          .split("[[modes]]\nname = \"b\"")[0])
+    from kvlab.errors import EndpointUnreachable
+
+    with pytest.raises(EndpointUnreachable) as info:
+        run_experiment(experiment, out=tmp_path / "runs", queries=1, no_launch=True,
+                       endpoints=[f"a={user_servers[128]}"])
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    message = str(info.value)
+    assert message.startswith("a @ 160: the server at ") and "context of 128 tokens" in message
+    assert f"kvlab run --resume {run_dir}" in message and "\n" not in message
+    kept = [r for r in read_records(run_dir / "records.jsonl") if not r.warmup]
+    assert [(r.capacity, r.query_id) for r in kept] == [(128, "q01")]
+    # the user starts the right server and resumes, naming it
+    resumed = run_experiment(None, resume=run_dir,
+                             endpoints=[f"a@160={user_servers[160]}"], no_launch=True)
+    assert resumed.records_written == 2  # warm-up + q01 at 160
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["no_launch"]["endpoints"]["a@160"] == user_servers[160]
+
+
+SYNTHETIC = """
+name = "synthetic"
+[workload]
+queries = 2
+capacities = [256, 512]
+output_tokens = 4
+[[modes]]
+name = "chat"
+server = "external"
+api = "openai-chat"
+[modes.external]
+base_url = "{url}/v1"
+model = "synthetic"
+[modes.body]
+synthetic = {{ ttft_ms = 2, itl_ms = 1 }}
+"""
+
+
+def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_path) -> None:
+    """The synthetic server has no /tokenize: prompts are sized on its usage, and the
+    method is in prepared.json, the manifest and the report."""
+    from kvlab.bench.calibrate.check import synthetic_process
+    from kvlab.bench.plan.workload import Prepared
+
+    path = tmp_path / "synthetic.toml"
+    with synthetic_process() as url:
+        path.write_text(SYNTHETIC.format(url=url))
+        result = run_experiment(path, out=tmp_path / "runs")
+    run = result.run_dir
+    sizing = run.manifest()["prompt_sizing"]
+    assert {c: s["method"] for c, s in sizing.items()} == {"256": "usage-calibration",
+                                                           "512": "usage-calibration"}
+    assert all(s["probes"] > 0 for s in sizing.values())
+    prepared = Prepared.load(run.prepared_path)
+    assert prepared.sizing[256]["method"] == "usage-calibration"
+    records = [r for r in read_records(run.records_path) if not r.warmup]
+    assert len(records) == 4 and all(r.outcome == "ok" for r in records)
+    planned = {(c, p.query_id): p.tokens for c, ps in prepared.prompts.items() for p in ps}
+    for r in records:  # calibration counted exactly what the server then reported
+        assert r.prompt_tokens == planned[(r.capacity, r.query_id)] <= r.capacity // 2
+    report = run.report_path.read_text()
+    assert "## Prompts" in report and "calibration on the server's usage" in report
+    html = (run.path / "report.html").read_text()
+    assert "<h2>Prompts</h2>" in html and "calibration on the server&#x27;s usage" in html
+
+
+EXTERNAL = """
+name = "ext"
+[workload]
+queries = 1
+capacities = [256]
+output_tokens = 4
+[[modes]]
+name = "chat"
+server = "external"
+api = "openai-chat"
+[modes.external]
+base_url = "{url}"
+model = "{model}"
+{extra}
+"""
+
+
+class NoUsageServer:
+    """/v1/models lists model "m"; completions answer without usage; no /tokenize."""
+
+    def __enter__(self) -> str:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def _send(self, status: int, body: dict) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "m"}]})
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path == "/tokenize":
+                    self._send(404, {"error": "no route"})
+                else:
+                    self._send(200, {"choices": [{"message": {"content": "x"}}]})
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+
+
+@pytest.mark.parametrize("case", ["unreachable", "404", "key variable", "wrong model",
+                                  "bad scheme", "401", "no way to size prompts"])
+def test_a_run_refused_at_its_checks_leaves_no_run_directory(tmp_path, monkeypatch,
+                                                             case: str) -> None:
+    from contextlib import nullcontext
+
+    from kvlab.errors import KvlabError
+    from tests.bench.fakeserver import FakeServer
+
+    monkeypatch.delenv("KVLAB_TEST_NO_SUCH_KEY", raising=False)
+    fake = FakeServer(api_key="k" if case == "401" else None, model="m")
+    server = NoUsageServer() if case == "no way to size prompts" else \
+        fake if case in ("404", "wrong model", "401", "key variable") else nullcontext()
+    expected = {"unreachable": "cannot connect to http://127.0.0.1:9/v1/models",
+                "404": "/nope/v1/models answered HTTP 404", "key variable":
+                "KVLAB_TEST_NO_SUCH_KEY is not set", "wrong model": "'other' is not served",
+                "bad scheme": "invalid URL", "401": "answered 401",
+                "no way to size prompts": "[workload] tokenizer"}[case]
+    with server as started:
+        base = started if isinstance(started, str) else fake.base_url + "/v1"
+        url = {"unreachable": "http://127.0.0.1:9/v1", "bad scheme": "htp:/127.0.0.1:9/v1",
+               "404": fake.base_url + "/nope"}.get(case, base)
+        extra = 'api_key_env = "KVLAB_TEST_NO_SUCH_KEY"' if case == "key variable" else ""
+        path = tmp_path / "ext.toml"
+        path.write_text(EXTERNAL.format(url=url, model="other" if case == "wrong model"
+                                        else "m", extra=extra))
+        with pytest.raises(KvlabError) as caught:
+            run_experiment(path, out=tmp_path / "runs", html=False)
+    assert expected in str(caught.value)
+    runs = tmp_path / "runs"
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_the_shipped_synthetic_endpoint_experiment_runs(tmp_path) -> None:
+    """experiments/synthetic-endpoint.toml against the synthetic server (its port
+    replaced), 2 queries: every row valid, TTFT and ITL near the server's schedule."""
+    from pathlib import Path
+
+    from kvlab.bench.calibrate.check import synthetic_process
+
+    shipped = Path(__file__).parents[3] / "experiments" / "synthetic-endpoint.toml"
+    path = tmp_path / "synthetic-endpoint.toml"
+    with synthetic_process() as url:
+        text = shipped.read_text().replace("http://127.0.0.1:8090", url)
+        path.write_text(text.replace('body]\n', 'body]\nsynthetic = { ttft_ms = 20, '
+                                     'itl_ms = 10 }\n'))
+        result = run_experiment(path, out=tmp_path / "runs", queries=2, html=False)
+    evaluation = result.evaluation
+    assert evaluation.counts["refused_rows"] == 0
+    for capacity in (512, 2048):
+        summary = evaluation.summary("synthetic-chat", capacity)
+        assert summary is not None and summary.queries == 2
+        assert 20 <= summary.ttft_ms["mean"] < 120 and 9 < summary.itl_effective_ms["mean"] < 30
+
+
+def test_prepare_refused_at_its_checks_leaves_no_run_directory(tmp_path) -> None:
+    from kvlab.bench.run.runner import prepare_run
+    from kvlab.errors import EndpointError
+
+    path = tmp_path / "ext.toml"
+    path.write_text(EXTERNAL.format(url="http://127.0.0.1:9/v1", model="m", extra=""))
+    with pytest.raises(EndpointError, match="cannot connect"):
+        prepare_run(path, out=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_named_tokenizer_sizes_prompts_for_a_server_that_cannot_count(tmp_path) -> None:
+    """No /tokenize and no usage: `kvlab run --tokenizer FILE` sizes the prompts, and the
+    manifest, prepared.json and report say so."""
+    from kvlab.bench.plan.workload import Prepared
+    from tests.bench.plan.test_sizing import _word_level_tokenizer
+
+    tokenizer = _word_level_tokenizer(tmp_path / "tokenizer.json")
+    path = tmp_path / "ext.toml"
+    with NoUsageServer() as url:
+        path.write_text(EXTERNAL.format(url=url, model="m", extra=""))
+        with pytest.raises(ConfigError, match="no such file"):
+            run_experiment(path, out=tmp_path / "runs", tokenizer=tmp_path / "nope.json")
+        assert not (tmp_path / "runs").exists()
+        result = run_experiment(path, out=tmp_path / "runs", tokenizer=tokenizer, html=False)
+    manifest = result.run_dir.manifest()
+    assert manifest["overrides"] == {"tokenizer": str(tokenizer)}
+    assert manifest["prompt_sizing"]["256"]["method"] == "tokenizer-file"
+    prepared = Prepared.load(result.run_dir.prepared_path)
+    assert all(p.tokens <= 128 for p in prepared.prompts[256])
+    assert "the tokenizer file " + str(tokenizer) in result.run_dir.report_path.read_text()

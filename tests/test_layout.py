@@ -1,0 +1,146 @@
+"""The import rules of CONTRIBUTING.md hold for every module of src/kvlab.
+
+The table under "Layout and import rules" is read from CONTRIBUTING.md itself, so the
+document and the check cannot drift apart. Every import is counted, including those
+inside functions and under ``TYPE_CHECKING``: a lazy import still ties two layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "kvlab"
+ALWAYS = {"kvlab", "errors"}  # the version and the exception tree: importable anywhere
+
+
+def read_rules() -> dict[str, set[str] | None]:
+    """unit -> the units it may import (None: anything), from CONTRIBUTING.md's table."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text.split("## Layout and import rules", 1)[1].split("\n## ", 1)[0]
+    rules: dict[str, set[str] | None] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].startswith("`"):
+            continue
+        unit, may = cells[0].strip("`"), cells[3]
+        rules[unit] = None if may == "anything" else set(re.findall(r"`([\w.]+)`", may))
+    return rules
+
+
+def unit_of(module: str) -> str:
+    """The unit a dotted module belongs to: ``bench.<folder>`` inside bench, else the
+    top-level name (``kvlab.report.html`` -> ``report``)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "kvlab"
+    if parts[0] == "bench" and len(parts) > 1:
+        return f"bench.{parts[1]}"
+    return "cli" if parts[0] == "__main__" else parts[0]
+
+
+def module_of(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    return ".".join(rel.parts).removesuffix(".__init__")
+
+
+def _typing_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (never run)."""
+    return {id(n) for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for stmt in block.body for n in ast.walk(stmt)}
+
+
+def imported(path: Path, typing: bool = True) -> Iterator[tuple[str, int]]:
+    """Every kvlab module ``path`` imports, with its line; ``typing`` False leaves out
+    the imports under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = set() if typing else _typing_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "kvlab":
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] != "kvlab":
+                continue
+            for alias in node.names:  # `from kvlab.bench.analysis import metrics`
+                sub = f"{node.module}.{alias.name}"
+                is_module = (SRC.parent / Path(*sub.split("."))).with_suffix(".py").exists() \
+                    or (SRC.parent / Path(*sub.split("."))).is_dir()
+                yield (sub if is_module else node.module), node.lineno
+
+
+def edges() -> dict[tuple[str, str], list[str]]:
+    """(importing unit, imported unit) -> where, for every import across units."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        here = unit_of(module_of(path))
+        for target, line in imported(path):
+            there = unit_of(target)
+            if there != here:
+                found.setdefault((here, there), []).append(
+                    f"{path.relative_to(ROOT)}:{line} imports {target}")
+    return found
+
+
+def test_every_unit_is_in_the_table() -> None:
+    rules = read_rules()
+    units = {unit_of(module_of(p)) for p in SRC.rglob("*.py")} - {"kvlab", "bench"}
+    assert units <= set(rules), f"units missing from CONTRIBUTING.md: {units - set(rules)}"
+    assert set(rules) <= units | {"errors"}, f"table names no code: {set(rules) - units}"
+
+
+def test_imports_follow_the_table() -> None:
+    rules = read_rules()
+    wrong = [where for (here, there), at in edges().items()
+             if there not in ALWAYS and (allowed := rules.get(here, set())) is not None
+             and there not in allowed for where in at]
+    assert not wrong, "imports against CONTRIBUTING.md:\n" + "\n".join(wrong)
+
+
+def test_the_table_has_no_cycle() -> None:
+    rules = read_rules()
+    graph = {u: (set(rules) if may is None else may) - {u} for u, may in rules.items()}
+    done: set[str] = set()
+
+    def visit(unit: str, path: tuple[str, ...]) -> None:
+        if unit in path:
+            pytest.fail("cycle: " + " -> ".join((*path[path.index(unit):], unit)))
+        if unit in done:
+            return
+        for nxt in sorted(graph.get(unit, set())):
+            visit(nxt, (*path, unit))
+        done.add(unit)
+
+    for unit in sorted(graph):
+        visit(unit, ())
+
+
+def test_no_module_is_in_an_import_cycle() -> None:
+    """Within a unit too, modules import one way (runner uses sessions, sessions do not
+    use runner); only imports under TYPE_CHECKING are exempt, since they never run."""
+    graph = {module_of(p): {m for m, _ in imported(p, typing=False)} for p in SRC.rglob("*.py")}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        if state.get(module) == 1:
+            pytest.fail("import cycle: " + " -> ".join([*path[path.index(module):], module]))
+        if state.get(module) == 2 or module not in graph:
+            return
+        state[module] = 1
+        for nxt in sorted(graph[module] - {module}):
+            visit(nxt, [*path, module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        visit(module, [])
+    sessions = {m for m, _ in imported(SRC / "bench" / "run" / "sessions.py")}
+    assert "kvlab.bench.run.runner" not in sessions
