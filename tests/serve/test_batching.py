@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from kvlab.bench.client.gauges import parse_prometheus
 from kvlab.errors import ConfigError
 from kvlab.serve import ServeSettings, create_app
-from kvlab.serve.metrics import parse_metrics
 from tests.serve.conftest import start, stream_json
 
 serving = contextmanager(start)
@@ -37,7 +37,7 @@ def _metrics(base_url: str) -> dict[str, float]:
     assert response.headers["content-type"].startswith("text/plain")
     return {k.split("{")[0].removeprefix("kvlab:") + ("{" + k.split("{")[1] if "window" in k
                                                       else ""): v
-            for k, v in parse_metrics(response.text).items()}
+            for k, v in parse_prometheus(response.text).items()}
 
 
 def test_concurrent_requests_get_the_tokens_one_slot_gives(batched_url: str) -> None:

@@ -163,3 +163,33 @@ def iter_records(path: Path) -> Iterator[Record]:
 def measured(records: Iterable[Record]) -> list[Record]:
     """The records that count: warm-ups removed."""
     return [r for r in records if not r.warmup]
+
+
+GAUGES_FILE = "gauges.jsonl"
+
+
+class GaugeSample(BaseModel):
+    """What a server's ``/metrics`` said at one moment of a load point: the raw
+    Prometheus samples (``name{labels}`` -> value), stamped on the run's clock."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str
+    capacity: int
+    load: str  # the load point's label, e.g. "c=8"
+    t_ns: int  # run clock (ns since the run started) when the answer arrived
+    samples: dict[str, float]
+
+
+def read_gauges(path: Path) -> list[GaugeSample]:
+    """Every sample of a ``gauges.jsonl`` ([] when the file does not exist); a torn
+    final line from an interrupted write is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(GaugeSample.model_validate_json(line))
+        except ValueError:
+            continue
+    return out

@@ -31,7 +31,7 @@ from kvlab.bench.analysis.summaries import (
     report_order,
 )
 from kvlab.bench.analysis.validate import Violation
-from kvlab.bench.records import Record
+from kvlab.bench.records import GaugeSample, Record
 from kvlab.report import plots
 from kvlab.report.prompts import prompt_rule, prompts_body
 from kvlab.report.rundir import RunDir, compare_pairs, experiment_of, kv_checks, load_run
@@ -240,7 +240,8 @@ def _comparisons(comparisons: Sequence[PairComparison], named: bool) -> str:
     return "\n".join(parts)
 
 
-def _figures(rows: Sequence[Record], summaries: Sequence[Summary]) -> str:
+def _figures(rows: Sequence[Record], summaries: Sequence[Summary],
+             gauges: Sequence[GaugeSample] = ()) -> str:
     parts = ["<h2>Figures</h2>"]
     figures = [
         ("Phase bars", plots.phase_bars(summaries),
@@ -251,6 +252,9 @@ def _figures(rows: Sequence[Record], summaries: Sequence[Summary]) -> str:
          "Prefill grows with the prompt; ITL should stay flat with a KV cache."),
         ("Throughput against load", plots.throughput_vs_load(summaries),
          "System output tokens/s and mean e2e per load point."),
+        ("Server gauges during the load points", plots.gauges_over_time(gauges),
+         "The server's /metrics, polled every 0.25 s (gauges.jsonl): requests running "
+         "and waiting, KV blocks in use."),
     ]
     for title, png, caption in figures:
         if png is None:
@@ -321,7 +325,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _validation(evaluation, evaluation.client),
         _summaries(summaries),
         _comparisons(evaluation.pairs, named=evaluation.named_pairs),
-        _figures(rows, summaries),
+        _figures(rows, summaries, run.gauges),
         _kv_check(run.manifest),
         _peer_definitions(rows, evaluation.definitions),
         "<h2>Manifest</h2><details><summary>manifest.json</summary>"

@@ -1,6 +1,7 @@
 """Report figures as PNG bytes: phase bars, latency CDFs, latency against prompt
-length, throughput against load. Each function returns None when the run has nothing
-to draw (no server timings, a single load point, ...).
+length, throughput against load, the server's gauges against time. Each function
+returns None when the run has nothing to draw (no server timings, a single load
+point, no gauges...).
 
 Matplotlib is used through ``Figure`` objects with the Agg canvas (no pyplot state,
 no display needed). Figures are small (about 700 x 300 px) to keep report.html light.
@@ -24,7 +25,7 @@ from kvlab.bench.analysis.summaries import (
     modes_in_order,
     valid_rows,
 )
-from kvlab.bench.records import Record
+from kvlab.bench.records import GaugeSample, Record
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -201,4 +202,53 @@ def throughput_vs_load(summaries: Sequence[Summary]) -> bytes | None:
         ax.tick_params(labelsize=7)
         _style(ax)
     ax_tp.legend(fontsize=7)
+    return _png(fig)
+
+
+GAUGE_LINES = (("num_requests_running", "running"), ("num_requests_waiting", "waiting"),
+               ("kv_blocks_in_use", "KV blocks in use"))
+
+
+def _gauge(sample: GaugeSample, name: str) -> float | None:
+    """The sum over label sets of ``name`` (any prefix: kvlab:, vllm:) in a sample."""
+    values = [v for k, v in sample.samples.items()
+              if k.split("{")[0].split(":")[-1] == name]
+    return sum(values) if values else None
+
+
+def gauges_over_time(samples: Sequence[GaugeSample]) -> bytes | None:
+    """Per mode, the server's requests running and waiting and its KV blocks in use
+    against run time, with each load point's start marked. None without samples."""
+    modes = list(dict.fromkeys(s.mode for s in samples))
+    if not modes:
+        return None
+    fig = _figure(9.0, 2.2 * len(modes))
+    axes = fig.subplots(len(modes), 1, squeeze=False)[:, 0]
+    colours = _colours([label for _, label in GAUGE_LINES])
+    for ax, mode in zip(axes, modes, strict=True):
+        rows = [s for s in samples if s.mode == mode]
+        t = [s.t_ns / 1e9 for s in rows]
+        for name, label in GAUGE_LINES:
+            ys = [_gauge(s, name) for s in rows]
+            if any(y is not None for y in ys):
+                ax.step(t, [float("nan") if y is None else y for y in ys], where="post",
+                        color=colours[label], label=label, linewidth=1)
+        starts: dict[str, float] = {}
+        for s, ts in zip(rows, t, strict=True):
+            starts.setdefault(f"{s.load} @ {s.capacity}", ts)
+        for label, ts in starts.items():
+            ax.axvline(ts, color="#8c8c8c", linewidth=0.6, linestyle=":")
+            ax.annotate(label, (ts, 1.0), xycoords=("data", "axes fraction"),
+                        fontsize=6, va="top", ha="left", color="#555555")
+        ax.set_title(mode, fontsize=9)
+        ax.set_ylabel("requests / blocks", fontsize=8)
+        ax.tick_params(labelsize=7)
+        _style(ax)
+    axes[-1].set_xlabel("run time (s)", fontsize=8)
+    handles = {}
+    for ax in axes:  # one legend for every line drawn in any panel
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    axes[0].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left",
+                   bbox_to_anchor=(1.0, 1.0))
     return _png(fig)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvlab.bench.records import Record, read_records
+from kvlab.bench.records import GAUGES_FILE, GaugeSample, Record, read_gauges, read_records
 from kvlab.errors import ConfigError, KvlabError
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class RunDir:
     path: Path
     records: list[Record]
     manifest: dict[str, Any] = field(default_factory=dict)
+    gauges: list[GaugeSample] = field(default_factory=list)  # the server's /metrics
 
     @property
     def run_id(self) -> str:
@@ -65,7 +66,8 @@ def load_run(path: Path | str) -> RunDir:
         except (json.JSONDecodeError, OSError) as exc:
             raise ConfigError(f"{manifest_path}: not valid JSON ({exc})") from None
         manifest = loaded if isinstance(loaded, dict) else {}
-    return RunDir(path=path, records=records, manifest=manifest)
+    return RunDir(path=path, records=records, manifest=manifest,
+                  gauges=read_gauges(path / GAUGES_FILE))
 
 
 def load_run_or_import(path: Path | str, requested_tokens: int | None = None) -> RunDir:

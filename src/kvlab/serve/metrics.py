@@ -85,18 +85,3 @@ async def metrics(request: Request) -> Response:
     state = request.app.state.kvlab
     return Response(render_metrics(state.slot.gauges(), state.model_id),
                     media_type=CONTENT_TYPE)
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Samples of a Prometheus text body as ``{'name{labels}': value}`` (comments
-    skipped); what ``kvlab run`` records while it loads a server."""
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        key, _, value = line.rpartition(" ")
-        try:
-            samples[key] = float(value)
-        except ValueError:
-            continue
-    return samples

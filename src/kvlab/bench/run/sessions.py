@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.client.gauges import GaugeRecorder
 from kvlab.bench.plan.order import (
     Block,
     interleave,
@@ -34,7 +35,14 @@ from kvlab.bench.plan.workload import (
     load_queries,
     prepare_capacity,
 )
-from kvlab.bench.records import Outcome, Record, RecordStore, RunClock, read_records
+from kvlab.bench.records import (
+    GAUGES_FILE,
+    Outcome,
+    Record,
+    RecordStore,
+    RunClock,
+    read_records,
+)
 from kvlab.bench.run.reporter import Reporter
 from kvlab.bench.run.rundir import RunDir, now_iso
 from kvlab.bench.run.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
@@ -237,7 +245,8 @@ class Session:
                 if not record.warmup:
                     self.reporter.advance(record)
 
-            async with HarnessClient(max_connections=point.max_in_flight(n)) as pool:
+            async with HarnessClient(max_connections=point.max_in_flight(n)) as pool, \
+                    self.gauges(mode, capacity, point.label, server):
                 async def send(spec: RequestSpec) -> Record:
                     return await pool.send(endpoint, spec, self.clock)
 
@@ -249,6 +258,19 @@ class Session:
             manifest = self.run.manifest()
             manifest.setdefault("points_done", []).append([mode.name, capacity, point.label])
             self.run.write_manifest(manifest)
+
+    @asynccontextmanager
+    async def gauges(self, mode: Mode, capacity: int, load: str, server: Any | None
+                     ) -> AsyncIterator[None]:
+        """Poll the launched server's ``/metrics`` into gauges.jsonl while a load point
+        runs (nothing for an external endpoint, or a server without ``/metrics``)."""
+        url = getattr(server, "base_url", None)
+        if not isinstance(url, str):
+            yield
+            return
+        async with GaugeRecorder(url, self.run.path / GAUGES_FILE, self.clock,
+                                 mode=mode.name, capacity=capacity, load=load):
+            yield
 
     def died(self, mode: Mode, capacity: int, server: Any) -> str:
         """The one-line reason a managed server stopped mid-run (its signal, if any)."""
