@@ -26,7 +26,7 @@ from typing import Any
 
 from kvlab.serve.api_errors import invalid_request
 from kvlab.serve.params import GenParams
-from kvlab.serve.slot import Finished, TokenEvent
+from kvlab.serve.slot import Finished, TokenEvent, relay
 from kvlab.serve.source import ModelSource
 
 
@@ -159,13 +159,8 @@ class BatchingSlot:
             stop_ids=() if params.ignore_eos else self.eos_ids, on_token=job.on_token)
         self._inbox.put(job)
         try:
-            while True:
-                item = await events.get()
-                if isinstance(item, BaseException):
-                    raise item
+            async for item in relay(events):
                 yield item
-                if isinstance(item, Finished):
-                    return
         finally:
             job.request.cancelled = True  # a no-op once it ended
 

@@ -81,6 +81,20 @@ class Finished:
     timings: Timings = field(default_factory=Timings)
 
 
+async def relay(
+    queue: asyncio.Queue[TokenEvent | Finished | BaseException],
+) -> AsyncIterator[TokenEvent | Finished]:
+    """What a worker thread put in ``queue``, up to the Finished; an exception it put
+    is raised here, in the request's handler."""
+    while True:
+        item = await queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+        if isinstance(item, Finished):
+            return
+
+
 class Slot:
     """One model, one worker thread; :meth:`generate` streams one request at a time.
 
@@ -188,13 +202,8 @@ class Slot:
         self._count(waiting=1)
         self._worker.submit(work)
         try:
-            while True:
-                item = await queue.get()
-                if isinstance(item, BaseException):
-                    raise item
+            async for item in relay(queue):
                 yield item
-                if isinstance(item, Finished):
-                    return
         finally:
             cancel.set()
 
