@@ -121,16 +121,20 @@ class Scheduler:
         return max(blocks_needed(n_tokens, w, self.pool.block_size, self.token_budget)
                    for w in self.pool.windows)
 
-    def submit(self, request: Request) -> Request:
-        """Queue ``request``; RequestTooLarge if it cannot fit the pool even alone."""
-        check_request(self.model, request.prompt, request.max_new_tokens)
-        needed = self.blocks_for(len(request.prompt), request.max_new_tokens)
+    def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
+        """RequestTooLarge if such a request cannot fit the pool even alone."""
+        needed = self.blocks_for(n_prompt, max_new_tokens)
         if needed > self.pool.n_blocks:
             raise RequestTooLarge(
                 f"the request needs {needed} KV blocks of {self.pool.block_size} tokens, "
                 f"the pool has {self.pool.n_blocks}; shorten the prompt or max tokens, "
                 "or give the server more blocks"
             )
+
+    def submit(self, request: Request) -> Request:
+        """Queue ``request``; RequestTooLarge if it cannot fit the pool even alone."""
+        check_request(self.model, request.prompt, request.max_new_tokens)
+        self.check_fits(len(request.prompt), request.max_new_tokens)
         request.id = next(self._ids)
         if request.max_new_tokens == 0:
             request.stop_type = "limit"

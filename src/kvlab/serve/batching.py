@@ -128,13 +128,12 @@ class BatchingSlot:
 
     def check_fits(self, prompt_ids: list[int], params: GenParams) -> None:
         """400 before any work when the request could never fit the KV pool."""
-        needed = self.scheduler.blocks_for(len(prompt_ids), self.limit(len(prompt_ids),
-                                                                       params))
-        if needed > self.batch.n_blocks:
-            raise invalid_request(
-                f"the request needs {needed} KV blocks of {self.batch.block_size} tokens, "
-                f"the pool has {self.batch.n_blocks}; shorten the prompt or n_predict"
-            )
+        from kvlab.engine.scheduler import RequestTooLarge
+
+        try:
+            self.scheduler.check_fits(len(prompt_ids), self.limit(len(prompt_ids), params))
+        except RequestTooLarge as exc:
+            raise invalid_request(str(exc)) from None
 
     async def generate(
         self, prompt_ids: list[int], params: GenParams
@@ -143,7 +142,6 @@ class BatchingSlot:
         from kvlab.engine.generate import make_sampler
         from kvlab.engine.scheduler import Request
 
-        self.check_fits(prompt_ids, params)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[TokenEvent | Finished | BaseException] = asyncio.Queue()
 
