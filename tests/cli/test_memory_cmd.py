@@ -159,3 +159,8 @@ def test_paged_lengths_from_a_runs_records(monkeypatch, capsys, tmp_path):
     assert doc["max_seqs_contiguous"] == 1
     # Paged: 20 + 9 blocks of 16 tokens = 1,781,760 B; a third (313 again) does not fit.
     assert doc["max_seqs_paged"] == 2
+
+
+def test_a_budget_must_be_positive(monkeypatch, capsys):
+    code, _, err = run(monkeypatch, capsys, "-p", "toy", "--paged", "16", "--budget-mib", "-1")
+    assert code == 2 and "--budget-mib must be positive, got -1" in err

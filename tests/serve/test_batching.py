@@ -109,3 +109,8 @@ def test_batching_needs_the_kv_cache() -> None:
         create_app(ServeSettings(slots=4, use_cache=False))
     with pytest.raises(ConfigError, match="--kv-blocks must be >= 1"):
         create_app(ServeSettings(kv_blocks=0))
+
+
+def test_zero_slots_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--slots must be >= 1, got 0"):
+        create_app(ServeSettings(slots=0))

@@ -94,8 +94,10 @@ def memory(
     if paged is not None and llamacpp:
         raise ConfigError("--paged predicts kvlab's and vLLM's block pool; drop --llamacpp")
     shapes = _load_shapes(preset or [], config or [], gguf or [])
-    if (records or budget_mib) and paged is None:
+    if (records or budget_mib is not None) and paged is None:
         raise ConfigError("--records and --budget-mib go with --paged BLOCK")
+    if budget_mib is not None and budget_mib <= 0:
+        raise ConfigError(f"--budget-mib must be positive, got {budget_mib:g}")
     lengths = parse_seqs(seqs, paged is not None)
     from_records = lengths_from_records(records, context) if records else {}
     n_seqs = len(lengths) if lengths else int(seqs)

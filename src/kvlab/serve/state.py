@@ -93,6 +93,8 @@ class ServerState:
     def __init__(self, settings: ServeSettings) -> None:
         if settings.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {settings.threads}")
+        if settings.slots < 1:
+            raise ConfigError(f"--slots must be >= 1, got {settings.slots}")
         self.settings = settings
         self.source = resolve_source(settings.preset, settings.model, settings.dtype,
                                      settings.weights_seed)
