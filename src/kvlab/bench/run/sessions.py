@@ -48,6 +48,7 @@ from kvlab.bench.run.rundir import RunDir, now_iso
 from kvlab.bench.run.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
 from kvlab.errors import RunInterrupted
 from kvlab.experiment import Experiment, Mode
+from kvlab.servers.base import Server
 
 
 def queries_of(experiment: Experiment) -> list[Any]:
@@ -144,7 +145,8 @@ class Session:
     @asynccontextmanager
     async def server_up(self, mode: Mode, capacity: int, store: RecordStore,
                         client: HarnessClient
-                        ) -> AsyncIterator[tuple[Endpoint, dict[str, PreparedPrompt], Any]]:
+                        ) -> AsyncIterator[tuple[Endpoint, dict[str, PreparedPrompt],
+                                                 Server | None]]:
         """Start the mode's server, check it, prepare prompts and warm up; stop it and
         record it in the manifest on the way out."""
         server = make_server(self.experiment, mode, capacity, self.attach)
@@ -222,7 +224,7 @@ class Session:
 
     async def measure_points(self, mode: Mode, capacity: int, store: RecordStore,
                              endpoint: Endpoint, prompts: dict[str, PreparedPrompt],
-                             server: Any | None) -> None:
+                             server: Server | None) -> None:
         """Each load point not completed yet, whole (a partial point reruns entirely;
         its new rows supersede the earlier attempt's)."""
         from kvlab.bench.plan.schedule import run_point
@@ -253,28 +255,27 @@ class Session:
                 records = await run_point(point, specs, send, self.clock, landed)
             self.reporter.end(f"{mode.name} {point.label}", capacity)
             if any(r.outcome != Outcome.OK for r in records) and server is not None \
-                    and hasattr(server, "is_alive") and not server.is_alive():
+                    and not server.is_alive():
                 raise ServerDied(self.died(mode, capacity, server))
             manifest = self.run.manifest()
             manifest.setdefault("points_done", []).append([mode.name, capacity, point.label])
             self.run.write_manifest(manifest)
 
     @asynccontextmanager
-    async def gauges(self, mode: Mode, capacity: int, load: str, server: Any | None
+    async def gauges(self, mode: Mode, capacity: int, load: str, server: Server | None
                      ) -> AsyncIterator[None]:
         """Poll the launched server's ``/metrics`` into gauges.jsonl while a load point
         runs (nothing for an external endpoint, or a server without ``/metrics``)."""
-        url = getattr(server, "base_url", None)
-        if not isinstance(url, str):
+        if server is None:
             yield
             return
-        async with GaugeRecorder(url, self.run.path / GAUGES_FILE, self.clock,
+        async with GaugeRecorder(server.base_url, self.run.path / GAUGES_FILE, self.clock,
                                  mode=mode.name, capacity=capacity, load=load):
             yield
 
-    def died(self, mode: Mode, capacity: int, server: Any) -> str:
+    def died(self, mode: Mode, capacity: int, server: Server) -> str:
         """The one-line reason a managed server stopped mid-run (its signal, if any)."""
-        how = getattr(server, "exit_description", lambda: None)() or "exited"
+        how = server.exit_description() or "exited"
         return (f"{mode.name} @ {capacity}: the server {how} mid-run "
                 f"(log {self.run.log_path(mode.name, capacity)})")
 
@@ -297,7 +298,7 @@ class Session:
 
     async def send(self, client: HarnessClient, endpoint: Endpoint, mode: Mode, capacity: int,
                    prompt: PreparedPrompt, repetition: int, store: RecordStore,
-                   server: Any | None, warmup: bool = False) -> None:
+                   server: Server | None, warmup: bool = False) -> None:
         spec = self.spec(mode, capacity, prompt, repetition, self.position, warmup)
         record = await client.send(endpoint, spec, self.clock)
         store.append(record)
@@ -305,12 +306,13 @@ class Session:
         self.written += 1
         if not warmup:
             self.reporter.advance(record)
-        if (record.outcome != Outcome.OK and server is not None
-                and hasattr(server, "is_alive") and not server.is_alive()):
+        if record.outcome != Outcome.OK and server is not None and not server.is_alive():
             raise ServerDied(self.died(mode, capacity, server))
 
     async def run_modes(self, modes: list[Mode]) -> None:
-        choice = resolve_order(self.experiment.order, {m.name: m.server for m in modes})
+        choice = resolve_order(self.experiment.order, {m.name: m.server for m in modes},
+                               alone={m.server: m.settings.program for m in modes
+                                      if not m.settings.interleaves})
         blocks = plan_blocks([m.name for m in modes],
                              {m.name: self.experiment.capacities(m) for m in modes}, choice.used)
         order = [(b.mode, b.capacity) for b in blocks]
