@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kvlab.bench.store.rundir import load_run
 from kvlab.report.html import render_html, write_html
-from kvlab.report.rundir import load_run
 from kvlab.servers.kvlog import LoggedKvCache, PredictedKvCache, build_check
 from tests.report.synthetic_runs import make_row, two_mode_rows, write_run
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from kvlab.bench.store.rundir import load_run
 from kvlab.report.html import render_html
 from kvlab.report.peer_definitions import TITLE, definitions_markdown, section_body
-from kvlab.report.rundir import load_run
 from tests.report.synthetic_runs import make_row, two_mode_rows, write_run
 
 

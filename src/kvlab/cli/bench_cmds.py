@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from kvlab.cli._app import app, console, err_console, print_json
 
+if TYPE_CHECKING:
+    from kvlab.bench.analysis.evaluate import Evaluation
+    from kvlab.bench.run.reporter import Reporter
 
-def _reporter(quiet: bool) -> Any:
+
+def _reporter(quiet: bool) -> Reporter:
     from kvlab.cli.progress import make_reporter
 
     return make_reporter(quiet, err_console)
 
 
-def _print_load(evaluation: Any) -> None:
+def _print_load(evaluation: Evaluation) -> None:
     """Per load point: achieved rate, send lag, throughput, goodput, slip flag."""
     from rich.table import Table
 
     from kvlab.report.markdown import fmt
 
-    points = [p for p in evaluation.extra.get("load", []) if p["kind"] != "sequential"]
+    points = [p for p in evaluation.load if p.kind != "sequential"]
     if not points:
         return
     table = Table(title="load: rates in req/s (drawn: the arrivals' own rate); "
@@ -31,12 +35,12 @@ def _print_load(evaluation: Any) -> None:
               "req/s", "tok/s", "goodput", "schedule"]:
         table.add_column(k, justify="left" if k in ("mode", "load", "schedule") else "right",
                          no_wrap=True)
-    rows = [[p["mode"], str(p["capacity"]), p["load"], f"{p['ok']}/{p['requests']}",
-             fmt(p["target_rate"]),
-             fmt(p["scheduled_rate"]) if p["kind"] == "rate" else "—", fmt(p["achieved_rate"]),
-             fmt(p["send_lag_ms"]["p50"], 3), fmt(p["send_lag_ms"]["p99"], 3),
-             fmt(p["request_throughput"]), fmt(p["output_tokens_per_s"], 1),
-             fmt(p["goodput"]), "SLIPPED" if p["slipped"] else "kept"] for p in points]
+    rows = [[p.mode, str(p.capacity), p.load or "", f"{p.ok}/{p.requests}",
+             fmt(p.target_rate),
+             fmt(p.scheduled_rate) if p.kind == "rate" else "—", fmt(p.achieved_rate),
+             fmt(p.send_lag_ms["p50"], 3), fmt(p.send_lag_ms["p99"], 3),
+             fmt(p.request_throughput), fmt(p.output_tokens_per_s, 1),
+             fmt(p.goodput), "SLIPPED" if p.slipped else "kept"] for p in points]
     for column, values in zip(table.columns, zip(*rows, strict=True), strict=False):
         column.min_width = max(len(v) for v in [str(column.header), *values])
     for row in rows:
@@ -45,7 +49,7 @@ def _print_load(evaluation: Any) -> None:
     console.print(table, width=max(console.width, width), crop=False)
 
 
-def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
+def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
     from rich.table import Table
 
     from kvlab.report.markdown import (
@@ -90,10 +94,10 @@ def _print_evaluation(evaluation: Any, run_dir: Path) -> None:
     _print_load(evaluation)
     console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
                   f"(details in {run_dir / 'report.md'})", highlight=False)
-    client = evaluation.extra.get("client_check")
-    if client:
-        style = "bold yellow" if client["status"] == "saturated" else None
-        console.print(("warning: " if style else "") + client["text"], style=style,
+    client = evaluation.client
+    if client is not None:
+        style = "bold yellow" if client.status == "saturated" else None
+        console.print(("warning: " if style else "") + client.text, style=style,
                       highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
     html = run_dir / "report.html"

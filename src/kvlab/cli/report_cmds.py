@@ -18,7 +18,7 @@ def report(
 ) -> None:
     """Rebuild report.md (and evaluation.json) from the records; optionally HTML and CSV."""
     from kvlab.bench.run.runner import evaluate_run
-    from kvlab.report.rundir import load_run
+    from kvlab.bench.store.rundir import load_run
 
     load_run(run_dir)  # one-line error for a folder that is not a run
     evaluation = evaluate_run(run_dir)
@@ -56,8 +56,8 @@ def compare(
     from rich import box
     from rich.table import Table
 
+    from kvlab.bench.store.rundir import load_run_or_import
     from kvlab.report.compare_runs import compare_runs
-    from kvlab.report.rundir import load_run_or_import
     from kvlab.report.verdicts import comparison_rows, load_label
 
     result = compare_runs(load_run_or_import(run_a, requested_tokens),

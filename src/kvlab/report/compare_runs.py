@@ -17,8 +17,8 @@ from typing import Any
 from kvlab.bench.analysis.comparisons import PairComparison, compare_rows
 from kvlab.bench.analysis.summaries import current_rows, groups, modes_in_order
 from kvlab.bench.records import Record
+from kvlab.bench.store.rundir import RunDir
 from kvlab.errors import ValidationFailure
-from kvlab.report.rundir import RunDir
 from kvlab.report.verdicts import comparisons_markdown
 
 

@@ -22,11 +22,11 @@ from kvlab.bench.analysis.summaries import (
     Summary,
     current_rows,
     report_order,
-    summarize_run,
 )
 from kvlab.bench.analysis.validate import check_row
 from kvlab.bench.records import Record
-from kvlab.report.rundir import load_run
+from kvlab.bench.store.evaluation import evaluate_run_dir
+from kvlab.bench.store.rundir import load_run
 
 RECORDS_CSV = "records.csv"
 SUMMARIES_CSV = "summaries.csv"
@@ -108,14 +108,15 @@ def _write(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -
 def write_csvs(run_dir: Path | str, *, resamples: int = 2000,
                evaluation: Evaluation | None = None) -> list[Path]:
     """Write records.csv and summaries.csv into the run directory; return their paths.
-    ``evaluation``: the run's, when the caller has it (else summaries are built)."""
+    ``evaluation``: the run's, when the caller has it (else the run is evaluated, by
+    :func:`~kvlab.bench.store.evaluation.evaluate_run_dir`)."""
     run = load_run(run_dir)
+    if evaluation is None:
+        evaluation = evaluate_run_dir(run, resamples=resamples)
     current = {id(r) for r in current_rows(run.records)}
     records = [record_row(r, superseded=not r.warmup and id(r) not in current)
                for r in run.records]
-    found = (report_order(evaluation.summaries) if evaluation is not None
-             else summarize_run(run.records, resamples=resamples))
-    summaries = [summary_row(s) for s in found]
+    summaries = [summary_row(s) for s in report_order(evaluation.summaries)]
     return [
         _write(run.path / RECORDS_CSV, RECORD_COLUMNS, records),
         _write(run.path / SUMMARIES_CSV, SUMMARY_COLUMNS, summaries),

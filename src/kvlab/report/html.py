@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -20,21 +20,21 @@ from typing import Any
 import kvlab
 from kvlab.bench.analysis.comparisons import PairComparison
 from kvlab.bench.analysis.definitions import Cell
-from kvlab.bench.analysis.evaluate import Evaluation, evaluate
-from kvlab.bench.analysis.saturation import ClientCheck, client_check, load_calibration
+from kvlab.bench.analysis.evaluate import Evaluation
+from kvlab.bench.analysis.saturation import ClientCheck
 from kvlab.bench.analysis.summaries import (
     EXTRA_DEFINITIONS,
     ROW_METRICS,
     Summary,
     current_rows,
-    modes_in_order,
     report_order,
 )
 from kvlab.bench.analysis.validate import Violation
 from kvlab.bench.records import GaugeSample, Record
+from kvlab.bench.store.evaluation import evaluate_run_dir
+from kvlab.bench.store.rundir import RunDir, load_run
 from kvlab.report import plots
 from kvlab.report.prompts import prompt_rule, prompts_body
-from kvlab.report.rundir import RunDir, compare_pairs, experiment_of, kv_checks, load_run
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
 
 HTML_FILE = "report.html"
@@ -102,7 +102,7 @@ def _markdown_block(text: str) -> str:
 
 def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
     parts = ["<h2>Protocol</h2>"]
-    experiment = experiment_of(run)
+    experiment = run.known_experiment
     if experiment is not None:
         w, p = experiment.workload, experiment.protocol
         parts.append(f"<p>Experiment <b>{escape(experiment.name)}</b>. "
@@ -162,15 +162,6 @@ def _validation(evaluation: Evaluation, check: ClientCheck | None) -> str:
     else:
         parts.append("<p>No row or pair was refused.</p>")
     return "\n".join(parts)
-
-
-def _client_check(run: RunDir, records: Sequence[Record]) -> ClientCheck | None:
-    """Was the client near its calibrated limit? (None when the calibration is unreadable)"""
-    calibration = run.manifest.get("calibration") or load_calibration()
-    try:
-        return client_check(records, calibration)
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _summaries(summaries: Sequence[Summary]) -> str:
@@ -263,6 +254,28 @@ def _figures(rows: Sequence[Record], summaries: Sequence[Summary],
     return "\n".join(parts)
 
 
+def kv_checks(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every non-empty ``kv_check`` found in the manifest, with where it was found.
+
+    The llama.cpp server facts carry one per server; we search the whole manifest so
+    the report does not depend on where the runner nests those facts.
+    """
+    return list(_find_key(manifest, "kv_check", ""))
+
+
+def _find_key(node: Any, key: str, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        for name, value in node.items():
+            here = f"{where}.{name}" if where else str(name)
+            if name == key and isinstance(value, dict) and value:
+                yield where or "manifest", value
+            else:
+                yield from _find_key(value, key, here)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _find_key(item, key, f"{where}[{i}]")
+
+
 def _kv_check(manifest: dict[str, Any]) -> str:
     found = kv_checks(manifest)
     if not found:
@@ -282,8 +295,8 @@ def _kv_check(manifest: dict[str, Any]) -> str:
 
 def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     """How the prompts were sized and what the server counted (report.md's section)."""
-    experiment = experiment_of(run)
-    body = prompts_body(run.manifest, rows, experiment.workload.prompt_fraction) \
+    experiment = run.known_experiment
+    body = prompts_body(run.manifest(), rows, experiment.workload.prompt_fraction) \
         if experiment is not None else ""
     return f"<h2>Prompts</h2>\n{_markdown_block(body)}" if body else ""
 
@@ -295,26 +308,17 @@ def _peer_definitions(rows: Sequence[Record], found: Sequence[Cell]) -> str:
     return f"<h2>{escape(TITLE)}</h2>\n" + _markdown_block(section_body(rows, found=found))
 
 
-def evaluation_of(run: RunDir, *, resamples: int = 2000) -> Evaluation:
-    """The run's evaluation, for a report rendered without one at hand."""
-    experiment = experiment_of(run)
-    modes = ([m.name for m in experiment.modes] if experiment is not None
-             else modes_in_order(run.records))
-    evaluation = evaluate(run.records, compare_pairs(run) or [], run_id=run.run_id,
-                          mode_order=modes, resamples=resamples)
-    evaluation.client = _client_check(run, run.records)
-    return evaluation
-
-
 def render_html(run: RunDir, *, resamples: int = 2000,
                 evaluation: Evaluation | None = None) -> str:
     """The whole report as one HTML document (no external resource), rendered from
-    ``evaluation`` (built from the run's records when None)."""
+    ``evaluation``: the run's (:func:`~kvlab.bench.store.evaluation.evaluate_run_dir`,
+    the one evaluation of a run directory, when None)."""
     if evaluation is None:
-        evaluation = evaluation_of(run, resamples=resamples)
+        evaluation = evaluate_run_dir(run, resamples=resamples)
     rows = current_rows(run.records)
     summaries = report_order(evaluation.summaries)
-    manifest_json = json.dumps(run.manifest, indent=2, default=str)
+    manifest = run.manifest()
+    manifest_json = json.dumps(manifest, indent=2, default=str)
     body = "\n".join([
         f"<h1>kvlab run <code>{escape(run.run_id)}</code></h1>",
         f"<p class=muted>Rebuilt from {escape(str(run.path))} by kvlab "
@@ -326,7 +330,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _summaries(summaries),
         _comparisons(evaluation.pairs, named=evaluation.named_pairs),
         _figures(rows, summaries, run.gauges),
-        _kv_check(run.manifest),
+        _kv_check(manifest),
         _peer_definitions(rows, evaluation.definitions),
         "<h2>Manifest</h2><details><summary>manifest.json</summary>"
         f"<pre>{escape(manifest_json)}</pre></details>",
@@ -339,7 +343,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
 def write_html(run_dir: Path | str, *, resamples: int = 2000,
                evaluation: Evaluation | None = None) -> Path:
     """Write ``report.html`` into the run directory; return its path. ``evaluation``:
-    the run's, when the caller has it (else it is built from the records)."""
+    the run's, when the caller has it (else :func:`render_html` evaluates the run)."""
     run = load_run(run_dir)
     path = run.path / HTML_FILE
     path.write_text(render_html(run, resamples=resamples, evaluation=evaluation),
@@ -347,4 +351,4 @@ def write_html(run_dir: Path | str, *, resamples: int = 2000,
     return path
 
 
-__all__ = ["HTML_FILE", "evaluation_of", "render_html", "write_html"]
+__all__ = ["HTML_FILE", "kv_checks", "render_html", "write_html"]

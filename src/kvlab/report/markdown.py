@@ -6,9 +6,11 @@ from records.jsonl) or from the manifest; nothing is measured here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kvlab.bench.analysis.evaluate import METRIC_DEFINITIONS, Evaluation
+from kvlab.bench.analysis.load import LoadSummary
 from kvlab.bench.analysis.saturation import ClientCheck
 from kvlab.experiment import Experiment
 from kvlab.report.prompts import prompt_rule
@@ -179,7 +181,7 @@ def manifest_queries(manifest: dict[str, Any], default: int) -> int:
     return int(manifest.get("queries", default))
 
 
-def load_markdown(summaries: list[Any]) -> str:
+def load_markdown(summaries: Sequence[LoadSummary]) -> str:
     """The "Load" section: one row per (mode, capacity, load) from bench.analysis.load summaries."""
     if not any(s.kind != "sequential" for s in summaries):
         return ""

@@ -9,22 +9,32 @@ Every number comes from the run's records through one view: rows are validated
 (mode, capacity, load) becomes one :class:`~kvlab.bench.analysis.summaries.Summary`
 and each pair of modes one :class:`~kvlab.bench.analysis.comparisons.PairComparison`
 (ratios with intervals and verdicts). The strict :class:`Comparison` of the
-experiment's ``compare`` pairs reads those summaries. report.md and report.html render
-this :class:`Evaluation`; they compute nothing of their own.
+experiment's ``compare`` pairs reads those summaries. The same :func:`evaluate` also
+gives what each load point achieved (:mod:`kvlab.bench.analysis.load`), whether the
+client was near its limit (:mod:`kvlab.bench.analysis.saturation`) and the cells under
+other tools' definitions (:mod:`kvlab.bench.analysis.definitions`): one complete, typed
+:class:`Evaluation`. evaluation.json, report.md, report.html, the CSV files and the
+CLI's tables render it; they compute nothing of their own.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
-from kvlab.bench.analysis.definitions import Cell, cells
-from kvlab.bench.analysis.load import load_order
-from kvlab.bench.analysis.saturation import ClientCheck
+from kvlab.bench.analysis.definitions import Cell, cells, evaluation_block
+from kvlab.bench.analysis.load import (
+    DEFAULT_SLIP_THRESHOLD_MS,
+    LoadSummary,
+    Slo,
+    load_order,
+    load_summaries,
+)
+from kvlab.bench.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.bench.analysis.summaries import (
     Summary,
     current_rows,
@@ -36,10 +46,14 @@ from kvlab.bench.analysis.validate import Violation, check_rows
 from kvlab.bench.records import Record
 
 __all__ = [
-    "METRIC_DEFINITIONS", "Comparison", "Evaluation", "Summary", "compare", "current_rows",
-    "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize",
+    "METRIC_DEFINITIONS", "SCHEMA_VERSION", "Comparison", "Evaluation", "Summary", "compare",
+    "current_rows", "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize",
     "write_evaluation",
 ]
+
+# evaluation.json's layout: raised when a field is removed or changes meaning (fields
+# are only ever added within one version).
+SCHEMA_VERSION = 1
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "e2e_ms": "end - sent: the client's whole wait for one request",
@@ -141,7 +155,7 @@ def compare(a: Summary, b: Summary, pair_violations: list[Violation],
 
 @dataclass
 class Evaluation:
-    """The one view of a run: what evaluation.json holds and report.md/.html render.
+    """The one view of a run: what evaluation.json holds and every report renders.
 
     ``pairs`` are the interval comparisons: of the experiment's ``compare`` pairs, or of
     every pair of modes when it names none (``named_pairs`` False)."""
@@ -152,14 +166,26 @@ class Evaluation:
     violations: list[Violation]
     summaries: list[Summary]
     comparisons: list[Comparison]
-    extra: dict[str, Any] = field(default_factory=dict)  # load, order, repeat_aa (runner)
     pairs: list[PairComparison] = field(default_factory=list)
     named_pairs: bool = True
-    client: ClientCheck | None = None  # the client-load check (set by the runner)
+    client: ClientCheck | None = None  # was the client near its calibrated limit?
     definitions: list[Cell] = field(default_factory=list)  # under every tool's definitions
+    load: list[LoadSummary] = field(default_factory=list)  # what each load point achieved
+    order: dict[str, Any] | None = None  # the run order used (bench.plan.order)
+    repeat_aa: str | None = None  # the mode measured twice, for an A/A run
+    definition_sets: tuple[str, ...] = ()  # other tools' sets evaluation.json keeps
+    schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.extra, **{
+        """evaluation.json."""
+        head: dict[str, Any] = {"schema_version": self.schema_version,
+                                "load": [s.to_dict() for s in self.load], "order": self.order}
+        if self.repeat_aa:
+            head["repeat_aa"] = self.repeat_aa
+        if self.client is not None:
+            head["client_check"] = {"status": self.client.status, "text": self.client.text}
+        head["definitions"] = evaluation_block((), self.definition_sets, self.definitions)
+        return {**head, **{
             "run_id": self.run_id,
             "experiment": self.experiment,
             "metric_definitions": METRIC_DEFINITIONS,
@@ -197,17 +223,30 @@ def evaluate(
     mode_order: Sequence[str] = (),
     *,
     resamples: int = 2000,
+    slo: Slo | None = None,
+    slip_threshold_ms: float = DEFAULT_SLIP_THRESHOLD_MS,
+    calibration: Calibration | Mapping[str, Any] | None = None,
+    definition_sets: Sequence[str] = (),
+    order: Mapping[str, Any] | None = None,
+    repeat_aa: str | None = None,
 ) -> Evaluation:
-    """Validate, summarize per (mode, capacity, load) and compare each pair at every
-    (capacity, load) both modes measured (every pair of modes when ``compare_pairs``
-    is empty; only named pairs get a strict :class:`Comparison`)."""
+    """The complete evaluation of a run's records.
+
+    Validate, summarize per (mode, capacity, load) and compare each pair at every
+    (capacity, load) both modes measured (every pair of modes when ``compare_pairs`` is
+    empty; only named pairs get a strict :class:`Comparison`); summarize each load point
+    against ``slo`` and ``slip_threshold_ms`` (ms); check the client's load against
+    ``calibration`` (None: uncalibrated); cells under every tool's definitions
+    (``definition_sets``: the other tools' sets evaluation.json keeps). ``order`` and
+    ``repeat_aa`` are the run's, kept as they are.
+    """
     rows = current_rows(records)
     violations = check_rows(rows)
     refused_keys = {v.row_key for v in violations}
-    order = {m: i for i, m in enumerate(mode_order)}
+    rank = {m: i for i, m in enumerate(mode_order)}
     summaries = sorted(
         (summarize_group(key, group, resamples=resamples) for key, group in groups(rows).items()),
-        key=lambda s: (order.get(s.mode, len(order)), s.mode, s.capacity, load_order(s.load)),
+        key=lambda s: (rank.get(s.mode, len(rank)), s.mode, s.capacity, load_order(s.load)),
     )
     pairs = compare_run(rows, list(compare_pairs) or None, resamples=resamples)
     by_pair = {(p.mode_a, p.mode_b, p.capacity, p.load): p for p in pairs}
@@ -230,9 +269,16 @@ def evaluate(
         "superseded": sum(1 for r in records if not r.warmup) - len(rows),
         "refused_rows": len(refused_keys),
     }
-    return Evaluation(run_id, experiment, counts, violations + pair_violations, summaries,
-                      comparisons, pairs=pairs, named_pairs=bool(compare_pairs),
-                      definitions=cells(rows))
+    return Evaluation(
+        run_id, experiment, counts, violations + pair_violations, summaries, comparisons,
+        pairs=pairs, named_pairs=bool(compare_pairs),
+        client=client_check(records, calibration),
+        definitions=cells(rows),
+        load=load_summaries(records, slo, slip_threshold_ms),
+        order=dict(order) if order is not None else None,
+        repeat_aa=repeat_aa,
+        definition_sets=tuple(definition_sets),
+    )
 
 
 def write_evaluation(evaluation: Evaluation, path: Path) -> None:

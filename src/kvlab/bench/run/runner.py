@@ -33,12 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.analysis.evaluate import Evaluation, evaluate, write_evaluation
+from kvlab.bench.analysis.evaluate import Evaluation, write_evaluation
 from kvlab.bench.plan.workload import BUILTIN_QUERIES
 from kvlab.bench.run.reporter import Reporter, SilentReporter
 from kvlab.bench.run.rundir import create_run
 from kvlab.bench.run.sessions import Session, drive, queries_of
 from kvlab.bench.run.targets import Attach, attach_plan, endpoint_for, make_server
+from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import PREPARED_FILE, RunDir
 from kvlab.bench.store.state import NoLaunch
 from kvlab.errors import ConfigError, EndpointError
@@ -257,50 +258,11 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation
 
     ``definitions``: other tools' definition sets (bench.analysis.definitions) that
     evaluation.json keeps beside kvlab's; report.md always shows every set."""
-    from kvlab.bench.analysis.definitions import evaluation_block
-    from kvlab.bench.analysis.load import Slo, load_summaries
-    from kvlab.bench.analysis.saturation import client_check, load_calibration
-    from kvlab.report.markdown import (
-        aa_markdown,
-        client_markdown,
-        kv_check_markdown,
-        load_markdown,
-        order_markdown,
-        render_report,
-    )
-    from kvlab.report.peer_definitions import definitions_markdown
-    from kvlab.report.prompts import prompts_markdown
-    from kvlab.report.verdicts import pairs_markdown
+    from kvlab.report.document import write_document
 
     run = RunDir.open(run_dir)
-    experiment = run.experiment()
-    records = run.records
-    evaluation = evaluate(
-        records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
-        mode_order=[m.name for m in experiment.modes],
-    )
-    summaries = load_summaries(records, Slo(**experiment.slo.model_dump()),
-                               experiment.load.slip_threshold_ms)
-    manifest = run.state.to_json()
-    evaluation.extra["load"] = [s.to_dict() for s in summaries]
-    evaluation.extra["order"] = manifest.get("order")
-    if manifest.get("repeat_aa"):
-        evaluation.extra["repeat_aa"] = manifest["repeat_aa"]
-    client = client_check(records, manifest.get("calibration") or load_calibration())
-    evaluation.client = client
-    evaluation.extra["client_check"] = {"status": client.status, "text": client.text}
-    evaluation.extra["definitions"] = evaluation_block(records, definitions,
-                                                       evaluation.definitions)
+    experiment = run.experiment()  # a damaged experiment.toml is refused here
+    evaluation = evaluate_run_dir(run, definitions)
     write_evaluation(evaluation, run.evaluation_path)
-    report = render_report(evaluation, experiment, manifest,
-                           intervals=pairs_markdown(evaluation.pairs, evaluation.named_pairs))
-    report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction)
-    report += order_markdown(manifest.get("order"))
-    report += load_markdown(summaries)
-    report += client_markdown(client)
-    report += kv_check_markdown(manifest)
-    report += definitions_markdown(records, found=evaluation.definitions)
-    if manifest.get("repeat_aa"):
-        report += aa_markdown(evaluation, manifest["repeat_aa"])
-    run.report_path.write_text(report, encoding="utf-8")
+    write_document(run, experiment, evaluation)
     return evaluation

@@ -27,9 +27,9 @@ class _Facts(BaseModel):
 class ServerEntry(_Facts):
     """One server's time in the run: a (mode, capacity) up, then stopped."""
 
-    mode: str
-    capacity: int
-    started: str  # local wall-clock time (ISO 8601)
+    mode: str = ""
+    capacity: int = 0
+    started: str | None = None  # local wall-clock time (ISO 8601)
     facts: dict[str, Any] | None = None  # the Server's facts(); None: an external endpoint
     stopped: str | None = None
 
@@ -37,10 +37,11 @@ class ServerEntry(_Facts):
 class SessionEntry(_Facts):
     """One invocation of the runner (a run, or each resume)."""
 
-    started: str
-    modes: list[str]
-    order: list[tuple[str, int]]  # (mode, capacity) blocks in the order measured
-    run_order: dict[str, Any]  # bench.plan.order.OrderChoice.to_dict() and the sequence
+    started: str | None = None
+    modes: list[str] = Field(default_factory=list)
+    order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
+    # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
+    run_order: dict[str, Any] = Field(default_factory=dict)
     stopped: str | None = None
 
 
@@ -81,7 +82,12 @@ class RunState(_Facts):
     def to_json(self) -> dict[str, Any]:
         """The manifest as JSON data; optional keys appear once set."""
         unset = {k for k in (*_OPTIONAL, "imported_from") if getattr(self, k) is None}
-        return self.model_dump(mode="json", exclude=unset)
+        data = self.model_dump(mode="json", exclude=unset)
+        # an entry's keys appear once known (a session's "stopped" once it stopped)
+        data["servers"] = [e.model_dump(mode="json", exclude_none=True) for e in self.servers]
+        data["sessions"] = [e.model_dump(mode="json", exclude_none=True)
+                            for e in self.sessions]
+        return data
 
     def dumps(self) -> str:
         """``manifest.json``'s text."""
