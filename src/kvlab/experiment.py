@@ -11,6 +11,7 @@ Example::
     name = "quickstart"
     [workload]
     queries = 8                 # the first 8 built-in queries (or queries_file = "q.jsonl")
+    # [workload.dataset] kind = "builtin" (the default: queries behind a padding text)
     capacities = [256, 1024]
     [[modes]]
     name = "kv-cache"
@@ -37,6 +38,9 @@ from pydantic import (
     model_validator,
 )
 
+from kvlab.bench.plan.builtin import BuiltinDataset
+from kvlab.bench.plan.dataset import Dataset
+from kvlab.bench.plan.datasets import DATASET_KINDS, DatasetSettingsUnion
 from kvlab.bench.records import ApiKind
 from kvlab.errors import ExperimentError
 from kvlab.servers.embedded import EmbeddedSettings
@@ -58,6 +62,8 @@ class _Strict(BaseModel):
 class Workload(_Strict):
     """What is sent: queries, the capacities to measure at, and the output length."""
 
+    # where the queries and prompts come from (bench.plan.datasets); default: builtin
+    dataset: DatasetSettingsUnion = Field(default_factory=BuiltinDataset)
     queries: int = Field(default=30, ge=1, le=30)  # first N built-in queries
     queries_file: str | None = None  # JSONL of {"id": ..., "text": ...}; overrides queries
     capacities: list[int] = Field(default_factory=lambda: [512, 2048, 4096], min_length=1)
@@ -69,6 +75,15 @@ class Workload(_Strict):
     warmup: int = Field(default=1, ge=0)  # warm-up requests per (mode, capacity)
     repetitions: int = Field(default=1, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_by_default(cls, data: Any) -> Any:
+        """A ``[workload.dataset]`` table without ``kind`` is the builtin kind's."""
+        if isinstance(data, dict) and isinstance(data.get("dataset"), dict) \
+                and "kind" not in data["dataset"]:
+            data = {**data, "dataset": {**data["dataset"], "kind": "builtin"}}
+        return data
+
     @model_validator(mode="after")
     def _capacities_fit(self) -> Workload:
         for capacity in self.capacities:
@@ -78,6 +93,10 @@ class Workload(_Strict):
                     f"{self.output_tokens} output tokens"
                 )
         return self
+
+    def source(self) -> Dataset:
+        """The dataset this workload's ``[workload.dataset]`` kind builds."""
+        return self.dataset.build(self)
 
 
 class Protocol(_Strict):
@@ -288,6 +307,10 @@ def _describe_error(error: dict[str, Any]) -> str:
         expected = str(error.get("ctx", {}).get("expected", ""))
         choices = expected.replace("'", "").replace(" or ", ", ")
         return f"{error['input']!r} is not one of {choices}"
+    if kind == "union_tag_invalid":  # a kind = "..." no registry knows
+        ctx = error.get("ctx", {})
+        choices = str(ctx.get("expected_tags", "")).replace("'", "")
+        return f"kind {ctx.get('tag')!r} is not one of {choices}"
     message = str(error["msg"])
     return message.removeprefix("Value error, ")
 
@@ -300,6 +323,19 @@ def _key_path(loc: tuple[Any, ...]) -> str:
         else:
             parts.append(("." if parts else "") + str(item))
     return "".join(parts)
+
+
+def _file_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A pydantic error location as the file's key path: a mode's ``settings`` are its
+    ``[modes.<kind>]`` table, and a dataset's kind tag is not a key of the file."""
+    out: list[Any] = []
+    for i, part in enumerate(loc):
+        if part in ("tuple[str, str]", "settings"):
+            continue
+        if i > 0 and loc[i - 1] == "dataset" and part in DATASET_KINDS:
+            continue
+        out.append(part)
+    return tuple(out)
 
 
 def parse_experiment(text: str, source: str = "<experiment>") -> Experiment:
@@ -315,7 +351,7 @@ def parse_experiment(text: str, source: str = "<experiment>") -> Experiment:
         first = errors[0]
         # A nested ValueError from a model validator has no loc inside that model; a
         # mode's settings are the [modes.<kind>] table of the file.
-        loc = tuple(p for p in first["loc"] if p not in ("tuple[str, str]", "settings"))
+        loc = _file_loc(first["loc"])
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         where = f"{_key_path(loc)}: " if loc else ""  # top-level checks name their key
         raise ExperimentError(f"{source}: {where}{_describe_error(first)}{more}") from None

@@ -31,13 +31,7 @@ from kvlab.bench.plan.order import (
     server_sessions,
     split,
 )
-from kvlab.bench.plan.workload import (
-    Prepared,
-    PreparedPrompt,
-    builtin_queries,
-    load_queries,
-    prepare_capacity,
-)
+from kvlab.bench.plan.workload import Prepared, PreparedPrompt, Query
 from kvlab.bench.records import Outcome, Record, RunClock
 from kvlab.bench.run.reporter import Reporter
 from kvlab.bench.run.rundir import now_iso
@@ -50,11 +44,9 @@ from kvlab.experiment import Experiment, Mode
 from kvlab.servers.base import Server
 
 
-def queries_of(experiment: Experiment) -> list[Any]:
-    """The experiment's queries: a JSONL file, or the first N built-in ones."""
-    if experiment.workload.queries_file:
-        return load_queries(Path(experiment.workload.queries_file))
-    return builtin_queries(experiment.workload.queries)
+def queries_of(experiment: Experiment) -> list[Query]:
+    """The experiment's queries, from its dataset (see bench.plan.datasets)."""
+    return experiment.workload.source().queries()
 
 
 
@@ -71,7 +63,8 @@ class Session:
         self.experiment = experiment
         self.reporter = reporter
         self.attach = attach  # --no-launch: the user's servers instead of launching
-        self.queries = queries_of(experiment)
+        self.dataset = experiment.workload.source()
+        self.queries = self.dataset.queries()
         self.state = run.state  # owned here, in memory; saved through self.writer
         existing = run.records
         # A key counts as done once it has an ok record; failed rows are retried.
@@ -119,8 +112,8 @@ class Session:
             async with httpx.AsyncClient() as client:
                 counter = (await choose_counter(client, endpoint, params or {}, tokenizer)
                            ).share(self.counts)
-                padding, prompts = await prepare_capacity(
-                    counter, self.queries, capacity, w.prompt_fraction, w.output_tokens)
+                padding, prompts = await self.dataset.prepare(
+                    counter, capacity, w.prompt_fraction, w.output_tokens)
             self.prepared.padding_tokens[capacity] = padding
             self.prepared.prompts[capacity] = prompts
             self.prepared.sizing[capacity] = counter.sizing.to_json()

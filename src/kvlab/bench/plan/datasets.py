@@ -1,0 +1,40 @@
+"""The dataset kinds an experiment's ``[workload.dataset] kind = "..."`` may name.
+
+Adding a kind (say ``"jsonl"``) takes one file and one registry line:
+
+1. ``bench/plan/<kind>.py``: a :class:`~kvlab.bench.plan.dataset.DatasetSettings`
+   subclass with ``kind: Literal["<kind>"] = "<kind>"`` and its options as fields (the
+   ``[workload.dataset]`` table), whose ``build(workload)`` returns a
+   :class:`~kvlab.bench.plan.dataset.Dataset`: ``queries()`` and, per capacity,
+   ``prepare(counter, capacity, prompt_fraction, output_tokens)``;
+2. its settings class added to :data:`DatasetSettingsUnion` below (``A | B``).
+
+The experiment file, ``kvlab run`` (prompt sizing, prepared.json, the rows) and the
+reports then know the kind.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, get_args
+
+from pydantic import Field
+
+from kvlab.bench.plan.builtin import BuiltinDataset
+from kvlab.bench.plan.dataset import DatasetSettings
+
+# The registry: one settings class per kind, told apart by its ``kind`` field.
+DatasetSettingsUnion = Annotated[
+    BuiltinDataset,
+    Field(discriminator="kind"),
+]
+
+
+def _kinds(union: object) -> tuple[type[DatasetSettings], ...]:
+    members = get_args(get_args(union)[0]) or (get_args(union)[0],)
+    return tuple(members)
+
+
+DATASET_KINDS: dict[str, type[DatasetSettings]] = {
+    cls.model_fields["kind"].default: cls for cls in _kinds(DatasetSettingsUnion)
+}
+"""Kind name -> settings class, in registry order."""
