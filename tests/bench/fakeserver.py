@@ -211,6 +211,8 @@ class FakeServer:
                 return resp
             if fault == "malformed" and i == n // 2:
                 await self._emit(resp, b"data: {not json\n\n")
+            if fault == "wrong_shape" and i == n // 2:  # JSON, but a list, not an object
+                await self._emit(resp, b"data: [1, 2]\n\n")
             if fault == "error_event" and i == n // 2:
                 err = {"code": 500, "message": "Context size has been exceeded."}
                 await self._emit(resp, _sse({"error": err}))
@@ -268,6 +270,8 @@ class FakeServer:
                 return resp
             if fault == "malformed" and i == n // 2:
                 await self._emit(resp, b"data: {not json\n\n")
+            if fault == "wrong_shape" and i == n // 2:  # JSON, but a list, not an object
+                await self._emit(resp, b"data: [1, 2]\n\n")
             if fault == "error_event" and i == n // 2:
                 await self._emit(resp, _sse({"error": {"code": 500, "message": "boom"}}))
                 return resp

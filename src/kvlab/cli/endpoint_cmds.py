@@ -70,7 +70,7 @@ def check(
 ) -> None:
     """Authenticated GET /v1/models: the configured model must be listed."""
     from kvlab.bench.client.endpoint_config import describe, load_endpoints, select_endpoint
-    from kvlab.bench.client.endpoints import check_models
+    from kvlab.bench.client.models import check_models
 
     cli = _cli_entry(name, base_url, model, api, api_key_env)
     endpoint = select_endpoint(

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec, check_models
+from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.client.models import check_models
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
 from tests.bench.fakeserver import FakeServer

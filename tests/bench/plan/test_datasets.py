@@ -19,7 +19,7 @@ async def byte_tokens(text: str) -> int:
 
 
 def test_builtin_is_the_default_kind_and_reads_the_workload() -> None:
-    assert DATASET_KINDS == {"builtin": BuiltinDataset}
+    assert {"builtin": BuiltinDataset} == DATASET_KINDS
     experiment = parse_experiment('name = "x"\n[workload]\nqueries = 4\n[[modes]]\nname = "a"\n')
     assert isinstance(experiment.workload.dataset, BuiltinDataset)
     dataset = experiment.workload.source()

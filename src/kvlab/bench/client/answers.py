@@ -16,7 +16,12 @@ from collections.abc import Callable
 import aiohttp
 
 from kvlab.bench.client.rawhttp import Response as RawResponse
-from kvlab.bench.client.responses import ERROR_EXCERPT_CHARS, MalformedResponse, ResponseFacts
+from kvlab.bench.client.responses import (
+    ERROR_EXCERPT_CHARS,
+    MalformedResponse,
+    ResponseFacts,
+    malformed,
+)
 from kvlab.bench.client.sse import SSEParser
 from kvlab.bench.records import ApiKind, Outcome, RunClock
 
@@ -65,7 +70,10 @@ async def read_answer(resp: RawResponse | AiohttpAnswer, api: ApiKind, stream: b
 
 def _whole_answer(raw: bytes, api: ApiKind, facts: ResponseFacts) -> None:
     """Facts of a non-streamed answer."""
-    obj = json.loads(raw)
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise malformed(exc) from exc
     if not isinstance(obj, dict):
         raise MalformedResponse(f"expected a JSON object, got {type(obj).__name__}")
     if api is ApiKind.LLAMACPP_COMPLETION:

@@ -26,8 +26,14 @@ Outcomes (``records.Outcome``):
 - ``disconnected``: refused, reset, or a stream that ended (cleanly or not) before its
   terminator. A body that stops early is treated as a broken connection, not as a
   protocol error, because a client cannot tell a crashed worker from a cut socket.
-- ``malformed``: a body or event that is not the API's JSON, an ``error`` event inside
-  the stream, or a streamed answer that is not ``text/event-stream``.
+- ``malformed``: a body or event that is not the API's JSON (the response parser,
+  :mod:`kvlab.bench.client.responses`, says so with ``MalformedResponse``; nothing else
+  is caught as one), an ``error`` event inside the stream, a streamed answer that is
+  not ``text/event-stream``, or bytes that are not HTTP/1.x.
+
+An error of kvlab's own code is raised, never recorded as a row. The Record is
+assembled in one place, :func:`record_of`. Checking an endpoint before a run
+(``GET /v1/models``) is :mod:`kvlab.bench.client.models`, apart from this client.
 
 Timing: every clock field is ``RunClock`` ns. One timestamp is taken per network read,
 and every event parsed out of that read shares it (events that arrive together are
@@ -56,11 +62,9 @@ from typing import Any
 import aiohttp
 
 from kvlab.bench.client.answers import AiohttpAnswer, read_answer
-from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, RawPool
+from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError, RawPool
 from kvlab.bench.client.responses import MalformedResponse, ResponseFacts
-from kvlab.bench.client.urls import redact_url, require_http_url
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
-from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
 
 API_PATHS: dict[ApiKind, str] = {
     ApiKind.LLAMACPP_COMPLETION: "/completion",
@@ -106,6 +110,13 @@ class RequestSpec:
     load: str | None = None
     t_scheduled: int | None = None  # ns since run start, for scheduled (load) sends
 
+    def identity(self) -> dict[str, Any]:
+        """The fields its Record carries as they are (who sent it, when it was due)."""
+        return {"run_id": self.run_id, "mode": self.mode, "capacity": self.capacity,
+                "query_id": self.query_id, "repetition": self.repetition,
+                "position": self.position, "warmup": self.warmup, "load": self.load,
+                "t_scheduled": self.t_scheduled}
+
 
 def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
     """The JSON body for ``endpoint.api``; ``spec.params`` are merged last and win."""
@@ -135,6 +146,24 @@ def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
             body["stream_options"] = {"include_usage": True}
     body.update(spec.params)
     return body
+
+
+def record_of(endpoint: Endpoint, spec: RequestSpec, path: str, body: dict[str, Any],
+              facts: ResponseFacts, t_sent: int, t_end: int) -> Record:
+    """The Record of one exchange: the request's identity and what was sent (``spec``,
+    ``body``), what came back (``facts``) and when it was sent and ended (run clock,
+    ns). The one place a Record is assembled from a request; a secret (the endpoint's
+    key) never reaches its error text."""
+    error = facts.error
+    if error and endpoint.api_key:
+        error = error.replace(endpoint.api_key, "***")
+    return Record(
+        **spec.identity(),
+        api=endpoint.api, path=path, stream=spec.stream, body=body,
+        prompt_sha256=hashlib.sha256(spec.prompt.encode()).hexdigest(), prompt=spec.prompt,
+        requested_tokens=spec.max_tokens, t_sent=t_sent, t_end=t_end,
+        **facts.record_fields(), error=error,
+    )
 
 
 HTTP_CLIENTS = ("auto", "aiohttp")
@@ -194,7 +223,8 @@ class HarnessClient:
         return self._session
 
     async def send(self, endpoint: Endpoint, spec: RequestSpec, clock: RunClock) -> Record:
-        """Send one request and return its Record; never raises for a failed request."""
+        """Send one request and return its Record; never raises for a failed request
+        (a failure of kvlab's own code is raised, not recorded)."""
         path = API_PATHS[endpoint.api]
         body = build_body(endpoint, spec)
         payload = json.dumps(body).encode()
@@ -219,53 +249,10 @@ class HarnessClient:
                 facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
             except (aiohttp.ClientError, OSError) as exc:
                 facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
-            except (MalformedResponse, ValueError, AttributeError, TypeError, KeyError) as exc:
-                # JSONDecodeError is a ValueError; the others: JSON of the wrong shape
+            except (MalformedResponse, ProtocolError) as exc:  # the answer broke its API
                 facts.fail(Outcome.MALFORMED, f"{type(exc).__name__}: {exc}")
             break
-        t_end = clock.now()
-        error = facts.error
-        if error and endpoint.api_key:
-            error = error.replace(endpoint.api_key, "***")
-        return Record(
-            run_id=spec.run_id,
-            mode=spec.mode,
-            capacity=spec.capacity,
-            query_id=spec.query_id,
-            repetition=spec.repetition,
-            position=spec.position,
-            warmup=spec.warmup,
-            load=spec.load,
-            api=endpoint.api,
-            path=path,
-            stream=spec.stream,
-            body=body,
-            prompt_sha256=hashlib.sha256(spec.prompt.encode()).hexdigest(),
-            prompt=spec.prompt,
-            requested_tokens=spec.max_tokens,
-            t_scheduled=spec.t_scheduled,
-            t_sent=t_sent,
-            t_headers=facts.t_headers,
-            t_first_chunk=facts.t_first_chunk,
-            t_first_content=facts.t_first_content,
-            t_last_content=facts.t_last_content,
-            t_end=t_end,
-            chunk_ns=facts.chunk_ns,
-            chunk_tokens=facts.chunk_tokens,
-            read_lag_ns=facts.read_lag_ns,
-            prompt_tokens=facts.prompt_tokens,
-            output_tokens=facts.output,
-            cached_tokens=facts.cached,
-            stop_type=facts.stop_type,
-            truncated=facts.truncated,
-            timings=facts.timings,
-            saw_terminator=facts.saw_terminator,
-            saw_usage=facts.saw_usage,
-            outcome=facts.outcome,
-            http_status=facts.status,
-            error=error,
-            text="".join(facts.texts),
-        )
+        return record_of(endpoint, spec, path, body, facts, t_sent, clock.now())
 
     async def _exchange(
         self,
@@ -308,59 +295,3 @@ class HarnessClient:
                 await read_answer(resp, api, stream, clock, facts)
             finally:
                 facts.read_lag_ns = resp.max_lag_ns
-
-    async def check_models(self, endpoint: Endpoint) -> list[str]:
-        """GET /v1/models with the key; return the ids; raise unless the model is listed.
-
-        Raises EndpointAuthError (401/403), EndpointUnreachable (no connection) or
-        EndpointError (other status, bad body, model missing; the message lists the ids).
-        """
-        require_http_url(endpoint.base_url, f"{endpoint.name}: base URL")
-        url = endpoint.url("/v1/models")
-        shown = redact_url(url)
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
-        try:
-            async with asyncio.timeout(min(endpoint.timeout_s, 30.0)):
-                async with self.session.get(url, headers=headers) as resp:
-                    status = resp.status
-                    raw = await resp.read()
-        except TimeoutError as exc:
-            raise EndpointUnreachable(
-                f"{endpoint.name}: {shown} did not answer in time; is the server up and loaded?"
-            ) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise EndpointUnreachable(
-                f"{endpoint.name}: cannot connect to {shown} ({type(exc).__name__}); check the "
-                "base URL (host, port, /v1) and that the server is running"
-            ) from exc
-        if status in (401, 403):
-            hint = "the API key was rejected" if endpoint.api_key else "no API key is set"
-            raise EndpointAuthError(
-                f"{endpoint.name}: GET {shown} answered {status}: {hint}; check the key "
-                "variable for this endpoint (kvlab endpoints list)"
-            )
-        if status != 200:
-            hint = "; check the base URL (host, port, /v1)" if status == 404 else ""
-            raise EndpointError(f"{endpoint.name}: GET {shown} answered HTTP {status}{hint}")
-        try:
-            ids = [str(item["id"]) for item in json.loads(raw)["data"]]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EndpointError(
-                f"{endpoint.name}: GET {shown} is not an OpenAI model list"
-            ) from exc
-        if endpoint.model is not None and endpoint.model not in ids:
-            raise EndpointError(
-                f"{endpoint.name}: model {endpoint.model!r} is not served; {shown} lists "
-                f"{ids}; fix the model id setting"
-            )
-        return ids
-
-
-def check_models(endpoint: Endpoint) -> list[str]:
-    """Synchronous :meth:`HarnessClient.check_models` (for the CLI)."""
-
-    async def _run() -> list[str]:
-        async with HarnessClient() as client:
-            return await client.check_models(endpoint)
-
-    return asyncio.run(_run())

@@ -20,9 +20,20 @@ from kvlab.bench.records import Outcome
 
 ERROR_EXCERPT_CHARS = 300
 
+# What reading JSON of the wrong shape raises: invalid JSON or UTF-8 (ValueError), a
+# list where an object belongs (AttributeError), a number where a list belongs
+# (TypeError), a missing key (KeyError). Caught around the parsing below only, and
+# turned into MalformedResponse: a fault of the answer, never of kvlab's other code.
+_SHAPE_ERRORS = (ValueError, AttributeError, TypeError, KeyError)
+
 
 class MalformedResponse(Exception):
     """A body or event that breaks its API (-> Outcome.MALFORMED)."""
+
+
+def malformed(exc: Exception) -> MalformedResponse:
+    """The MalformedResponse of a shape error met while parsing an answer."""
+    return MalformedResponse(f"{type(exc).__name__}: {exc}"[:ERROR_EXCERPT_CHARS])
 
 
 class ResponseFacts:
@@ -76,13 +87,31 @@ class ResponseFacts:
         self.outcome = outcome
         self.error = error[:ERROR_EXCERPT_CHARS]
 
+    def record_fields(self) -> dict[str, Any]:
+        """What the answer said, under the Record's names (the error excepted: the
+        client redacts it)."""
+        return {
+            "t_headers": self.t_headers, "t_first_chunk": self.t_first_chunk,
+            "t_first_content": self.t_first_content, "t_last_content": self.t_last_content,
+            "chunk_ns": self.chunk_ns, "chunk_tokens": self.chunk_tokens,
+            "read_lag_ns": self.read_lag_ns, "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output, "cached_tokens": self.cached,
+            "stop_type": self.stop_type, "truncated": self.truncated,
+            "timings": self.timings, "saw_terminator": self.saw_terminator,
+            "saw_usage": self.saw_usage, "outcome": self.outcome, "http_status": self.status,
+            "text": "".join(self.texts),
+        }
+
     # -- llama.cpp /completion ------------------------------------------------------
 
     def llama_answer(self, obj: dict[str, Any]) -> None:
         """Facts of a non-streamed llama.cpp answer (its text and server facts)."""
-        if obj.get("content"):
-            self.texts.append(obj["content"])
-        self.llama_final(obj)
+        try:
+            if obj.get("content"):
+                self.texts.append(obj["content"])
+            self.llama_final(obj)
+        except _SHAPE_ERRORS as exc:
+            raise malformed(exc) from exc
 
     def llama_final(self, obj: dict[str, Any]) -> None:
         """Server facts of llama.cpp's final object (streamed) or whole answer."""
@@ -127,6 +156,8 @@ class ResponseFacts:
                         texts.append(content)
                     chunk_ns.append(t)
                     chunk_tokens.append(len(tokens) if tokens is not None else None)
+        except _SHAPE_ERRORS as exc:
+            raise malformed(exc) from exc
         finally:
             if len(texts) > had_text:  # also when an event was bad
                 self._saw_text(t)
@@ -139,14 +170,17 @@ class ResponseFacts:
         choices = obj.get("choices")
         if not isinstance(choices, list) or not choices:
             raise MalformedResponse("answer has no choices")
-        choice = choices[0]
-        text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
-        if text:
-            self.texts.append(text)
-        self.stop_type = choice.get("finish_reason")
-        self.openai_usage(obj.get("usage"))
-        if obj.get("timings") is not None:
-            self.timings = obj["timings"]
+        try:
+            choice = choices[0]
+            text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
+            if text:
+                self.texts.append(text)
+            self.stop_type = choice.get("finish_reason")
+            self.openai_usage(obj.get("usage"))
+            if obj.get("timings") is not None:
+                self.timings = obj["timings"]
+        except _SHAPE_ERRORS as exc:
+            raise malformed(exc) from exc
 
     def openai_usage(self, usage: Any) -> None:
         """Token counts of an OpenAI ``usage`` object; anything but a dict is ignored."""
@@ -193,6 +227,8 @@ class ResponseFacts:
                 timings = obj.get("timings")
                 if timings is not None:
                     self.timings = timings  # llama.cpp puts them on the last chunk
+        except _SHAPE_ERRORS as exc:
+            raise malformed(exc) from exc
         finally:
             if len(texts) > had_text:  # also when an event was bad
                 self._saw_text(t)

@@ -98,7 +98,7 @@ def check_external(experiment: Experiment) -> None:
     """The checks of each external mode that need no run: its settings resolve (URL,
     key variable) and ``GET /v1/models`` lists its model. Raises ConfigError or
     EndpointError (unreachable, 401/403, 404, model not served)."""
-    from kvlab.bench.client.endpoints import check_models
+    from kvlab.bench.client.models import check_models
 
     for mode in experiment.modes:
         if mode.server == "external":

@@ -158,7 +158,7 @@ class Session:
                 server.start(log, self.experiment.protocol.ready_timeout_s)
             endpoint = endpoint_for(self.experiment, mode, server)
             if server is None:
-                from kvlab.bench.client.endpoints import check_models
+                from kvlab.bench.client.models import check_models
 
                 await asyncio.to_thread(check_models, endpoint)
             prompts = {p.query_id: p for p in await self.prompts(
