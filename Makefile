@@ -67,6 +67,7 @@ test: setup
 
 lint: $(VENV)/.stamp-install
 	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) $(RESULTS) runs

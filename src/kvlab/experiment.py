@@ -37,6 +37,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import Dataset
@@ -296,7 +297,7 @@ class Experiment(_Strict):
         return params
 
 
-def _describe_error(error: dict[str, Any]) -> str:
+def _describe_error(error: ErrorDetails) -> str:
     """One phrase for a pydantic error; never echoes a value except for choices."""
     kind = error["type"]
     if kind == "extra_forbidden":

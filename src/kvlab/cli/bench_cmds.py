@@ -74,7 +74,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                          no_wrap=True, min_width=len(short))
     rows = [[row[i] for i in index] for row in summary_rows(evaluation)]
     for column, values in zip(table.columns, zip(*rows, strict=True), strict=False):
-        column.min_width = max(len(v) for v in [column.header, *values])  # type: ignore[list-item]
+        column.min_width = max(len(v) for v in [str(column.header), *values])
     for row in rows:
         table.add_row(*row)
     console.print(table, width=max(console.width, 120), crop=False)
@@ -85,7 +85,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                               else "right", no_wrap=True)
         crows = comparison_rows(evaluation)
         for column, values in zip(ctable.columns, zip(*crows, strict=True), strict=False):
-            column.min_width = max(len(v) for v in [column.header, *values])  # type: ignore[list-item]
+            column.min_width = max(len(v) for v in [str(column.header), *values])
         for row in crows:
             ctable.add_row(*row)
         console.print(ctable, width=max(console.width, 120), crop=False)

@@ -8,12 +8,15 @@ request, one when it ends with its mean e2e), so logs and CI output stay readabl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from kvlab.bench.analysis.metrics import e2e_ms
 from kvlab.bench.records import Outcome, Record
+
+if TYPE_CHECKING:
+    from kvlab.bench.run.reporter import Reporter
 
 
 class _Tally:
@@ -109,7 +112,7 @@ class BarReporter(PlainReporter):
         self.progress.console.print(message, highlight=False, markup=False)
 
 
-def make_reporter(quiet: bool, console: Console) -> Any:
+def make_reporter(quiet: bool, console: Console) -> Reporter:
     """Nothing (quiet), a bar (``console`` is a terminal) or plain lines."""
     from kvlab.bench.run.reporter import SilentReporter
 

@@ -25,12 +25,20 @@ from kvlab.errors import CacheOverflowError, ConfigError, EngineError, PromptToo
 
 
 class CacheLayout(Protocol):
-    """What a cache needs from a model config (both architectures provide it)."""
+    """What a cache needs from a model config (both architectures provide it; read-only,
+    so a frozen dataclass is one)."""
 
-    n_layers: int
-    n_kv_heads: int
-    head_dim: int
-    max_len: int
+    @property
+    def n_layers(self) -> int: ...
+
+    @property
+    def n_kv_heads(self) -> int: ...
+
+    @property
+    def head_dim(self) -> int: ...
+
+    @property
+    def max_len(self) -> int: ...
 
     @property
     def layer_windows(self) -> tuple[int | None, ...]:

@@ -150,6 +150,7 @@ class Gemma3(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.positions: torch.Tensor  # (max_len,) 0, 1, 2, ...
         self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
 
     def num_parameters(self) -> int:

@@ -12,11 +12,15 @@ can be allocated; shapes over :data:`MAX_MEASURE_BYTES` are refused.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvlab.errors import ConfigError
 from kvlab.memory.dtypes import get_dtype
 from kvlab.memory.formula import GIB, kv_bytes, layer_cells
 from kvlab.memory.shapes import ModelShape
+
+if TYPE_CHECKING:  # torch is imported only when the engine measures
+    from kvlab.engine.cache import CacheLayout
 
 MAX_MEASURE_BYTES = 1 * GIB
 
@@ -77,7 +81,7 @@ def measure_kv_bytes(
     return Measurement(shape.name, context, n_seq, dt.name, measured, predicted, method)
 
 
-def _engine_config(shape: ModelShape):  # -> a kvlab.engine cache layout | None
+def _engine_config(shape: ModelShape) -> CacheLayout | None:
     """The engine's config when ``shape`` is one of its presets with the same geometry,
     or a layout of the engine's cache for a shape with sliding layers."""
     if any(shape.is_swa):

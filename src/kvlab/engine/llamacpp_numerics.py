@@ -277,7 +277,8 @@ def llamacpp_numerics(model: nn.Module, types: dict[str, str], threads: int
 
             handles.append(module.register_forward_pre_hook(quantize_input))
     head = VEC_DOT_TYPE[types["embed.weight"]]  # the tied head reads the final norm
-    handles.append(model.norm.register_forward_hook(
+    norm: nn.Module = model.norm  # type: ignore[assignment]  # a submodule, by name
+    handles.append(norm.register_forward_hook(
         lambda mod, args, out: fake_quantize(out, head)))
     ops = LlamaCppOps(threads)
     try:

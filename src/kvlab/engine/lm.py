@@ -19,9 +19,19 @@ class LMConfig(CacheLayout, Protocol):
     """The config fields the loop reads (besides the cache layout), and the widths the
     rounding bound of :mod:`kvlab.engine.rounding` reads."""
 
-    vocab_size: int
-    d_model: int
-    n_heads: int
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def d_model(self) -> int: ...
+
+    @property
+    def n_heads(self) -> int: ...
+
+    @property
+    def attention_kind(self) -> str:
+        """How its layers attend, in words (for proofs and tables)."""
+        ...
 
     @property
     def mlp_width(self) -> int:

@@ -90,6 +90,7 @@ class TinyLM(nn.Module):
         self.norm = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         # Positions sliced from one buffer: no new tensor per decoded token.
+        self.positions: torch.Tensor  # (max_len,) 0, 1, 2, ...
         self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
 
     def num_parameters(self) -> int:

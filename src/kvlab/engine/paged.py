@@ -153,8 +153,9 @@ class BlockPool:
             raise EngineError(f"sequence {seq_id} advanced past its blocks; grow() first")
         for window, table, free in zip(self.windows, seq.tables, self.free, strict=True):
             for i in range(first_kept_block(seq.length, window, self.block_size)):
-                if table[i] is not None:
-                    free.append(table[i])
+                block = table[i]
+                if block is not None:
+                    free.append(block)
                     table[i] = None
 
     def release(self, seq_id: int) -> None:

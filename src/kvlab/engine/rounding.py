@@ -45,9 +45,14 @@ ULPS = 2.0  # rounding units allowed per sqrt(summed term); see the module docst
 class ChainShape(Protocol):
     """The widths a logit's chain of sums runs through."""
 
-    n_layers: int
-    d_model: int
-    n_heads: int
+    @property
+    def n_layers(self) -> int: ...
+
+    @property
+    def d_model(self) -> int: ...
+
+    @property
+    def n_heads(self) -> int: ...
 
     @property
     def head_dim(self) -> int:

@@ -180,7 +180,7 @@ def predict_llamacpp_kv(
             swa_cells = n_ctx_seq
         else:
             swa_cells = pad256(min(n_ctx_seq, shape.n_swa * (n_seq if kv_unified else 1) + ubatch))
-        caches = (
+        caches: tuple[LlamaCppCache, ...] = (
             cache("non-SWA", [il for il in with_kv if not shape.is_swa[il]], n_ctx_seq),
             cache("SWA", [il for il in with_kv if shape.is_swa[il]], swa_cells),
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvlab.bench.analysis.load import load_order, parse_label
 from kvlab.bench.analysis.summaries import (
@@ -81,9 +81,10 @@ def phase_bars(summaries: Sequence[Summary]) -> bytes | None:
     ax = fig.add_subplot()
     for i, mode in enumerate(modes):
         for j, cap in enumerate(capacities):
-            s = first.get((mode, cap))
-            if s is None:
+            found = first.get((mode, cap))
+            if found is None:
                 continue
+            s = found
             x = j - 0.4 + width * (i + 0.5)
             bottom = 0.0
             for phase in ("prefill", "decode", "overhead"):
@@ -245,7 +246,7 @@ def gauges_over_time(samples: Sequence[GaugeSample]) -> bytes | None:
         ax.tick_params(labelsize=7)
         _style(ax)
     axes[-1].set_xlabel("run time (s)", fontsize=8)
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax in axes:  # one legend for every line drawn in any panel
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)

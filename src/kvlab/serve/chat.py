@@ -66,10 +66,12 @@ class ChatTemplate:
 
         messages = check_messages(body.get("messages"))
         try:
-            rendered, _ = render_jinja_template(
+            # (rendered prompts, generation indices), whatever its annotation says
+            result: Any = render_jinja_template(
                 conversations=[messages], chat_template=self.source,
                 add_generation_prompt=True, bos_token=self.bos_token,
                 eos_token=self.eos_token)
+            rendered, _ = result
         except (jinja2.TemplateError, TypeError, ValueError) as exc:  # raise_exception()
             raise invalid_request(f"'messages': the chat template refused them: {exc}"
                                   ) from None

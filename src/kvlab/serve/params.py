@@ -78,7 +78,7 @@ def _field(body: dict[str, Any], name: str, kinds: tuple[type, ...], what: str) 
 
 def parse_gen_params(body: dict[str, Any], default_seed: int) -> GenParams:
     """Read the generation fields of a llama.cpp or OpenAI request body."""
-    given = {}  # every alias present is checked; the first present wins
+    given: dict[str, int] = {}  # every alias present is checked; the first present wins
     for name in ("n_predict", "max_completion_tokens", "max_tokens"):
         value = _field(body, name, (int,), "an integer")
         if value is not None and value < -1:

@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvlab.serve.chat import LLAMACPP_CHATML, TOY_TEMPLATE, ChatTemplate
+
+if TYPE_CHECKING:  # torch is imported when a model loads, not before
+    from kvlab.engine.lm import LanguageModel
 
 # llama.cpp's llama_vocab_type, by the GGUF's tokenizer.ggml.model (what /v1/models says)
 VOCAB_TYPES = {"no_vocab": 0, "llama": 1, "gpt2": 2, "bert": 3, "t5": 4, "rwkv": 5,
@@ -54,7 +57,7 @@ class ServedTokenizer:
 class Served:
     """A loaded model: the engine module, its tokenizer and its chat template."""
 
-    model: Any
+    model: LanguageModel
     tokenizer: ServedTokenizer
     chat: ChatTemplate
 
@@ -78,6 +81,7 @@ class ModelSource:
 
     def load(self) -> Served:
         """Build or read the model (blocking; seconds to tens of seconds)."""
+        model: LanguageModel
         if self.path is None:
             from kvlab.engine import ByteTokenizer, build_model
 

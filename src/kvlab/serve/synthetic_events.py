@@ -28,7 +28,8 @@ def prompt_token_count(req: dict[str, Any]) -> int:
     if isinstance(prompt, list):
         return max(1, len(prompt))
     if not isinstance(prompt, str):
-        messages = req.get("messages") if isinstance(req.get("messages"), list) else []
+        given = req.get("messages")
+        messages: list[Any] = given if isinstance(given, list) else []
         prompt = "".join(f"{m.get('role')}: {m.get('content')}\n" for m in messages
                          if isinstance(m, dict)) + "assistant: "
     return max(1, len(_WORD.findall(prompt)))

@@ -155,9 +155,10 @@ def _model_facts(model: Path | None) -> dict[str, Any]:
     from kvlab.servers.llamacpp import expand_path
 
     try:
-        path = expand_path(model, "model") if model is not None else bundled_model_path()
+        path = bundled_model_path() if model is None else expand_path(model, "model")
     except KvlabError as exc:
         return {"present": False, "error": str(exc)}
+    assert path is not None  # expand_path gives None only for None
     if not Path(path).exists():
         hint = "run `kvlab fetch`" if model is None else "give an existing GGUF file"
         return {"present": False, "path": str(path), "error": f"not found; {hint}"}

@@ -86,5 +86,6 @@ def steady_rate(records: list[Record], start_ns: int, end_ns: int) -> tuple[floa
         for k, t in enumerate(rec.chunk_ns):
             if start_ns <= t < end_ns:
                 events += 1
-                tokens += 1 if counts is None or counts[k] is None else counts[k]
+                count = None if counts is None else counts[k]
+                tokens += 1 if count is None else count
     return events / span_s, tokens / span_s

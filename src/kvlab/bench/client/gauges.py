@@ -48,7 +48,7 @@ class GaugeRecorder:
         self.url = base_url.rstrip("/") + "/metrics"
         self.path = path
         self.clock = clock
-        self.labels = {"mode": mode, "capacity": capacity, "load": load}
+        self.mode, self.capacity, self.load = mode, capacity, load
         self.interval_s = interval_s
         self.headers = headers or {}
         self.samples = 0  # answers recorded
@@ -84,7 +84,8 @@ class GaugeRecorder:
         samples = parse_prometheus(response.text)
         if not samples:
             return False
-        row = GaugeSample(**self.labels, t_ns=self.clock.now(), samples=samples)
+        row = GaugeSample(mode=self.mode, capacity=self.capacity, load=self.load,
+                          t_ns=self.clock.now(), samples=samples)
         out.write(row.model_dump_json() + "\n")
         out.flush()
         self.samples += 1

@@ -90,7 +90,8 @@ def _parse_block(block: bytes, out: list[bytes]) -> None:
         out.append(b"\n".join(data_lines))
 
 
-_scan_once = json.JSONDecoder().scan_once  # the C scanner behind json.loads
+# the C scanner behind json.loads (an attribute typeshed does not declare)
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def loads(payload: bytes) -> Any:

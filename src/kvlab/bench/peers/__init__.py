@@ -50,7 +50,7 @@ def read_peer_file(path: Path | str, requested_tokens: int | None = None) -> lis
     tool = next((name for name, reader in readers.items() if reader.matches(data)), None)
     if tool is not None:
         try:
-            found, chat = readers[tool].requests(data)  # type: ignore[attr-defined]
+            found, chat = readers[tool].requests(data)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ConfigError(f"{path}: a {tool} result kvlab cannot read "
                               f"({type(exc).__name__}: {exc}); it reads "
