@@ -22,6 +22,7 @@ from kvlab.memory.llamacpp import (
     LlamaCppKvPrediction,
     ObservedKvCache,
     compare_with_log,
+    ctx_size_for,
     llama_mib,
     pad256,
     parse_kv_cache_log,

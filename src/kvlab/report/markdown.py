@@ -142,6 +142,11 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         ])
     else:
         out.append("No row or pair was refused.")
+    if evaluation.prefix_reuse:
+        out += ["", "Prefix reuse (cache_prompt = false: a row answered partly from the "
+                "server's prefix cache is refused; that needs the server's cached-token "
+                "count):", ""]
+        out += [f"- {p.describe()}" for p in evaluation.prefix_reuse]
     cell, equal = ("(mode, capacity, load)", "equal capacity and load") \
         if evaluation.has_load else ("(mode, capacity)", "equal capacity")
     out += ["", f"## Summaries per {cell}", "",
