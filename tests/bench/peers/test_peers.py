@@ -58,6 +58,24 @@ def test_wrong_output_token_counts_refuse_the_file(tmp_path) -> None:
         read_peer_file(path)
 
 
+def test_a_vllm_count_above_max_tokens_is_named_as_client_retokenization(tmp_path) -> None:
+    """15 to 17 counted for 16 forced tokens: vLLM's client re-tokenized the text (the
+    stream had no usage chunk it reads), which the refusal says instead of ignore_eos."""
+    path = write(tmp_path / "retok.json",
+                 vllm_result(out=16, output_lens=[16, 17, 15, 16, 16, 16]))
+    with pytest.raises(ValidationFailure) as err:
+        read_peer_file(path)
+    message = str(err.value)
+    assert "request 1 counted 17 tokens for max_tokens 16" in message
+    assert "re-tokenizing" in message and "choices: []" in message
+    assert "force the length" not in message
+    short = write(tmp_path / "short.json", vllm_result(out=16, output_lens=[16, 15] + [16] * 4))
+    with pytest.raises(ValidationFailure) as err:  # below max_tokens: either cause
+        read_peer_file(short)
+    assert "either the server stopped early (force the length: ignore_eos) or" in \
+        str(err.value)
+
+
 def test_requested_length_must_be_known(tmp_path) -> None:
     data = vllm_result()
     del data["output_len"]

@@ -231,6 +231,7 @@ def evaluate(
             pair_violations.extend(pair.pair_violations)
             comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
                                        pair.pair_violations, pair))
+    counters = point_counters(records, gauges)
     counts = {
         "records": len(records),
         "warmup": sum(1 for r in records if r.warmup),
@@ -240,8 +241,8 @@ def evaluate(
     }
     return Evaluation(run_id, experiment, counts, violations + pair_violations, summaries,
                       comparisons, pairs=pairs, named_pairs=bool(compare_pairs),
-                      definitions=cells(rows), prefix_reuse=prefix_reuse(rows),
-                      server_counters=point_counters(records, gauges))
+                      definitions=cells(rows), prefix_reuse=prefix_reuse(rows, counters),
+                      server_counters=counters)
 
 
 def write_evaluation(evaluation: Evaluation, path: Path) -> None:

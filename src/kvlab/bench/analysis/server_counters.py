@@ -123,6 +123,12 @@ class PointCounters:
     generation: Check
     reuse_asked: bool  # some request of the point allowed prefix reuse
     seconds: float  # between the start and end readings
+    positions: tuple[int, int]  # the run positions the readings bracket: [first, end)
+
+    def covers(self, row: Record) -> bool:
+        """True when ``row`` was sent between this point's two readings."""
+        return (row.mode, row.capacity) == (self.mode, self.capacity) \
+            and self.positions[0] <= row.position < self.positions[1]
 
     @property
     def prefix_hits_unasked(self) -> bool:
@@ -136,6 +142,7 @@ class PointCounters:
                 "prompt_check": self.prompt.to_dict(),
                 "generation_check": self.generation.to_dict(),
                 "reuse_asked": self.reuse_asked, "seconds": self.seconds,
+                "positions": list(self.positions),
                 "prefix_hits_unasked": self.prefix_hits_unasked}
 
 
@@ -179,5 +186,5 @@ def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample]
                    "a prompt token count" if prompt_sum == "prompt"
                    else "a prompt and a cached token count"),
             _check(deltas["generation_tokens"], rows, "output", "an output token count"),
-            any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9))
+            any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9, (lo, hi)))
     return out
