@@ -41,7 +41,7 @@ def test_mode_body_wins_over_protocol() -> None:
 def test_cache_salt_is_per_request_and_off_by_default() -> None:
     off = parse_experiment(MINIMAL)
     assert "cache_salt" not in off.request_params(off.modes[0], request_salt("run", 3))
-    on = parse_experiment('[protocol]\ncache_salt = true\n' + MINIMAL)
+    on = parse_experiment(MINIMAL + '[protocol]\ncache_salt = true\n')
     salts = {on.request_params(on.modes[0], request_salt("run-1", i))["cache_salt"]
              for i in range(50)}
     assert len(salts) == 50  # one per request position

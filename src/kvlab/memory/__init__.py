@@ -45,6 +45,7 @@ __all__ = [
     "ObservedKvCache",
     "compare_mha",
     "compare_with_log",
+    "ctx_size_for",
     "get_dtype",
     "kv_bytes",
     "layer_cells",

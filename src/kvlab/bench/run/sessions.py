@@ -249,7 +249,7 @@ class Session:
                     self.reporter.advance(record)
 
             async with HarnessClient(max_connections=point.max_in_flight(n)) as pool, \
-                    self.gauges(mode, capacity, point.label, endpoint, first, lambda: first + n):
+                    self.gauges(mode, capacity, point.label, endpoint, first, first + n):
                 async def send(spec: RequestSpec) -> Record:
                     return await pool.send(endpoint, spec, self.clock)
 
@@ -264,17 +264,18 @@ class Session:
 
     @asynccontextmanager
     async def gauges(self, mode: Mode, capacity: int, load: str | None, endpoint: Endpoint,
-                     start: int, end: Callable[[], int], poll: bool = True
+                     start: int, end: int | Callable[[], int], poll: bool = True
                      ) -> AsyncIterator[None]:
         """Read the server's ``/metrics`` into gauges.jsonl around the requests at run
-        positions ``start`` .. ``end()``, and during them with ``poll`` (not for
-        sequential rows: a scrape between two of them would share the server with the
-        one being timed). Nothing for a server without ``/metrics``; an external
+        positions ``start`` .. ``end`` (read on exit when a function), and during them
+        with ``poll`` (not for sequential rows: a scrape would share the server with the
+        row being timed). Nothing for a server without ``/metrics``; an external
         endpoint's key goes in the headers only."""
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        last = end if callable(end) else (lambda: end)
         async with GaugeRecorder(endpoint.base_url, self.run.path / GAUGES_FILE, self.clock,
                                  mode=mode.name, capacity=capacity, load=load,
-                                 start_position=start, end_position=end, headers=headers,
+                                 start_position=start, end_position=last, headers=headers,
                                  interval_s=DEFAULT_INTERVAL_S if poll else None):
             yield
 
