@@ -528,3 +528,27 @@ def test_the_notebook_experiment_refuses_rows_answered_from_a_prefix_cache(
         assert "vllm: prefix reuse not verifiable on 9 of 9 rows" in report
     assert "sk-notebook" not in "".join(p.read_text() for p in result.run_dir.path.rglob("*")
                                         if p.is_file())
+
+
+def test_an_external_endpoints_metrics_are_read_with_its_key(tmp_path, monkeypatch) -> None:
+    """kvlab serve as an external endpoint behind an API key: its /metrics is read with
+    the key (in the header only), the counters are checked, the key is in no file."""
+    from kvlab.serve import BackgroundServer, ServeSettings, create_app
+    from tests.serve.conftest import wait_ready
+
+    key = "sk-external-metrics-42"
+    monkeypatch.setenv("KVLAB_TEST_KEY", key)
+    settings = ServeSettings(n_ctx=256, threads=1, api_key=key)
+    with BackgroundServer(create_app(settings)) as server:
+        wait_ready(server.base_url)
+        path = tmp_path / "ext.toml"
+        path.write_text(EXTERNAL.format(url=server.base_url + "/v1", model="toy",
+                                        extra='api_key_env = "KVLAB_TEST_KEY"'))
+        result = run_experiment(path, out=tmp_path / "runs")
+    (point,) = result.evaluation.server_counters
+    assert (point.server, point.mode, point.rows) == ("kvlab", "chat", 1)
+    assert point.prompt.status == point.generation.status == "equal"
+    assert (result.run_dir.path / "gauges.jsonl").is_file()
+    for file in result.run_dir.path.rglob("*"):
+        if file.is_file():
+            assert key not in file.read_text(errors="replace"), file
