@@ -50,6 +50,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if m.delta / m.bound >= (delta / bound if bound else -1.0):
             worst[m.test] = (m.delta, m.bound)
     kernels = torch.backends.cpu.get_cpu_capability()
+    if os.environ.get("MKL_CBWR"):
+        kernels += f", MKL_CBWR={os.environ['MKL_CBWR']}"
     terminalreporter.section(f"rounding margins (torch CPU kernels: {kernels})")
     for test, (delta, bound) in sorted(worst.items()):
         sign = "<=" if delta <= bound else "> "
@@ -67,8 +69,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (it imports a check of tests/rounding.py)."""
     from tests import rounding
 
-    checks = {id(rounding.assert_close_up_to_rounding),
-              id(rounding.assert_same_generation), id(rounding.hold_to_bound)}
+    checks = {id(rounding.assert_close_up_to_rounding), id(rounding.assert_same_generation),
+              id(rounding.hold_to_bound), id(rounding.assert_no_near_tie)}
     for item in items:
         module = getattr(item, "module", None)
         if module is not None and any(id(v) in checks for v in vars(module).values()):

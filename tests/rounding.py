@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kvlab.engine.generate import generate
+from kvlab.engine.lm import LanguageModel
 from kvlab.engine.rounding import ChainShape, rounding_bound
 
 
@@ -72,3 +74,19 @@ def assert_same_generation(tokens: list[int], logits: torch.Tensor, ref_tokens: 
                 f"step {step}: token {token} vs {ref_token}, but the reference's top-2 "
                 f"margin {margin:.3g} is beyond what rounding explains ({2 * bound:.3g})")
             return
+
+
+def assert_no_near_tie(model: LanguageModel, prompt: list[int], n_new: int) -> None:
+    """Fail if any step of the greedy generation of ``prompt`` is a near tie: top two
+    logits closer than rounding can move them. Only without one must two evaluations
+    that round differently (served cached vs naive, batched vs alone) pick the same
+    tokens; tests that compare served tokens exactly check this first."""
+    out = generate(model, prompt, n_new, keep_logits=True)
+    assert out.logits is not None
+    for step, row in enumerate(out.logits):
+        top2 = row.float().topk(2).values
+        margin = float(top2[0] - top2[1])
+        bound = rounding_bound(row, model.config, len(prompt) + n_new)
+        assert margin > 2 * bound, (
+            f"step {step} of this prompt is a near tie (top-2 margin {margin:.3g} <= "
+            f"{2 * bound:.3g}): choose another prompt for an exact token comparison")
