@@ -63,8 +63,10 @@ class PrefixReuse:
             return (f"{self.mode}: {ALLOWED} (cache_prompt = true); {self.reused} of "
                     f"{self.rows} rows answered partly from the server's prefix cache")
         if status == VERIFIED:
+            refused = (f"{self.reused} reused a prefix and were refused" if self.reused
+                       else "none reused a prefix")
             return (f"{self.mode}: verified, the server counted cached prompt tokens on all "
-                    f"{self.rows} rows; {self.reused} reused a prefix and were refused")
+                    f"{self.rows} rows; {refused}")
         if status == VERIFIED_BY_METRICS:
             return (f"{self.mode}: {VERIFIED_BY_METRICS}, no row carried a cached-token "
                     f"count but the server's prefix cache hit 0 tokens over the points of "
