@@ -91,6 +91,21 @@ def test_chat_stream_shape_and_batched_writes(base_url: str) -> None:
     assert sends[0] == sends[1] and sends[2] == sends[3] and sends[2] > sends[1]
 
 
+def test_completions_stream_puts_usage_in_a_chunk_without_choices(base_url: str) -> None:
+    body = {"model": "synthetic", "prompt": "x", "stream": True, "max_tokens": 3,
+            "synthetic": {"ttft_ms": 0, "itl_ms": 0}}
+    for include, tail in ((True, 2), (False, 1)):
+        request = {**body, "stream_options": {"include_usage": include}}
+        _, events = asyncio.run(_stream(base_url + "/v1/completions", request))
+        objs = [json.loads(d) for _, d in events[:-1]]
+        assert events[-1][1] == b"[DONE]" and len(objs) == 3 + tail
+        assert objs[3]["choices"][0]["finish_reason"] == "length"
+        assert all("usage" not in o for o in objs[:4])
+        if include:
+            assert objs[4]["choices"] == [] and objs[4]["usage"]["completion_tokens"] == 3
+        assert "timings" in objs[-1]
+
+
 def test_keep_alive_health_models_and_errors(base_url: str) -> None:
     async def go() -> list:
         conn = aiohttp.TCPConnector(limit=1)
