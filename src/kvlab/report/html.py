@@ -113,8 +113,8 @@ def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
             ["output tokens (forced)", f"{w.output_tokens} (ignore_eos={p.ignore_eos})"],
             ["warm-up per (mode, capacity)", f"{w.warmup}, recorded, never aggregated"],
             ["prompt", prompt_rule(w.prompt_fraction)],
-            ["temperature / seed / cache_prompt",
-             f"{p.temperature:g} / {p.seed} / {p.cache_prompt}"],
+            ["temperature / seed / cache_prompt / cache_salt",
+             f"{p.temperature:g} / {p.seed} / {p.cache_prompt} / {p.cache_salt}"],
             ["timeouts", f"request {p.request_timeout_s:g} s, readiness {p.ready_timeout_s:g} s"],
             ["modes", "; ".join(f"{m.name} ({m.server}, {m.api}, stream={m.stream})"
                                 for m in experiment.modes)],

@@ -105,7 +105,8 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         f"- {prompt_rule(w.prompt_fraction)} How tokens were counted, and what the server "
         "counted: section Prompts.",
         f"- Output forced to {w.output_tokens} tokens (ignore_eos={p.ignore_eos}), "
-        f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}.",
+        f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}, "
+        f"cache_salt={p.cache_salt}.",
         f"- Requests sequential; request timeout {p.request_timeout_s:g} s; readiness "
         f"timeout {p.ready_timeout_s:g} s.",
         "- Modes:", "",
