@@ -91,12 +91,17 @@ class LatenessProbe:
         """The latest wake-up seen while the block ran, in ms (never below 0)."""
         return max(0.0, max(self.samples_ns, default=0) / 1e6)
 
-    def allow_ms(self, expected_ms: float, hops: int) -> float:
-        """A bound for a duration: ``expected_ms`` on an idle machine, plus the worst
-        lateness seen for each of ``hops`` waits for the CPU along the timed path."""
+    def lateness_ms(self, hops: int) -> float:
+        """How much later than on an idle machine a path with ``hops`` waits for the
+        CPU may end: the worst lateness seen, once per wait."""
         if hops < 1:
             raise ValueError("a timed path waits for the CPU at least once")
-        return expected_ms + hops * self.worst_ms
+        return hops * self.worst_ms
+
+    def allow_ms(self, expected_ms: float, hops: int) -> float:
+        """An upper bound for a duration: ``expected_ms`` on an idle machine plus
+        :meth:`lateness_ms` for ``hops`` waits for the CPU along the timed path."""
+        return expected_ms + self.lateness_ms(hops)
 
     def __repr__(self) -> str:  # shown by pytest when an assertion with a bound fails
         n = len(self.samples_ns)
