@@ -6,6 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline (Hypothesis's default is 200 ms): one example preempted on a
+# loaded machine would fail a property that holds. Speed is measured by benchmarks.
+settings.register_profile("kvlab", deadline=None)
+settings.load_profile("kvlab")
 
 # What a developer's shell may hold that changes what kvlab reads or prints. CI sets
 # none of them; a newcomer may have any (a key for their own server, a terminal width,

@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import json
 import sys
-import time
 
 import pytest
 
@@ -252,16 +251,12 @@ def test_check_models_unreachable():
 
 @pytest.fixture(scope="module")
 def embedded():
-    import httpx
-
     from kvlab.serve import BackgroundServer, ServeSettings, create_app
+    from tests.serve.conftest import wait_ready
 
     settings = ServeSettings(n_ctx=64, threads=1, api_key=KEY)
     with BackgroundServer(create_app(settings)) as srv:
-        for _ in range(3000):
-            if httpx.get(srv.base_url + "/health").status_code == 200:
-                break
-            time.sleep(0.02)
+        wait_ready(srv.base_url)  # fails the test, not its requests, if never ready
         yield srv.base_url
 
 
