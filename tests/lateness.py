@@ -36,6 +36,10 @@ import json, os, select, sys, time
 period_ns = int(float(sys.argv[1]) * 1e9)
 late = []
 t0 = time.perf_counter_ns()
+time.sleep(period_ns / 1e9)  # one sample before "ready": never none
+now = time.perf_counter_ns()
+late.append(now - t0 - period_ns)
+t0 = now
 print("ready", flush=True)
 while True:
     readable, _, _ = select.select([0], [], [], period_ns / 1e9)
