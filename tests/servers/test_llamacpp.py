@@ -20,6 +20,7 @@ import pytest
 from kvlab.errors import ServerLaunchError
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer, wait_ready
 from tests.conftest import llama_server_missing
+from tests.ports import refusing_url
 
 _REASON = llama_server_missing()
 needs_llama = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
@@ -55,14 +56,16 @@ def test_argv_without_starting() -> None:
 
 
 def test_readiness_wait_sees_503_then_200(tmp_path: Path) -> None:
-    # A real process that answers 503 ("Loading model") for a second, then 200.
+    # A real process that answers 503 ("Loading model") to the first three polls, then
+    # 200: counted in polls, not seconds, so a slow first poll cannot skip the 503s.
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent("""
-        import http.server, sys, time
-        t0 = time.monotonic()
+        import http.server, sys
+        polls = []
         class H(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                code = 503 if time.monotonic() - t0 < 1.0 else 200
+                polls.append(self.path)
+                code = 503 if len(polls) <= 3 else 200
                 self.send_response(code); self.end_headers(); self.wfile.write(b"{}")
             def log_message(self, *a): pass
         s = http.server.HTTPServer(("127.0.0.1", 0), H)
@@ -80,8 +83,8 @@ def test_readiness_wait_sees_503_then_200(tmp_path: Path) -> None:
 
 def test_readiness_gives_up_when_the_process_exits(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
-    with pytest.raises(ServerLaunchError, match="exited with status 3"):
-        wait_ready("http://127.0.0.1:9", proc, timeout_s=30)
+    with refusing_url() as url, pytest.raises(ServerLaunchError, match="exited with status 3"):
+        wait_ready(url, proc, timeout_s=30)
 
 
 @pytest.mark.llamacpp

@@ -12,6 +12,7 @@ from kvlab.bench.client.gauges import GaugeRecorder, parse_prometheus
 from kvlab.bench.records import RunClock, read_gauges
 from kvlab.report.plots import gauges_over_time
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
+from tests.ports import refusing_url
 from tests.serve.conftest import wait_ready
 
 
@@ -57,13 +58,14 @@ def test_gauges_are_recorded_while_a_batching_server_works(tmp_path: Path) -> No
 def test_a_server_without_metrics_records_nothing(tmp_path: Path) -> None:
     path = tmp_path / "gauges.jsonl"
 
-    async def poll() -> None:  # nothing listens there: the first probe fails
-        async with GaugeRecorder("http://127.0.0.1:9", path, RunClock(), mode="a",
+    async def poll(url: str) -> None:  # nothing listens there: the first probe fails
+        async with GaugeRecorder(url, path, RunClock(), mode="a",
                                  capacity=1, load="c=1", interval_s=0.01,
                                  start_position=0, end_position=lambda: 0):
             await asyncio.sleep(0.1)
 
-    asyncio.run(poll())
+    with refusing_url() as nowhere:
+        asyncio.run(poll(nowhere))
     assert read_gauges(path) == [] and gauges_over_time([]) is None
 
 
