@@ -48,6 +48,7 @@ from kvlab.bench.run.rundir import RunDir, now_iso
 from kvlab.bench.run.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
 from kvlab.errors import RunInterrupted
 from kvlab.experiment import Experiment, Mode
+from kvlab.servers.preflight import load_average
 
 
 def queries_of(experiment: Experiment) -> list[Any]:
@@ -314,7 +315,8 @@ class Session:
         blocks = plan_blocks([m.name for m in modes],
                              {m.name: self.experiment.capacities(m) for m in modes}, choice.used)
         order = [(b.mode, b.capacity) for b in blocks]
-        session = {"started": now_iso(), "modes": [m.name for m in modes], "order": order,
+        session = {"started": now_iso(), "load_average_started": load_average(),
+                   "modes": [m.name for m in modes], "order": order,
                    "run_order": {**choice.to_dict(), "sequence": sequence_of(blocks)}}
         manifest = self.run.manifest()
         manifest.setdefault("sessions", []).append(session)
@@ -335,6 +337,7 @@ class Session:
                                            group if group[0].parts > 1 else None)
         manifest = self.run.manifest()
         manifest["sessions"][-1]["stopped"] = now_iso()
+        manifest["sessions"][-1]["load_average_stopped"] = load_average()
         self.run.write_manifest(manifest)
 
 
