@@ -101,6 +101,14 @@ def test_missing_steps_say_so(tmp_path: Path) -> None:
         results_page(tmp_path / "nope")
 
 
+def test_a_file_of_another_shape_is_a_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "kv-bench").mkdir()
+    (tmp_path / "kv-bench" / "kv-bench.json").write_text('{"rows": [{"context": 2048}]}')
+    kv = results_page(tmp_path).headlines[0]
+    assert kv.step.startswith("KV cache in the engine")
+    assert "lacks what this page reads (KeyError: 'naive_decode_s_per_token')" in kv.text
+
+
 def test_index_links_every_report_and_fetches_nothing(results: Path) -> None:
     page = results_page(results)
     html = render_index(page)

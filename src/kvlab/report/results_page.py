@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +95,11 @@ def _one_minute(machine: dict[str, Any] | None) -> list[float]:
     return [float(load[0])] if load else []
 
 
-def kv_bench_headline(root: Path) -> tuple[Headline, dict[str, Any] | None]:
+def kv_bench_headline(step: str, root: Path) -> Headline:
     """Naive vs cached decode per token at 2048 tokens (else the largest context)."""
-    step = "KV cache in the engine (kvlab kv-bench)"
     doc = _read_json(root / KV_BENCH_FILE)
     if doc is None or not doc.get("rows"):
-        return Headline(step, f"no {KV_BENCH_FILE} (step not run)"), None
+        return Headline(step, f"no {KV_BENCH_FILE} (step not run)")
     rows = {r["context"]: r for r in doc["rows"]}
     context = HEADLINE_CONTEXT if HEADLINE_CONTEXT in rows else max(rows)
     row, settings = rows[context], doc.get("settings", {})
@@ -109,7 +109,7 @@ def kv_bench_headline(root: Path) -> tuple[Headline, dict[str, Any] | None]:
             f"{row['naive_decode_s_per_token'] * 1e3:.2f} ms, cached "
             f"{row['cached_decode_s_per_token'] * 1e3:.2f} ms, "
             f"{row['decode_speedup']:.1f}x faster with the cache")
-    return Headline(step, text, str(KV_BENCH_FILE), _one_minute(doc.get("machine"))), doc
+    return Headline(step, text, str(KV_BENCH_FILE), _one_minute(doc.get("machine")))
 
 
 def _memory_documents(root: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -118,9 +118,8 @@ def _memory_documents(root: Path) -> list[tuple[str, dict[str, Any]]]:
     return [(str(p.relative_to(root)), d) for p in found if (d := _read_json(p)) is not None]
 
 
-def measured_headline(root: Path) -> Headline:
+def measured_headline(step: str, root: Path) -> Headline:
     """KV bytes allocated for real against the formula (``kvlab memory --measure``)."""
-    step = "KV bytes, measured vs formula (kvlab memory --measure)"
     for source, doc in _memory_documents(root):
         for model in doc.get("models", []):
             rows = [r for r in model.get("rows", []) if "measured_bytes" in r]
@@ -136,9 +135,8 @@ def measured_headline(root: Path) -> Headline:
     return Headline(step, f"no {MEMORY_DIR}/*.json with measured bytes (step not run)")
 
 
-def paged_headline(root: Path) -> Headline:
+def paged_headline(step: str, root: Path) -> Headline:
     """Unfilled KV bytes: paged blocks vs contiguous slots (``kvlab memory --paged``)."""
-    step = "Paged vs contiguous KV (kvlab memory --paged)"
     for source, doc in _memory_documents(root):
         if doc.get("mode") != "paged" or not doc.get("models"):
             continue
@@ -281,15 +279,25 @@ def _reports(root: Path) -> list[str]:
     return [str(p.relative_to(root)) for p in found]
 
 
-def _machine(root: Path, kv_bench: dict[str, Any] | None,
-             runs: dict[str, _Run]) -> tuple[str | None, int | None]:
-    sources = [(kv_bench or {}).get("machine")]
+def _machine(root: Path, runs: dict[str, _Run]) -> tuple[str | None, int | None]:
+    """CPU model and cores, from the first step file that recorded them."""
+    sources = [(_read_json(root / KV_BENCH_FILE) or {}).get("machine")]
     sources += [d.get("machine") for _, d in _memory_documents(root)]
     sources += [r.manifest.get("host") for r in runs.values()]
     for machine in sources:
         if machine and machine.get("cpu"):
             return machine["cpu"], machine.get("cores")
     return None, None
+
+
+def _guarded(step: str, read: Callable[[str], Headline]) -> Headline:
+    """``read(step)``; a file of another shape (an older kvlab, a hand edit) gives a line
+    saying so instead of a traceback."""
+    try:
+        return read(step)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        return Headline(step, f"its file lacks what this page reads ({type(exc).__name__}: "
+                              f"{exc}); rerun the step")
 
 
 def results_page(root: Path) -> ResultsPage:
@@ -299,23 +307,29 @@ def results_page(root: Path) -> ResultsPage:
     if not root.is_dir():
         raise ConfigError(f"{root}: no such folder; give the folder make run wrote "
                           "(results/ by default)")
-    kv_headline, kv_doc = kv_bench_headline(root)
     runs = _latest_runs(root)
 
     def of_run(name: str) -> Headline:
         step, read = RUN_HEADLINES[name]
+        step = f"{step} ({name})"
         if name not in runs:
-            return Headline(f"{step} ({name})",
-                            f"no {RUNS_DIR}/{name}-*/evaluation.json (step not run)")
-        return read(f"{step} ({name})", runs[name])
+            return Headline(step, f"no {RUNS_DIR}/{name}-*/evaluation.json (step not run)")
+        return _guarded(step, partial(read, run=runs[name]))
 
-    others = [other_run_headline(name, run) for name, run in runs.items()
-              if name not in RUN_HEADLINES]
+    others = [_guarded(name, partial(other_run_headline, run=run))
+              for name, run in runs.items() if name not in RUN_HEADLINES]
     # make run's order: quick steps first, continuous batching (the longest) last
-    headlines = [kv_headline, measured_headline(root), of_run("quickstart"),
-                 of_run("gemma-embedded-vs-llamacpp"), *others, paged_headline(root),
-                 of_run("continuous-batching")]
-    cpu, cores = _machine(root, kv_doc, runs)
+    headlines = [
+        _guarded("KV cache in the engine (kvlab kv-bench)",
+                 partial(kv_bench_headline, root=root)),
+        _guarded("KV bytes, measured vs formula (kvlab memory --measure)",
+                 partial(measured_headline, root=root)),
+        of_run("quickstart"), of_run("gemma-embedded-vs-llamacpp"), *others,
+        _guarded("Paged vs contiguous KV (kvlab memory --paged)",
+                 partial(paged_headline, root=root)),
+        of_run("continuous-batching"),
+    ]
+    cpu, cores = _machine(root, runs)
     return ResultsPage(root, cpu, cores, headlines, _reports(root))
 
 
