@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, err_console, print_json
-from kvlab.cli.lists import float_list, int_list, list_help
+from kvlab.cli.lists import LIST_METAVAR, float_list, int_list, list_help
 from kvlab.errors import ConfigError
 
 
@@ -74,7 +74,7 @@ def _render(report: Any) -> None:
 @app.command()
 def calibrate(
     concurrency: list[str] = typer.Option(
-        ["1,64,256,1024"], help="Streams per accuracy level. "
+        ["1,64,256,1024"], metavar=LIST_METAVAR, help="Streams per accuracy level. "
         + list_help("--concurrency", "64", "256")),
     duration_s: float = typer.Option(6.0, help="Seconds per accuracy level."),
     itl_ms: float = typer.Option(50.0, help="Inter-token gap the server keeps (ms)."),
@@ -90,6 +90,7 @@ def calibrate(
     ramp_duration_s: float = typer.Option(2.0, help="Seconds per ingest ramp rate."),
     ramp: list[str] = typer.Option(
         ["5000,7500,10000,12500,15000,20000,25000,30000,40000,50000,75000,100000"],
+        metavar=LIST_METAVAR,
         help="Offered events/s of the ingest ramp. " + list_help("--ramp", "5000", "7500")),
     save: bool = typer.Option(True, help="Write the limits to the calibration file."),
     pin: bool = typer.Option(False, help="Run the synthetic server on the last CPU and the "

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, err_console, print_json
-from kvlab.cli.lists import int_list, list_help
+from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
 
 def _mark(ok: bool) -> str:
@@ -106,7 +106,8 @@ def _cells(cells: list[int]) -> str:
 @app.command("kv-bench")
 def kv_bench(
     contexts: list[str] = typer.Option(
-        None, "--contexts", help="Prompt lengths in tokens (default 32 to 4096, doubling). "
+        None, "--contexts", metavar=LIST_METAVAR,
+        help="Prompt lengths in tokens (default 32 to 4096, doubling). "
         + list_help("--contexts", "512", "2048")),
     new_tokens: int = typer.Option(16, "--new-tokens", help="Tokens generated per run (N)."),
     repeats: int = typer.Option(3, "--repeats", help="Timed runs per path; medians reported."),
@@ -183,7 +184,7 @@ def engine_check(
         help="Reference(s): transformers (logits) and/or llama-server (tokens, decoding)."),
     queries: int = typer.Option(30, "--queries", help="Protocol queries (1..30)."),
     capacities: list[str] = typer.Option(
-        ["512,2048,4096"], "--capacities",
+        ["512,2048,4096"], "--capacities", metavar=LIST_METAVAR,
         help="Capacities whose prompts are tokenized by both. "
         + list_help("--capacities", "512", "2048")),
     decode_capacity: int = typer.Option(512, "--decode-capacity",
@@ -310,7 +311,7 @@ def engine_speed(
     model: str = typer.Option("gemma-3-270m", "--model",
                               help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),
     contexts: list[str] = typer.Option(
-        ["512,2048"], "--contexts",
+        ["512,2048"], "--contexts", metavar=LIST_METAVAR,
         help="Prompt lengths in tokens. " + list_help("--contexts", "512", "2048")),
     new_tokens: int = typer.Option(32, "--new-tokens", help="Tokens generated per run."),
     repeats: int = typer.Option(2, "--repeats", help="Timed runs per runner; medians."),

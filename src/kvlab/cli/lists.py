@@ -15,6 +15,9 @@ from kvlab.errors import ConfigError
 
 N = TypeVar("N", int, float)
 
+LIST_METAVAR = "N[,N...]"  # what --help shows for such an option's value
+
+
 def list_help(flag: str, a: str, b: str) -> str:
     """The sentence every list option's help ends with, e.g. for ``-L 2048,8192``."""
     return f"Repeat the option or give a comma list: {flag} {a},{b} = {flag} {a} {flag} {b}."

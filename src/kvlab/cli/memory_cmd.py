@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
-from kvlab.cli.lists import int_list, list_help
+from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 from kvlab.cli.memory_paged import lengths_from_records, paged_view, seq_lengths
 from kvlab.errors import ConfigError
 from kvlab.memory import (
@@ -52,11 +52,12 @@ def memory(
         None,
         "-L",
         "--context",
+        metavar=LIST_METAVAR,
         help="Context lengths in tokens (with --llamacpp the -c value). Default 2048, "
         "8192, 32768. " + list_help("-L", "2048", "8192"),
     ),
     seqs: list[str] = typer.Option(
-        None, "--seqs", "--slots",
+        None, "--seqs", "--slots", metavar=LIST_METAVAR,
         help="Sequences (llama.cpp: -np): one number is a count, each as long as the "
         "context (default 1); with --paged, several are their lengths in tokens (e.g. "
         "300,1800,4000). " + list_help("--seqs", "300", "1800"),
