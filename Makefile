@@ -63,8 +63,11 @@ run: setup
 	@echo
 	$(KVLAB) summary $(RESULTS)
 
+# The suite once, then the numerics tests under every other CPU kernel set this
+# machine can run (tests/kernel_sets.py): another CPU picks other kernels.
 test: setup
 	$(PY) -m pytest
+	$(PY) -m tests.kernel_sets --run
 
 lint: $(VENV)/.stamp-install
 	$(VENV)/bin/ruff check src tests

@@ -29,3 +29,49 @@ def llama_server_missing() -> str | None:
     except KvlabError as exc:
         return f"llama-server or the bundled model is missing: {exc}"
     return None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The worst |difference| of each equality-up-to-rounding test against its bound,
+    under the kernel set torch picked (tests/rounding.py); as JSON too when
+    KVLAB_ROUNDING_REPORT names a file."""
+    import json
+    import os
+
+    import torch
+
+    from tests.rounding import MARGINS
+
+    if not MARGINS:
+        return
+    worst: dict[str, tuple[float, float]] = {}
+    for m in MARGINS:
+        delta, bound = worst.get(m.test, (0.0, 0.0))
+        if m.delta / m.bound >= (delta / bound if bound else -1.0):
+            worst[m.test] = (m.delta, m.bound)
+    kernels = torch.backends.cpu.get_cpu_capability()
+    if os.environ.get("MKL_CBWR"):
+        kernels += f", MKL_CBWR={os.environ['MKL_CBWR']}"
+    terminalreporter.section(f"rounding margins (torch CPU kernels: {kernels})")
+    for test, (delta, bound) in sorted(worst.items()):
+        sign = "<=" if delta <= bound else "> "
+        terminalreporter.write_line(
+            f"{delta:10.3g} {sign} {bound:10.3g}  ({delta / bound:7.1%} of the bound)  {test}")
+    report = os.environ.get("KVLAB_ROUNDING_REPORT")
+    if report:
+        Path(report).write_text(json.dumps(
+            {"kernels": kernels, "tests": {t: {"delta": d, "bound": b}
+                                           for t, (d, b) in sorted(worst.items())}}, indent=1))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``numerics`` every test of a module that checks equality up to rounding
+    (it imports a check of tests/rounding.py)."""
+    from tests import rounding
+
+    checks = {id(rounding.assert_close_up_to_rounding), id(rounding.assert_same_generation),
+              id(rounding.hold_to_bound), id(rounding.assert_no_near_tie)}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and any(id(v) in checks for v in vars(module).values()):
+            item.add_marker(pytest.mark.numerics)

@@ -77,7 +77,7 @@ def test_llamacpp_table_is_validated() -> None:
     e = parse_experiment(MINIMAL.replace('"a"\n', '"a"\nserver = "llamacpp"\n')
                          + "[modes.llamacpp]\nthreads = 2\nslots = 1\n")
     assert e.modes[0].llamacpp_settings().threads == 2
-    assert "modes[0]: llamacpp.split_mode" in error_of(
+    assert "modes[0].llamacpp.split_mode: 'both' is not one of" in error_of(
         MINIMAL.replace('"a"\n', '"a"\nserver = "llamacpp"\n')
         + '[modes.llamacpp]\nsplit_mode = "both"\n')
 

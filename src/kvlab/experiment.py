@@ -28,10 +28,27 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kvlab.bench.records import ApiKind
 from kvlab.errors import ExperimentError
+from kvlab.servers.embedded import EmbeddedSettings
+from kvlab.servers.external import ExternalSettings
+from kvlab.servers.kinds import SERVER_KINDS, ServerSettingsUnion
+from kvlab.servers.llamacpp import LlamaCppSettings
+
+__all__ = [
+    "EmbeddedSettings", "Experiment", "ExternalSettings", "LoadSettings", "Mode",
+    "Protocol", "SloSettings", "Workload", "load_experiment", "parse_experiment",
+    "with_queries",
+]
 
 
 class _Strict(BaseModel):
@@ -72,36 +89,6 @@ class Protocol(_Strict):
     cache_prompt: bool = False
     request_timeout_s: float = Field(default=120.0, gt=0)
     ready_timeout_s: float = Field(default=180.0, gt=0)
-
-
-class EmbeddedSettings(_Strict):
-    """``kvlab serve`` options; ``--ctx-size`` is the capacity being measured."""
-
-    preset: str = "toy"
-    model: str | None = None  # gemma-3-270m or a GGUF path: served instead of the preset
-    no_cache: bool = False
-    threads: int | None = Field(default=None, ge=1)
-    # Continuous batching (kvlab serve --slots/--kv-blocks/--block-size): 1 = one slot.
-    slots: int = Field(default=1, ge=1)
-    kv_blocks: int | None = Field(default=None, ge=1)
-    block_size: int | None = Field(default=None, ge=1)
-
-
-class ExternalSettings(_Strict):
-    """An already running server: an endpoint name from .env, or explicit settings."""
-
-    endpoint: str | None = None  # resolved by kvlab.bench.client.endpoint_config
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None  # the NAME of the variable holding the key
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ExternalSettings:
-        if self.endpoint is None and self.base_url is None:
-            raise ValueError("give either endpoint (a name from .env) or base_url")
-        if self.endpoint is not None and self.base_url is not None:
-            raise ValueError("give endpoint or base_url, not both")
-        return self
 
 
 class LoadSettings(_Strict):
@@ -155,55 +142,66 @@ class SloSettings(_Strict):
     e2e_ms: float | None = Field(default=None, gt=0)
 
 
-ServerKind = Literal["embedded", "llamacpp", "external"]
-
-
 class Mode(_Strict):
-    """One configuration to measure: a server, an API and how to call it."""
+    """One configuration to measure: a server, an API and how to call it.
+
+    The file names the kind (``server = "llamacpp"``) and gives its settings as the
+    ``[modes.<kind>]`` table; validated, they are ``settings``, an instance of the
+    kind's class in :mod:`kvlab.servers.kinds`, which builds the server."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    server: ServerKind = "embedded"
+    server: str = "embedded"  # a kind of kvlab.servers.kinds
     api: ApiKind = ApiKind.LLAMACPP_COMPLETION
     stream: bool = True
     body: dict[str, Any] = Field(default_factory=dict)  # extra request-body fields
     capacities: list[int] | None = None  # overrides workload.capacities for this mode
-    embedded: EmbeddedSettings | None = None
-    llamacpp: dict[str, Any] | None = None  # validated by LlamaCppSettings
-    external: ExternalSettings | None = None
+    settings: ServerSettingsUnion = Field(default_factory=EmbeddedSettings)
 
-    @model_validator(mode="after")
-    def _settings_match_server(self) -> Mode:
-        tables = {"embedded": self.embedded, "llamacpp": self.llamacpp, "external": self.external}
-        for kind, table in tables.items():
-            if table is not None and kind != self.server:
-                raise ValueError(f"[{kind}] settings given but server is {self.server!r}")
-        if self.server == "embedded" and self.embedded is None:
-            self.embedded = EmbeddedSettings()
-        if self.server == "external" and self.external is None:
-            raise ValueError("server 'external' needs an [external] table (endpoint or base_url)")
-        if self.server == "llamacpp":
-            self.llamacpp = _check_llamacpp(self.llamacpp or {})
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _settings_of_its_kind(cls, data: Any) -> Any:
+        """``server = "k"`` and a ``[modes.k]`` table -> ``settings`` of kind k."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "settings" in data:
+            raise ValueError("settings: unknown key (give the [modes.<server>] table)")
+        kind = data.get("server", "embedded")
+        tables = {k: data.pop(k) for k in SERVER_KINDS if k in data}
+        for k in tables:
+            if k != kind:
+                raise ValueError(f"[{k}] settings given but server is {kind!r}")
+        if kind in SERVER_KINDS:
+            table = tables.get(kind) or {}
+            if isinstance(table, dict):
+                if "kind" in table:
+                    raise ValueError(f"{kind}.kind: unknown key")
+                table = {**table, "kind": kind}
+            data["settings"] = table
+        return data
 
-    def llamacpp_settings(self) -> Any:
-        """The validated ``LlamaCppSettings`` of a llamacpp mode."""
-        from kvlab.servers.llamacpp import LlamaCppSettings
+    @field_validator("server")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in SERVER_KINDS:
+            raise ValueError(f"{value!r} is not one of {', '.join(SERVER_KINDS)}")
+        return value
 
-        return LlamaCppSettings.model_validate(self.llamacpp)
+    @property
+    def embedded(self) -> EmbeddedSettings | None:
+        """The settings of an embedded mode (None for another kind)."""
+        return self.settings if isinstance(self.settings, EmbeddedSettings) else None
 
+    @property
+    def external(self) -> ExternalSettings | None:
+        """The settings of an external mode (None for another kind)."""
+        return self.settings if isinstance(self.settings, ExternalSettings) else None
 
-def _check_llamacpp(table: dict[str, Any]) -> dict[str, Any]:
-    """Validate a [llamacpp] table with the llama.cpp engineer's model when present."""
-    try:
-        from kvlab.servers.llamacpp import LlamaCppSettings
-    except ImportError:  # module not installed/landed: keep the table as given
-        return table
-    try:
-        return LlamaCppSettings.model_validate(table).model_dump(mode="json")
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        path = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"llamacpp.{path}: {_describe_error(first)}") from None
+    def llamacpp_settings(self) -> LlamaCppSettings:
+        """The settings of a llamacpp mode; ExperimentError for another kind."""
+        if not isinstance(self.settings, LlamaCppSettings):
+            raise ExperimentError(f"mode {self.name} runs server {self.server!r}, not llamacpp")
+        return self.settings
 
 
 class Experiment(_Strict):
@@ -315,8 +313,9 @@ def parse_experiment(text: str, source: str = "<experiment>") -> Experiment:
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
-        # A nested ValueError from a model validator has no loc inside that model.
-        loc = tuple(p for p in first["loc"] if p not in ("tuple[str, str]",))
+        # A nested ValueError from a model validator has no loc inside that model; a
+        # mode's settings are the [modes.<kind>] table of the file.
+        loc = tuple(p for p in first["loc"] if p not in ("tuple[str, str]", "settings"))
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         where = f"{_key_path(loc)}: " if loc else ""  # top-level checks name their key
         raise ExperimentError(f"{source}: {where}{_describe_error(first)}{more}") from None

@@ -5,6 +5,7 @@ import torch
 
 from kvlab.engine import KVCache, ModelConfig, build_model, causal_mask
 from kvlab.errors import EngineError, PromptTooLongError
+from tests.rounding import assert_close_up_to_rounding
 
 TINY = ModelConfig(d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=64)
 
@@ -47,7 +48,7 @@ def test_cached_chunks_match_one_full_pass() -> None:
     for start, end in ((0, 4), (4, 5), (5, 11)):  # prefill, one token, several after past
         parts.append(model(ids[:, start:end], cache, start_pos=cache.length))
         cache.advance(end - start)
-    assert torch.allclose(torch.cat(parts, dim=1), full, atol=1e-5, rtol=0)
+    assert_close_up_to_rounding(torch.cat(parts, dim=1), full, TINY, 11)
     assert cache.length == 11
 
 

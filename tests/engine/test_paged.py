@@ -11,6 +11,7 @@ from kvlab.engine.generate import generate
 from kvlab.engine.paged import BlockPool, PagedBatch, blocks_held
 from kvlab.errors import CacheOverflowError, EngineError
 from tests.engine.test_gemma import TINY
+from tests.rounding import assert_close_up_to_rounding
 
 TOY = get_preset("toy")
 
@@ -77,16 +78,15 @@ def test_paged_forward_equals_contiguous_on_gemma_270m(gemma_model) -> None:
     # One prompt past the 512-token window: the sliding layers free their early blocks.
     # Past the window the contiguous ring hands its 512 keys over in ring order and the
     # paged batch in position order (padded, masked), so float32 sums differ by ~2e-5
-    # on logits of magnitude ~20; the bound is the one `kvlab prove` uses for Gemma.
-    _check_paged_equals_contiguous(gemma_model, 1000, [600], block_size=16, steps=4,
-                                   atol=1e-4)
+    # on logits of magnitude ~20: rounding (kvlab.engine.rounding).
+    _check_paged_equals_contiguous(gemma_model, 1000, [600], block_size=16, steps=4)
 
 
 def _check_paged_equals_contiguous(model, vocab: int, lengths: list[int],
-                                   block_size: int, steps: int = 6, atol: float = 1e-5
-                                   ) -> None:
+                                   block_size: int, steps: int = 6) -> None:
     prompts = _prompts(vocab, lengths)
     refs = [generate(model, p, steps, keep_logits=True) for p in prompts]
+    n_keys = max(lengths) + steps
     pool = BlockPool(model.config, n_blocks=64, block_size=block_size)
     with torch.inference_mode():
         for seq, prompt in enumerate(prompts):  # one prefill per sequence
@@ -95,7 +95,8 @@ def _check_paged_equals_contiguous(model, vocab: int, lengths: list[int],
             batch = PagedBatch(pool, [seq], len(prompt))
             logits = model(torch.tensor([prompt]), batch, last_only=True)
             batch.advance(len(prompt))
-            assert torch.allclose(logits[0, -1], refs[seq].logits[0], atol=atol, rtol=0)
+            assert_close_up_to_rounding(logits[0, -1], refs[seq].logits[0], model.config,
+                                        n_keys)
         rows = list(range(len(prompts)))
         for step in range(1, steps):  # then every sequence decodes in one batch
             for seq in rows:
@@ -105,8 +106,8 @@ def _check_paged_equals_contiguous(model, vocab: int, lengths: list[int],
             logits = model(ids, batch)
             batch.advance(1)
             for seq in rows:
-                assert torch.allclose(logits[seq, -1], refs[seq].logits[step], atol=atol,
-                                      rtol=0)
+                assert_close_up_to_rounding(logits[seq, -1], refs[seq].logits[step],
+                                            model.config, n_keys)
 
 
 def test_a_paged_batch_refuses_a_start_position() -> None:

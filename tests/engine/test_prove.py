@@ -6,6 +6,7 @@ import pytest
 
 from kvlab.engine.prove import mask_reading, run_proof
 from kvlab.errors import ConfigError
+from tests.rounding import hold_to_bound
 
 
 def test_proof_passes_for_mha_gqa_mqa() -> None:
@@ -14,7 +15,9 @@ def test_proof_passes_for_mha_gqa_mqa() -> None:
     assert [p.attention for p in report.proofs] == ["MHA", "GQA", "MQA"]
     for proof in report.proofs:
         assert proof.sequences_equal and proof.ok
-        assert proof.max_abs_logit_delta < 1e-5
+        hold_to_bound(max(proof.max_abs_logit_delta, proof.max_abs_logit_delta_chunked),
+                      proof.tolerance, label=proof.preset)
+        assert proof.logits_close
         assert proof.cache_lengths == [14, 14, 14] == [proof.expected_cache_length] * 3
     assert report.proofs[0].parameters_at_512 == 1_090_080
     assert report.ok and report.to_dict()["ok"] is True
@@ -24,7 +27,7 @@ def test_proof_passes_for_mha_gqa_mqa() -> None:
 def test_a_failed_check_fails_the_report() -> None:
     report = run_proof("toy-mqa", prompt_tokens=4, new_tokens=2, also=())
     proof = report.proofs[0]
-    report.proofs[0] = dataclasses.replace(proof, max_abs_logit_delta=1e-3)
+    report.proofs[0] = dataclasses.replace(proof, max_abs_logit_delta=2 * proof.tolerance)
     assert not report.proofs[0].logits_close and not report.ok
     report.proofs[0] = dataclasses.replace(proof, cache_lengths=[5, 5, 4])
     assert not report.proofs[0].cache_length_ok and not report.ok
@@ -51,6 +54,8 @@ def test_gemma_proof_on_a_prompt_longer_than_its_window(gemma_model, gemma_token
     loaded = LoadedModel("gemma-3-270m", gemma_gguf, "", gemma_model, gemma_tokenizer)
     report = prove_gemma(prompt_tokens=530, new_tokens=3, threads=None, loaded=loaded)
     proof = report.proofs[0]
+    hold_to_bound(max(proof.max_abs_logit_delta, proof.max_abs_logit_delta_chunked),
+                  proof.tolerance)
     assert proof.ok and proof.sequences_equal, report.to_dict()
     assert proof.prompt_tokens == 530 > proof.window == 512
     assert proof.cache_lengths == [532] * 18

@@ -10,9 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
+from kvlab.engine import build_model, get_preset
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
 
 N_CTX = 64  # small: every request stays fast on two shared cores
+# The toy as `start()` serves it, for tests that check its answers have no near tie
+# (tests/rounding.py) before comparing served tokens exactly.
+SERVED_TOY = build_model(get_preset("toy"), seed=ServeSettings().weights_seed)
 
 
 def wait_ready(base_url: str, timeout_s: float = 60.0) -> None:

@@ -14,7 +14,8 @@ import pytest
 from kvlab.bench.client.gauges import parse_prometheus
 from kvlab.errors import ConfigError
 from kvlab.serve import ServeSettings, create_app
-from tests.serve.conftest import start, stream_json
+from tests.rounding import assert_no_near_tie
+from tests.serve.conftest import SERVED_TOY, start, stream_json
 
 serving = contextmanager(start)
 
@@ -47,6 +48,8 @@ def test_concurrent_requests_get_the_tokens_one_slot_gives(batched_url: str) -> 
     before = _metrics(batched_url)
     with ThreadPoolExecutor(6) as pool:
         got = list(pool.map(lambda p: _tokens(batched_url, p, 40), prompts))
+    for prompt in prompts:
+        assert_no_near_tie(SERVED_TOY, prompt, 40)
     assert got == expected
     after = _metrics(batched_url)
     # 6 sequences of up to 88 tokens cannot all fit 12 blocks: the youngest were

@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.serve.conftest import N_CTX, stream, stream_json
+from tests.rounding import assert_no_near_tie
+from tests.serve.conftest import N_CTX, SERVED_TOY, stream, stream_json
 
 GREEDY = {"temperature": 0, "seed": 42, "ignore_eos": True}
 
@@ -139,6 +140,7 @@ def test_eos_stops_unless_ignored(base_url: str) -> None:
 
 def test_no_cache_server_gives_the_same_tokens(base_url: str, no_cache_url: str) -> None:
     body = {"prompt": "The KV cache", "n_predict": 12, **GREEDY}
+    assert_no_near_tie(SERVED_TOY, list(body["prompt"].encode()), 12)
     cached = httpx.post(base_url + "/completion", json=body, timeout=60).json()
     naive = httpx.post(no_cache_url + "/completion", json=body, timeout=60).json()
     assert naive["tokens"] == cached["tokens"]
@@ -166,6 +168,7 @@ def test_cache_prompt_reuses_the_shared_prefix(base_url: str) -> None:
     assert reused["timings"]["prompt_n"] == len(second["prompt"]) - shared
     assert reused["tokens_evaluated"] == len(second["prompt"])
     assert fresh["timings"]["cache_n"] == 0
+    assert_no_near_tie(SERVED_TOY, list(second["prompt"].encode()), 6)
     assert reused["tokens"] == fresh["tokens"]
     # The same prompt again: all but one token come from the cache (llama.cpp's rule).
     again = httpx.post(base_url + "/completion", json=second, timeout=60).json()
@@ -184,6 +187,7 @@ def test_cache_prompt_continues_from_generated_tokens(base_url: str) -> None:
     fresh = httpx.post(base_url + "/completion", json={**follow, "cache_prompt": False},
                        timeout=60).json()
     assert reused["timings"]["cache_n"] == len("continue") + 4
+    assert_no_near_tie(SERVED_TOY, follow["prompt"], 4)
     assert reused["tokens"] == fresh["tokens"]
 
 

@@ -81,7 +81,7 @@ def _proof_table(proof: Any) -> Table:
     table.add_row(
         "max |Δ logit| naive vs cached / chunked",
         f"{proof.max_abs_logit_delta:.3e} / {proof.max_abs_logit_delta_chunked:.3e}",
-        f"< {proof.tolerance:g}", _mark(delta < proof.tolerance))
+        f"< {proof.tolerance:.3g}", _mark(delta < proof.tolerance))
     table.add_row("cache length per layer", str(proof.cache_lengths),
                   f"{proof.expected_cache_length} = {proof.prompt_tokens} + "
                   f"{proof.new_tokens} - 1", _mark(proof.cache_length_ok))

@@ -104,11 +104,12 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
 
 
 def dry_run_plan(experiment_path: Path | Any) -> list[dict[str, object]]:
-    """One entry per (mode, capacity) in run order: the server and, for llama.cpp
-    modes, the exact argv kvlab would launch (nothing is started). Takes the file, or
+    """One entry per (mode, capacity) in run order: the server and, for a launched
+    kind, the exact argv kvlab would launch (nothing is started). Takes the file, or
     an Experiment already adjusted (``kvlab run --dry-run --queries/--repeat-aa``)."""
     from kvlab.bench.run.runner import make_server
     from kvlab.experiment import load_experiment
+    from kvlab.servers.process import ServerProcess
 
     experiment = load_experiment(experiment_path) \
         if isinstance(experiment_path, str | Path) else experiment_path
@@ -120,9 +121,10 @@ def dry_run_plan(experiment_path: Path | Any) -> list[dict[str, object]]:
             entry: dict[str, object] = {"mode": mode.name, "capacity": capacity,
                                         "server": mode.server, "api": str(mode.api),
                                         "requests": n_requests}
-            if mode.server == "llamacpp":
-                entry["argv"] = make_server(experiment, mode, capacity).argv()
-            elif mode.server == "external" and mode.external is not None:
+            server = make_server(experiment, mode, capacity)
+            if isinstance(server, ServerProcess):
+                entry["argv"] = server.argv()
+            elif mode.external is not None:
                 entry["endpoint"] = mode.external.endpoint or mode.external.base_url
             plan.append(entry)
     return plan

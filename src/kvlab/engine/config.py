@@ -66,6 +66,11 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     @property
+    def mlp_width(self) -> int:
+        """Width of the MLP's hidden layer."""
+        return self.d_model * self.mlp_ratio
+
+    @property
     def group_size(self) -> int:
         """Query heads that share one KV head (1 for MHA, n_heads for MQA)."""
         return self.n_heads // self.n_kv_heads

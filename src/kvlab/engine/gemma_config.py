@@ -73,6 +73,11 @@ class GemmaConfig:
         return tuple(self.window if s else None for s in self.sliding)
 
     @property
+    def mlp_width(self) -> int:
+        """Width of the MLP's hidden layer."""
+        return self.ffn_dim
+
+    @property
     def group_size(self) -> int:
         """Query heads that share one KV head."""
         return self.n_heads // self.n_kv_heads

@@ -16,9 +16,17 @@ from kvlab.engine.cache import CacheLayout, KVCache, KVStore, check_positions
 
 
 class LMConfig(CacheLayout, Protocol):
-    """The config fields the loop reads (besides the cache layout)."""
+    """The config fields the loop reads (besides the cache layout), and the widths the
+    rounding bound of :mod:`kvlab.engine.rounding` reads."""
 
     vocab_size: int
+    d_model: int
+    n_heads: int
+
+    @property
+    def mlp_width(self) -> int:
+        """Width of the MLP's hidden layer."""
+        ...
 
     @property
     def eos_ids(self) -> tuple[int, ...]:

@@ -26,12 +26,9 @@ from kvlab.engine.generate import generate
 from kvlab.engine.lm import LanguageModel
 from kvlab.engine.masks import causal_mask
 from kvlab.engine.model import build_model
+from kvlab.engine.rounding import rounding_bound
 from kvlab.errors import ConfigError
 
-TOLERANCE = 1e-5  # max |naive - cached| logit accepted in float32 (toy)
-# Gemma's logits are ~30 in magnitude and its passes take different attention kernels
-# (masked, causal, one-row GQA); float32 rounding then differs in the 5th digit.
-GEMMA_TOLERANCE = 1e-4
 MASK_NEW, MASK_PAST = 2, 4  # the notebook's exercise: 2 new tokens after a cache of 4
 
 
@@ -55,7 +52,7 @@ class ConfigProof:
     cache_lengths: list[int]  # per layer, after the cached generation
     expected_cache_length: int  # prompt + new - 1
     cache_bytes: int  # K+V bytes allocated for exactly that length
-    tolerance: float = TOLERANCE
+    tolerance: float  # max |delta| rounding explains (kvlab.engine.rounding)
     cache_cells: list[int] = field(default_factory=list)  # per layer: cells allocated
     window: int | None = None  # sliding window of the sliding layers; None: none slide
 
@@ -113,9 +110,14 @@ def mask_reading(mask: list[list[bool]], past: int) -> str:
 
 def prove_model(
     label: str, model: LanguageModel, prompt: list[int], new_tokens: int, seed: int, *,
-    parameters: int, parameters_at_512: int, tolerance: float = TOLERANCE,
+    parameters: int, parameters_at_512: int,
 ) -> ConfigProof:
-    """Naive, cached and chunked-prefill cached generation of one model on ``prompt``."""
+    """Naive, cached and chunked-prefill cached generation of one model on ``prompt``.
+
+    The logits must agree within the rounding bound of :mod:`kvlab.engine.rounding`:
+    the three paths sum the same float32 terms in other orders (masked, causal and
+    one-row attention kernels), which no CPU rounds alike.
+    """
     config = model.config
     chunk = max(1, -(-len(prompt) // 3))  # three passes (fewer for tiny prompts)
     naive = generate(model, prompt, new_tokens, use_cache=False, seed=seed, keep_logits=True)
@@ -143,7 +145,7 @@ def prove_model(
         cache_lengths=cached.cache.layer_lengths(),
         expected_cache_length=len(prompt) + new_tokens - 1,
         cache_bytes=cached.cache.nbytes,
-        tolerance=tolerance,
+        tolerance=rounding_bound(naive.logits, config, len(prompt) + new_tokens),
         cache_cells=list(cached.cache.cells),
         window=windows[0] if windows else None,
     )
@@ -192,7 +194,7 @@ def prove_gemma(
         parameters = loaded.model.num_parameters()
         report.proofs.append(prove_model(
             name, loaded.model, prompt, new_tokens, seed, parameters=parameters,
-            parameters_at_512=parameters, tolerance=GEMMA_TOLERANCE,
+            parameters_at_512=parameters,
         ))
     return report
 

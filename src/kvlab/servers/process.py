@@ -1,6 +1,8 @@
 """A server process kvlab starts: spawn, wait for ``/health``, stop, never orphan.
 
-Shared by every managed server (llama-server, the embedded ``kvlab serve``). Each
+:class:`ServerProcess` is the base of every server kvlab launches (llama-server, the
+embedded ``kvlab serve``): a subclass gives its command line and its manifest facts;
+the base owns the port, the spawn, readiness, the log and its tail, and the stop. Each
 child runs in its own process group (a terminal Ctrl-C reaches kvlab only; stopping
 signals the whole group), is registered so ``atexit`` and SIGTERM/SIGHUP stop it, and
 on Linux asks the kernel to SIGKILL it if kvlab itself dies, even by SIGKILL.
@@ -217,3 +219,128 @@ def unregister(server: Stoppable) -> None:
     """``server`` was stopped: forget it."""
     with _LIVE_LOCK:
         _LIVE.discard(server)
+
+
+# ------------------------------------------------------------------ the launched server
+
+
+class ServerProcess:
+    """One server process kvlab owns, on a loopback port (see :class:`kvlab.servers.base.Server`).
+
+    A subclass gives :meth:`argv` and :meth:`facts`, and may override :meth:`prepare`
+    (resolve what the command line needs, just before the spawn), :meth:`env`,
+    :meth:`headers` (for ``/props``) and :meth:`cleanup` (after the stop). ``port``
+    None: a free port is picked when the server starts.
+    """
+
+    program = "server"  # its name in messages ("llama-server", "kvlab serve")
+    host = "127.0.0.1"
+    poll_s = 0.05  # /health polling period while it starts (s)
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port
+        self.log_path: Path | None = None
+        self.startup_s: float | None = None  # spawn until /health 200 (s)
+        self.started_at: float | None = None  # wall-clock time of the spawn (Unix s)
+        self.health_statuses: list[int] = []  # distinct /health codes seen while starting
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._props: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._stopped_by_kvlab = False  # stop() ended it (so its SIGTERM is no crash)
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port``; "" before a port is chosen."""
+        return f"http://{self.host}:{self.port}" if self.port is not None else ""
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (None before start)."""
+        return self._proc.pid if self._proc else None
+
+    # -- what a subclass gives ---------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        """The exact command line the server is started with."""
+        raise NotImplementedError
+
+    def facts(self) -> dict[str, Any]:
+        """What the manifest keeps about this server (no secrets)."""
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Resolve what :meth:`argv` needs (binary, model, key file); runs before spawn."""
+
+    def env(self) -> Mapping[str, str] | None:
+        """The child's environment (None: kvlab's own)."""
+        return None
+
+    def headers(self) -> dict[str, str]:
+        """Headers of kvlab's own requests to the server (``/props``)."""
+        return {}
+
+    def cleanup(self) -> None:
+        """Remove what :meth:`prepare` made; runs after every stop."""
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:
+        """Launch, logging to ``log_path``, then wait for ``/health`` 200;
+        ServerLaunchError with the log's tail (the process stopped) otherwise."""
+        with self._lock:
+            if self.is_alive():
+                raise ServerLaunchError(f"this {self.program} was already started; "
+                                        "stop it first")
+            self._stopped_by_kvlab = False
+            self.prepare()
+            if self.port is None:
+                self.port = free_port(self.host)
+            self.log_path = Path(log_path)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            started = time.perf_counter()
+            self.started_at = time.time()
+            with self.log_path.open("wb") as log:  # the child keeps its own descriptor
+                self._proc = spawn(self.argv(), log, env=self.env())
+            register(self)
+        try:
+            self.health_statuses = wait_ready(self.base_url, self._proc, ready_timeout_s,
+                                              poll_s=self.poll_s, name=self.program)
+        except ServerLaunchError as exc:
+            self.stop()
+            raise ServerLaunchError(f"{exc}\n--- {self.log_path} (last lines) ---\n"
+                                    f"{log_tail(self.log_path)}") from None
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.perf_counter() - started
+        self.props()  # cached now: the runner asks for facts() after stop()
+
+    def is_alive(self) -> bool:
+        """True while the process runs."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_description(self, wait_s: float = 0.0) -> str | None:
+        """How the process ended on its own ("died of SIGILL (...)"); None while it runs
+        (after waiting up to ``wait_s`` seconds for it to end) or when kvlab stopped it."""
+        if self._stopped_by_kvlab:
+            return None
+        return exit_description(self._proc, self.program, wait_s)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM the process group, SIGKILL after ``grace_s``; safe to call twice."""
+        self._stopped_by_kvlab = self._stopped_by_kvlab or self.is_alive()
+        stop_process(self._proc, grace_s)
+        self.cleanup()
+        unregister(self)
+
+    def props(self) -> dict[str, Any] | None:
+        """``GET /props`` (cached after the first success); None if unavailable."""
+        if self._props is None and self.is_alive():
+            try:
+                response = httpx.get(f"{self.base_url}/props", headers=self.headers(),
+                                     timeout=10.0)
+                if response.status_code == 200:
+                    self._props = response.json()
+            except (httpx.HTTPError, ValueError):
+                return None
+        return self._props

@@ -54,16 +54,21 @@ class Block:
     parts: int = 1
 
 
-def resolve_order(requested: OrderKind, servers: Mapping[str, str]) -> OrderChoice:
-    """The order that can be used for modes ``{name: server kind}``."""
+def resolve_order(requested: OrderKind, servers: Mapping[str, str],
+                  alone: Mapping[str, str] | None = None) -> OrderChoice:
+    """The order that can be used for modes ``{name: server kind}``. ``alone``: the
+    kinds whose server is too heavy to run beside another, with the program each
+    launches (default: llama.cpp's, the settings' ``interleaves`` False)."""
+    alone = {"llamacpp": "llama-server"} if alone is None else alone
     if requested != "blocked" and len(servers) < 2:
         return OrderChoice(requested, "blocked", "one mode: nothing to alternate")
     if requested == "interleaved":
-        launched = sorted(name for name, kind in servers.items() if kind == "llamacpp")
+        launched = sorted(name for name, kind in servers.items() if kind in alone)
         if launched:
+            programs = sorted({alone[servers[name]] for name in launched})
             return OrderChoice(requested, "abba",
                                f"interleaving needs every server up at once; "
-                               f"{', '.join(launched)} launch llama-server")
+                               f"{', '.join(launched)} launch {', '.join(programs)}")
     return OrderChoice(requested, requested)
 
 

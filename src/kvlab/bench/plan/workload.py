@@ -260,8 +260,12 @@ class Prepared:
         prepared.sizing = {int(k): v for k, v in data.get("sizing", {}).items()}
         return prepared
 
+    def dumps(self) -> str:
+        """``prepared.json``'s text."""
+        return json.dumps(self.to_json(), indent=2) + "\n"
+
     def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        Path(path).write_text(self.dumps(), encoding="utf-8")
 
     @classmethod
     def load(cls, path: Path) -> Prepared:

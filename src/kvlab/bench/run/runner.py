@@ -35,17 +35,18 @@ from typing import Any
 
 from kvlab.bench.analysis.evaluate import Evaluation, evaluate, write_evaluation
 from kvlab.bench.plan.workload import BUILTIN_QUERIES
-from kvlab.bench.records import read_records
 from kvlab.bench.run.reporter import Reporter, SilentReporter
-from kvlab.bench.run.rundir import RunDir
+from kvlab.bench.run.rundir import create_run
 from kvlab.bench.run.sessions import Session, drive, queries_of
 from kvlab.bench.run.targets import Attach, attach_plan, endpoint_for, make_server
+from kvlab.bench.store.rundir import PREPARED_FILE, RunDir
+from kvlab.bench.store.state import NoLaunch
 from kvlab.errors import ConfigError, EndpointError
 from kvlab.experiment import Experiment, load_experiment
 
 __all__ = [
     "Reporter", "RunResult", "SilentReporter", "endpoint_for", "evaluate_run",
-    "experiment_of", "make_server", "measure_mode", "prepare_run", "queries_of",
+    "make_server", "measure_mode", "prepare_run", "queries_of",
     "run_experiment",
 ]
 
@@ -58,14 +59,6 @@ class RunResult:
     evaluation: Evaluation
     records_written: int
 
-
-
-def experiment_of(run: RunDir) -> Experiment:
-    """The run's experiment as measured: an A/A run (manifest ``repeat_aa``) is the
-    file's mode measured twice."""
-    experiment = run.experiment()
-    aa = run.manifest().get("repeat_aa")
-    return experiment.repeat_aa(aa) if aa else experiment
 
 
 def check_queries(experiment: Experiment, queries: int) -> None:
@@ -153,14 +146,14 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
             raise ConfigError("--queries applies to a new run; a resumed run keeps the "
                               "query count it started with")
         run = RunDir.open(resume)
-        experiment = experiment_of(run)
+        experiment = run.experiment()
         if named is not None:
-            run.update_manifest(tokenizer=named)
-        recorded = run.manifest().get("no_launch")
+            run.state.tokenizer = named
+        recorded = run.state.no_launch
         if recorded is not None or no_launch:
             # endpoints given now replace the recorded ones of the same MODE[@CAPACITY]
             given = {spec.split("=", 1)[0] for spec in endpoints}
-            specs = [f"{k}={v}" for k, v in (recorded or {}).get("endpoints", {}).items()
+            specs = [f"{k}={v}" for k, v in (recorded.endpoints if recorded else {}).items()
                      if k not in given]
             attach = attach_plan(experiment, specs + endpoints)
     else:
@@ -181,15 +174,13 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
         if no_launch:
             attach = _attach(measured, endpoints, repeat_aa)
         check_external(measured)  # before the run dir exists: a refusal leaves nothing
-        run = RunDir.create(out, experiment_file, experiment, overrides)
-        if named is not None:
-            run.update_manifest(tokenizer=named)
-        if repeat_aa is not None:
-            run.update_manifest(repeat_aa=repeat_aa)
+        run = create_run(out, experiment_file, experiment, overrides)
+        run.state.tokenizer = named
+        run.state.repeat_aa = repeat_aa
         experiment = measured
     if attach is not None:
         attach.run_path = run.path
-        run.update_manifest(no_launch={"endpoints": attach.to_manifest()})
+        run.state.no_launch = NoLaunch(endpoints=attach.to_manifest())
     session = Session(run, experiment, reporter or SilentReporter(), attach)
     try:
         drive(session, list(experiment.modes))
@@ -213,9 +204,8 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
     experiment = load_experiment(experiment_file)
     named = tokenizer_path(tokenizer) or tokenizer_path(experiment.workload.tokenizer)
     check_external(experiment)
-    run = RunDir.create(out, experiment_file, experiment)
-    if named is not None:
-        run.update_manifest(tokenizer=named)
+    run = create_run(out, experiment_file, experiment)
+    run.state.tokenizer = named
     session = Session(run, experiment, reporter or SilentReporter())
 
     async def _prepare() -> None:
@@ -235,9 +225,14 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
     try:
         asyncio.run(_prepare())
     except (ConfigError, EndpointError):
+        session.close()
         discard_if_empty(run)
         raise
-    session.prepared.save(run.prepared_path)
+    except BaseException:
+        session.close()
+        raise
+    session.writer.save_text(PREPARED_FILE, session.prepared.dumps())
+    session.close()
     return run
 
 
@@ -251,7 +246,7 @@ def measure_mode(experiment_file: Path | None, mode_name: str, run_dir: Path | N
         if experiment_file is None:
             raise ConfigError("give an experiment file or an existing --run RUN_DIR")
         experiment = load_experiment(experiment_file)
-        run = RunDir.create(out, experiment_file, experiment)
+        run = create_run(out, experiment_file, experiment)
     mode = experiment.mode(mode_name)
     drive(Session(run, experiment, reporter or SilentReporter()), [mode])
     return run
@@ -278,15 +273,15 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation
     from kvlab.report.verdicts import pairs_markdown
 
     run = RunDir.open(run_dir)
-    experiment = experiment_of(run)
-    records = read_records(run.records_path) if run.records_path.exists() else []
+    experiment = run.experiment()
+    records = run.records
     evaluation = evaluate(
         records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
         mode_order=[m.name for m in experiment.modes],
     )
     summaries = load_summaries(records, Slo(**experiment.slo.model_dump()),
                                experiment.load.slip_threshold_ms)
-    manifest = run.manifest()
+    manifest = run.state.to_json()
     evaluation.extra["load"] = [s.to_dict() for s in summaries]
     evaluation.extra["order"] = manifest.get("order")
     if manifest.get("repeat_aa"):

@@ -4,9 +4,12 @@ A :class:`Session` walks the run order (blocked, ABBA shares or interleaved, see
 :mod:`kvlab.bench.plan.order`): for each (mode, capacity) it starts the server (or checks
 the endpoint), prepares the capacity's prompts on first use (``prepared.json``), warms
 up, then sends the rows not done yet, one after another or as whole load points
-(:mod:`kvlab.bench.plan.schedule`). Every Record is appended as it lands; the server is
-stopped and entered in the manifest on every exit path. :func:`drive` turns Ctrl-C
-and a dead server into :class:`~kvlab.errors.RunInterrupted`.
+(:mod:`kvlab.bench.plan.schedule`). The session owns the run's state
+(:class:`~kvlab.bench.store.state.RunState`) in memory and saves it, and every Record
+as it lands, through the run's one writer (:class:`~kvlab.bench.store.writer.RunWriter`,
+off the event loop; synced to the disk at the end of each load point and on every
+exit). The server is stopped and entered in the state on every exit path. :func:`drive`
+turns Ctrl-C and a dead server into :class:`~kvlab.errors.RunInterrupted`.
 """
 
 from __future__ import annotations
@@ -35,19 +38,16 @@ from kvlab.bench.plan.workload import (
     load_queries,
     prepare_capacity,
 )
-from kvlab.bench.records import (
-    GAUGES_FILE,
-    Outcome,
-    Record,
-    RecordStore,
-    RunClock,
-    read_records,
-)
+from kvlab.bench.records import Outcome, Record, RunClock
 from kvlab.bench.run.reporter import Reporter
-from kvlab.bench.run.rundir import RunDir, now_iso
+from kvlab.bench.run.rundir import now_iso
 from kvlab.bench.run.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
-from kvlab.errors import RunInterrupted
+from kvlab.bench.store.rundir import PREPARED_FILE, RunDir
+from kvlab.bench.store.state import ServerEntry, SessionEntry
+from kvlab.bench.store.writer import RunWriter
+from kvlab.errors import ConfigError, RunInterrupted
 from kvlab.experiment import Experiment, Mode
+from kvlab.servers.base import Server
 from kvlab.servers.preflight import load_average
 
 
@@ -73,7 +73,8 @@ class Session:
         self.reporter = reporter
         self.attach = attach  # --no-launch: the user's servers instead of launching
         self.queries = queries_of(experiment)
-        existing = read_records(run.records_path) if run.records_path.exists() else []
+        self.state = run.state  # owned here, in memory; saved through self.writer
+        existing = run.records
         # A key counts as done once it has an ok record; failed rows are retried.
         self.done = {r.key for r in existing if r.outcome == Outcome.OK}
         self.position = max((r.position for r in existing), default=-1) + 1
@@ -83,6 +84,12 @@ class Session:
             Prepared.load(run.prepared_path) if run.prepared_path.exists() else self._empty()
         )
         self.counts: dict[tuple[str, str], dict[str, int]] = {}  # prompt-sizing counts
+        self.writer = RunWriter(run.path)  # the run's one writer, until close()
+
+    def close(self) -> None:
+        """Write the state, sync every record to the disk, stop the writer."""
+        self.writer.save(self.state)
+        self.writer.close()
 
     def _empty(self) -> Prepared:
         w = self.experiment.workload
@@ -108,7 +115,7 @@ class Session:
             w = self.experiment.workload
             # the path resolved when the run began (the run dir's copy of the file
             # would resolve a relative path against the run dir)
-            named = self.run.manifest().get("tokenizer") or w.tokenizer
+            named = self.state.tokenizer or w.tokenizer
             tokenizer = Path(named) if named else None
             async with httpx.AsyncClient() as client:
                 counter = (await choose_counter(client, endpoint, params or {}, tokenizer)
@@ -118,10 +125,10 @@ class Session:
             self.prepared.padding_tokens[capacity] = padding
             self.prepared.prompts[capacity] = prompts
             self.prepared.sizing[capacity] = counter.sizing.to_json()
-            self.prepared.save(self.run.prepared_path)
-            manifest = self.run.manifest()
-            manifest.setdefault("prompt_sizing", {})[str(capacity)] = counter.sizing.to_json()
-            self.run.write_manifest(manifest)
+            self.writer.save_text(PREPARED_FILE, self.prepared.dumps())
+            sizing = self.state.prompt_sizing = self.state.prompt_sizing or {}
+            sizing[str(capacity)] = counter.sizing.to_json()
+            self.writer.save(self.state)
         return self.prepared.prompts[capacity]
 
     def todo(self, mode: Mode, capacity: int,
@@ -143,14 +150,14 @@ class Session:
         ]
 
     @asynccontextmanager
-    async def server_up(self, mode: Mode, capacity: int, store: RecordStore,
-                        client: HarnessClient
-                        ) -> AsyncIterator[tuple[Endpoint, dict[str, PreparedPrompt], Any]]:
+    async def server_up(self, mode: Mode, capacity: int, client: HarnessClient
+                        ) -> AsyncIterator[tuple[Endpoint, dict[str, PreparedPrompt],
+                                                 Server | None]]:
         """Start the mode's server, check it, prepare prompts and warm up; stop it and
-        record it in the manifest on the way out."""
+        record it in the state on the way out."""
         server = make_server(self.experiment, mode, capacity, self.attach)
         log = self.run.log_path(mode.name, capacity)
-        entry: dict[str, Any] = {"mode": mode.name, "capacity": capacity, "started": now_iso()}
+        entry = ServerEntry(mode=mode.name, capacity=capacity, started=now_iso())
         try:
             if server is not None:
                 what = (f"checking {redact_url(server.base_url)}"
@@ -166,35 +173,34 @@ class Session:
                 capacity, endpoint, self.experiment.request_params(mode))}
             first = next(iter(prompts.values()))
             for i in range(self.experiment.workload.warmup):
-                await self.send(client, endpoint, mode, capacity, first, i, store, server,
+                await self.send(client, endpoint, mode, capacity, first, i, server,
                                 warmup=True)
             yield endpoint, prompts, server
         finally:
             if server is not None:
                 server.stop()
-                entry["facts"] = server.facts()
-            entry["stopped"] = now_iso()
-            manifest = self.run.manifest()
-            manifest.setdefault("servers", []).append(entry)
-            self.run.write_manifest(manifest)
+                entry.facts = server.facts()
+            entry.stopped = now_iso()
+            self.state.servers.append(entry)
+            self.writer.save(self.state)
 
-    async def measure(self, mode: Mode, capacity: int, store: RecordStore,
-                      client: HarnessClient, blocks: list[Block] | None = None) -> None:
+    async def measure(self, mode: Mode, capacity: int, client: HarnessClient,
+                      blocks: list[Block] | None = None) -> None:
         """Start the server, warm up, send every row not done yet, stop the server."""
         todo = self.todo(mode, capacity, blocks)
         if not todo:
             return
-        async with self.server_up(mode, capacity, store, client) as (endpoint, prompts, server):
+        async with self.server_up(mode, capacity, client) as (endpoint, prompts, server):
             if self.experiment.load.kind != "sequential":
-                await self.measure_points(mode, capacity, store, endpoint, prompts, server)
+                await self.measure_points(mode, capacity, endpoint, prompts, server)
                 return
             self.reporter.begin(mode.name, capacity, len(todo))
             for rep, qid in todo:
-                await self.send(client, endpoint, mode, capacity, prompts[qid], rep, store,
-                                server)
+                await self.send(client, endpoint, mode, capacity, prompts[qid], rep, server)
+            await self.writer.synced()  # the end of a sequential point
             self.reporter.end(mode.name, capacity)
 
-    async def measure_interleaved(self, modes: list[Mode], capacity: int, store: RecordStore,
+    async def measure_interleaved(self, modes: list[Mode], capacity: int,
                                   client: HarnessClient) -> None:
         """Every mode's server up at once; rows alternate request by request."""
         todo = {m.name: self.todo(m, capacity) for m in modes}
@@ -203,27 +209,26 @@ class Session:
             return
         async with AsyncExitStack() as stack:
             up = {m.name: (m, *await stack.enter_async_context(
-                self.server_up(m, capacity, store, client))) for m in modes}
+                self.server_up(m, capacity, client))) for m in modes}
             self.reporter.begin("+".join(up), capacity, sum(len(t) for t in todo.values()))
             for name, (rep, qid) in interleave({m.name: todo[m.name] for m in modes}):
                 mode, endpoint, prompts, server = up[name]
-                await self.send(client, endpoint, mode, capacity, prompts[qid], rep, store,
-                                server)
+                await self.send(client, endpoint, mode, capacity, prompts[qid], rep, server)
+            await self.writer.synced()
             self.reporter.end("+".join(up), capacity)
 
     def points_todo(self, mode: Mode, capacity: int) -> list[tuple[int, str]]:
         """Load points of this mode and capacity not completed yet, as (index, label)."""
-        done = {tuple(p) for p in self.run.manifest().get("points_done", [])}
         return [(i, point.label) for i, point in enumerate(self.points())
-                if (mode.name, capacity, point.label) not in done]
+                if not self.state.point_done(mode.name, capacity, point.label)]
 
     def points(self) -> list[Any]:
         w = self.experiment.workload
         return self.experiment.load.points(len(self.queries) * w.repetitions)
 
-    async def measure_points(self, mode: Mode, capacity: int, store: RecordStore,
-                             endpoint: Endpoint, prompts: dict[str, PreparedPrompt],
-                             server: Any | None) -> None:
+    async def measure_points(self, mode: Mode, capacity: int, endpoint: Endpoint,
+                             prompts: dict[str, PreparedPrompt], server: Server | None
+                             ) -> None:
         """Each load point not completed yet, whole (a partial point reruns entirely;
         its new rows supersede the earlier attempt's)."""
         from kvlab.bench.plan.schedule import run_point
@@ -241,7 +246,7 @@ class Session:
                                 if not point.duration_s else point.planned_requests(len(specs)))
 
             def landed(record: Record) -> None:
-                store.append(record)
+                self.writer.append(record)
                 self.written += 1
                 if not record.warmup:
                     self.reporter.advance(record)
@@ -252,30 +257,30 @@ class Session:
                     return await pool.send(endpoint, spec, self.clock)
 
                 records = await run_point(point, specs, send, self.clock, landed)
+            await self.writer.synced()  # the point's rows are on the disk
             self.reporter.end(f"{mode.name} {point.label}", capacity)
             if any(r.outcome != Outcome.OK for r in records) and server is not None \
-                    and hasattr(server, "is_alive") and not server.is_alive():
+                    and not server.is_alive():
                 raise ServerDied(self.died(mode, capacity, server))
-            manifest = self.run.manifest()
-            manifest.setdefault("points_done", []).append([mode.name, capacity, point.label])
-            self.run.write_manifest(manifest)
+            done = self.state.points_done = self.state.points_done or []
+            done.append((mode.name, capacity, point.label))
+            self.writer.save(self.state)
 
     @asynccontextmanager
-    async def gauges(self, mode: Mode, capacity: int, load: str, server: Any | None
+    async def gauges(self, mode: Mode, capacity: int, load: str, server: Server | None
                      ) -> AsyncIterator[None]:
         """Poll the launched server's ``/metrics`` into gauges.jsonl while a load point
         runs (nothing for an external endpoint, or a server without ``/metrics``)."""
-        url = getattr(server, "base_url", None)
-        if not isinstance(url, str):
+        if server is None:
             yield
             return
-        async with GaugeRecorder(url, self.run.path / GAUGES_FILE, self.clock,
+        async with GaugeRecorder(server.base_url, self.run.gauges_path, self.clock,
                                  mode=mode.name, capacity=capacity, load=load):
             yield
 
-    def died(self, mode: Mode, capacity: int, server: Any) -> str:
+    def died(self, mode: Mode, capacity: int, server: Server) -> str:
         """The one-line reason a managed server stopped mid-run (its signal, if any)."""
-        how = getattr(server, "exit_description", lambda: None)() or "exited"
+        how = server.exit_description() or "exited"
         return (f"{mode.name} @ {capacity}: the server {how} mid-run "
                 f"(log {self.run.log_path(mode.name, capacity)})")
 
@@ -297,48 +302,46 @@ class Session:
         )
 
     async def send(self, client: HarnessClient, endpoint: Endpoint, mode: Mode, capacity: int,
-                   prompt: PreparedPrompt, repetition: int, store: RecordStore,
-                   server: Any | None, warmup: bool = False) -> None:
+                   prompt: PreparedPrompt, repetition: int, server: Server | None,
+                   warmup: bool = False) -> None:
         spec = self.spec(mode, capacity, prompt, repetition, self.position, warmup)
         record = await client.send(endpoint, spec, self.clock)
-        store.append(record)
+        self.writer.append(record)
         self.position += 1
         self.written += 1
         if not warmup:
             self.reporter.advance(record)
-        if (record.outcome != Outcome.OK and server is not None
-                and hasattr(server, "is_alive") and not server.is_alive()):
+        if record.outcome != Outcome.OK and server is not None and not server.is_alive():
             raise ServerDied(self.died(mode, capacity, server))
 
     async def run_modes(self, modes: list[Mode]) -> None:
-        choice = resolve_order(self.experiment.order, {m.name: m.server for m in modes})
+        choice = resolve_order(self.experiment.order, {m.name: m.server for m in modes},
+                               alone={m.server: m.settings.program for m in modes
+                                      if not m.settings.interleaves})
         blocks = plan_blocks([m.name for m in modes],
                              {m.name: self.experiment.capacities(m) for m in modes}, choice.used)
         order = [(b.mode, b.capacity) for b in blocks]
-        session = {"started": now_iso(), "load_average_started": load_average(),
-                   "modes": [m.name for m in modes], "order": order,
-                   "run_order": {**choice.to_dict(), "sequence": sequence_of(blocks)}}
-        manifest = self.run.manifest()
-        manifest.setdefault("sessions", []).append(session)
-        manifest["run_order"] = manifest.get("run_order", []) + [list(o) for o in order]
-        manifest["order"] = session["run_order"]  # the order actually used, last session
-        self.run.write_manifest(manifest)
+        session = SessionEntry(started=now_iso(), load_average_started=load_average(),
+                               modes=[m.name for m in modes], order=order,
+                               run_order={**choice.to_dict(), "sequence": sequence_of(blocks)})
+        self.state.sessions.append(session)
+        self.state.run_order += order
+        self.state.order = session.run_order  # the order actually used, last session
+        self.writer.save(self.state)
         by_name = {m.name: m for m in modes}
-        with RecordStore(self.run.records_path) as store:
-            async with HarnessClient(max_connections=1) as client:
-                if choice.used == "interleaved":
-                    for capacity in sorted({b.capacity for b in blocks}):
-                        here = [by_name[b.mode] for b in blocks if b.capacity == capacity]
-                        await self.measure_interleaved(here, capacity, store, client)
-                else:
-                    for group in server_sessions(blocks):
-                        mode, capacity = by_name[group[0].mode], group[0].capacity
-                        await self.measure(mode, capacity, store, client,
-                                           group if group[0].parts > 1 else None)
-        manifest = self.run.manifest()
-        manifest["sessions"][-1]["stopped"] = now_iso()
-        manifest["sessions"][-1]["load_average_stopped"] = load_average()
-        self.run.write_manifest(manifest)
+        async with HarnessClient(max_connections=1) as client:
+            if choice.used == "interleaved":
+                for capacity in sorted({b.capacity for b in blocks}):
+                    here = [by_name[b.mode] for b in blocks if b.capacity == capacity]
+                    await self.measure_interleaved(here, capacity, client)
+            else:
+                for group in server_sessions(blocks):
+                    mode, capacity = by_name[group[0].mode], group[0].capacity
+                    await self.measure(mode, capacity, client,
+                                       group if group[0].parts > 1 else None)
+        session.stopped = now_iso()
+        session.load_average_stopped = load_average()
+        self.writer.save(self.state)
 
 
 def drive(session: Session, modes: list[Mode]) -> None:
@@ -351,9 +354,11 @@ def drive(session: Session, modes: list[Mode]) -> None:
         reason, status = "interrupted", 130
     except ServerDied as exc:
         reason = f"interrupted ({exc})"
+    finally:
+        session.close()  # every record landed is on the disk, and the state saved
     records = 0
-    with suppress(OSError):
-        records = len(read_records(session.run.records_path))
+    with suppress(OSError, ConfigError):
+        records = len(RunDir(session.run.path).records)
     raise RunInterrupted(
         f"{reason}: {records} records kept in {session.run.path}; "
         f"resume with: kvlab run --resume {session.run.path}", exit_status=status

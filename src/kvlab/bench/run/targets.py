@@ -1,10 +1,10 @@
 """What a (mode, capacity) is measured against: a server kvlab launches, or an endpoint.
 
-``make_server`` builds the managed server of an embedded or llamacpp mode (started and
-stopped by the session); ``endpoint_for`` says where the requests go and with which
+``make_server`` builds the server of a launched mode (its kind's settings build it; the
+session starts and stops it); ``endpoint_for`` says where the requests go and with which
 credentials (API keys come from the environment, never from files).
 
-``kvlab run --no-launch`` (an :class:`Attach` plan): every embedded or llamacpp mode is
+``kvlab run --no-launch`` (an :class:`Attach` plan): every mode of a launched kind is
 measured against a server the user started, given as ``MODE=URL`` (every capacity of
 the mode) or ``MODE@CAPACITY=URL`` (that capacity; the more specific one wins). kvlab
 cannot restart a server it does not own at another ``--ctx-size``/``-c``, so each
@@ -28,38 +28,27 @@ from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.client.urls import redact_url, require_http_url
 from kvlab.errors import ConfigError, EndpointUnreachable
 from kvlab.experiment import Experiment, Mode
-
-LAUNCHED_KINDS = ("embedded", "llamacpp")  # the servers --no-launch replaces
+from kvlab.servers.base import Server
+from kvlab.servers.process import STOP_GRACE_S
 
 
 def make_server(experiment: Experiment, mode: Mode, capacity: int,
-                attach: Attach | None = None) -> Any | None:
-    """The managed server of ``mode`` at ``capacity``; None for an external endpoint;
-    with ``attach`` (``--no-launch``), the user's server for it."""
-    if attach is not None and mode.server in LAUNCHED_KINDS:
+                attach: Attach | None = None) -> Server | None:
+    """The server of ``mode`` at ``capacity``, built by its kind's settings; None for
+    an external endpoint; with ``attach`` (``--no-launch``), the user's server for a
+    launched kind."""
+    if attach is not None and mode.settings.launched:
         return AttachedServer(attach.url(mode.name, capacity), mode.name, capacity,
                               attach.run_path)
-    if mode.server == "embedded":
-        from kvlab.servers.embedded import EmbeddedServer
-
-        settings = mode.embedded
-        assert settings is not None
-        return EmbeddedServer(capacity, settings.preset, settings.no_cache, settings.threads,
-                              model=settings.model, slots=settings.slots,
-                              kv_blocks=settings.kv_blocks, block_size=settings.block_size)
-    if mode.server == "llamacpp":
-        from kvlab.servers.llamacpp import LlamaServer
-
-        return LlamaServer(mode.llamacpp_settings(), capacity)
-    return None
+    return mode.settings.build(capacity)
 
 
-def endpoint_for(experiment: Experiment, mode: Mode, server: Any | None) -> Endpoint:
+def endpoint_for(experiment: Experiment, mode: Mode, server: Server | None) -> Endpoint:
     """Where this mode's requests go. API keys come from the environment, never files."""
     timeout = experiment.protocol.request_timeout_s
     if server is not None:
-        model = (mode.embedded.model or mode.embedded.preset) if mode.embedded else "default"
-        return Endpoint(server.base_url, mode.api, model=model, name=mode.name, timeout_s=timeout)
+        return Endpoint(server.base_url, mode.api, model=mode.settings.model_name(),
+                        name=mode.name, timeout_s=timeout)
     external = mode.external
     assert external is not None
     if external.endpoint is not None:
@@ -132,7 +121,8 @@ def parse_endpoint_specs(specs: list[str]) -> dict[tuple[str, int | None], str]:
 
 def attach_plan(experiment: Experiment, specs: list[str]) -> Attach:
     """Check ``--endpoint`` specs against the experiment: modes and capacities exist, only
-    launched modes (embedded, llamacpp) take one, and each of their capacities has one."""
+    modes of a launched kind (embedded, llamacpp, ...) take one, and each of their
+    capacities has one."""
     urls = parse_endpoint_specs(specs)
     names = [m.name for m in experiment.modes]
     for mode_name, capacity in urls:
@@ -140,7 +130,7 @@ def attach_plan(experiment: Experiment, specs: list[str]) -> Attach:
             raise ConfigError(f"--endpoint {mode_name}: no such mode in {experiment.name} "
                               f"(modes: {', '.join(names)})")
         mode = experiment.mode(mode_name)
-        if mode.server not in LAUNCHED_KINDS:
+        if not mode.settings.launched:
             raise ConfigError(f"--endpoint {mode_name}: mode {mode_name} is external; its "
                               "endpoint comes from the experiment file")
         if capacity is not None and capacity not in experiment.capacities(mode):
@@ -149,7 +139,7 @@ def attach_plan(experiment: Experiment, specs: list[str]) -> Attach:
                               f"measured at capacity {capacity} (capacities: {allowed})")
     attach = Attach(urls)
     for mode in experiment.modes:
-        if mode.server not in LAUNCHED_KINDS:
+        if not mode.settings.launched:
             continue
         missing = [c for c in experiment.capacities(mode) if (mode.name, c) not in urls
                    and (mode.name, None) not in urls]
@@ -222,8 +212,17 @@ class AttachedServer:
             raise self._fail(f"the server at {url} runs with a context of {n_ctx} tokens, "
                              f"not {self.capacity} (/props)")
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Nothing: kvlab does not own this server."""
+
+    def is_alive(self) -> bool:
+        """Always True: kvlab cannot see another owner's process (a dead one shows as
+        failed requests)."""
+        return True
+
+    def exit_description(self, wait_s: float = 0.0) -> str | None:
+        """None: kvlab does not know how another owner's process ended."""
+        return None
 
     def props(self) -> dict[str, Any] | None:
         return self._props

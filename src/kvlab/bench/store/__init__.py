@@ -1,0 +1,1 @@
+"""A run directory on disk: its typed state, the one reader, the one writer, its evaluation."""

@@ -1,0 +1,107 @@
+"""The typed state of a run: what ``manifest.json`` holds, kept in memory by the session.
+
+The session changes a :class:`RunState` in memory (a server stopped, a load point done,
+a capacity's prompts sized) and saves it through the run's one writer
+(:class:`kvlab.bench.store.writer.RunWriter`); nothing reads the file back to learn
+what the program itself just did. Keys a newer or older kvlab wrote are kept as they
+are (``extra="allow"``), so reading and saving a run never drops a fact.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kvlab.errors import ConfigError
+
+MANIFEST_FILE = "manifest.json"
+
+
+class _Facts(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ServerEntry(_Facts):
+    """One server's time in the run: a (mode, capacity) up, then stopped."""
+
+    mode: str
+    capacity: int
+    started: str  # local wall-clock time (ISO 8601)
+    facts: dict[str, Any] | None = None  # the Server's facts(); None: an external endpoint
+    stopped: str | None = None
+
+
+class SessionEntry(_Facts):
+    """One invocation of the runner (a run, or each resume)."""
+
+    started: str
+    modes: list[str]
+    order: list[tuple[str, int]]  # (mode, capacity) blocks in the order measured
+    run_order: dict[str, Any]  # bench.plan.order.OrderChoice.to_dict() and the sequence
+    stopped: str | None = None
+    # 1-, 5- and 15-minute load averages at start and stop (servers.preflight.load_average)
+    load_average_started: list[float] | None = None
+    load_average_stopped: list[float] | None = None
+
+
+class NoLaunch(_Facts):
+    """``kvlab run --no-launch``: the URL (no credentials) of each MODE[@CAPACITY]."""
+
+    endpoints: dict[str, str]
+
+
+# Keys written only once they have a value (a manifest without them is as before).
+_OPTIONAL = ("overrides", "tokenizer", "repeat_aa", "no_launch", "prompt_sizing",
+             "points_done", "order")
+
+
+class RunState(_Facts):
+    """Everything a run decided and saw besides its records (``manifest.json``)."""
+
+    run_id: str = ""
+    kvlab_version: str | None = None
+    git_commit: str | None = None  # "-dirty" when the checkout was modified
+    experiment_name: str = ""
+    experiment_file: str | None = None  # the experiment file verbatim, as the user wrote it
+    host: dict[str, Any] = Field(default_factory=dict)  # bench.run.rundir.host_facts()
+    sessions: list[SessionEntry] = Field(default_factory=list)
+    servers: list[ServerEntry] = Field(default_factory=list)
+    run_order: list[tuple[str, int]] = Field(default_factory=list)  # every session's blocks
+    calibration: dict[str, Any] | None = None  # kvlab calibrate's limits when the run began
+    overrides: dict[str, Any] | None = None  # {"queries": N} from kvlab run --queries
+    tokenizer: str | None = None  # the tokenizer file counting prompt tokens
+    repeat_aa: str | None = None  # the mode measured twice (kvlab run --repeat-aa)
+    no_launch: NoLaunch | None = None
+    # capacity (as a string) -> bench.plan.sizing.Sizing.to_json()
+    prompt_sizing: dict[str, dict[str, Any]] | None = None
+    points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
+    order: dict[str, Any] | None = None  # the order the last session used
+    imported_from: str | None = None  # a peer's result file read as a run (not written)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as JSON data; optional keys appear once set."""
+        unset = {k for k in (*_OPTIONAL, "imported_from") if getattr(self, k) is None}
+        return self.model_dump(mode="json", exclude=unset)
+
+    def dumps(self) -> str:
+        """``manifest.json``'s text."""
+        return json.dumps(self.to_json(), indent=2, default=str) + "\n"
+
+    def point_done(self, mode: str, capacity: int, label: str) -> bool:
+        """True once the load point (mode, capacity, label) completed."""
+        return (mode, capacity, label) in set(self.points_done or [])
+
+    @classmethod
+    def read(cls, path: Path) -> RunState:
+        """A manifest file; an empty state when there is none; ConfigError (one line)
+        when it is not a manifest."""
+        if not path.is_file():
+            return cls()
+        try:
+            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        except (ValidationError, OSError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"{path}: not a kvlab manifest ({first})") from None

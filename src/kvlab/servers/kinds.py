@@ -1,0 +1,37 @@
+"""The server kinds an experiment's ``server = "..."`` may name: one registry line each.
+
+Adding a kind (say ``"vllm"``) takes three things:
+
+1. a settings class in its own module, ``servers/vllm.py``: a
+   :class:`~kvlab.servers.base.ServerSettings` with ``kind: Literal["vllm"] = "vllm"``,
+   its options as fields (the ``[modes.vllm]`` table) and ``build(capacity)``;
+2. in the same module, the server it builds: a
+   :class:`~kvlab.servers.process.ServerProcess` subclass giving ``argv()`` and
+   ``facts()`` (the base spawns, waits for ``/health``, keeps the log, stops);
+3. its settings class added to :data:`ServerSettingsUnion` below.
+
+The experiment file, the run (start, stop, crash checks, manifest), ``--no-launch``
+and ``--dry-run`` then know the kind with no other change.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, get_args
+
+from pydantic import Field
+
+from kvlab.servers.base import ServerSettings
+from kvlab.servers.embedded import EmbeddedSettings
+from kvlab.servers.external import ExternalSettings
+from kvlab.servers.llamacpp import LlamaCppSettings
+
+# The registry: one settings class per kind, told apart by its ``kind`` field.
+ServerSettingsUnion = Annotated[
+    EmbeddedSettings | LlamaCppSettings | ExternalSettings,
+    Field(discriminator="kind"),
+]
+
+SERVER_KINDS: dict[str, type[ServerSettings]] = {
+    cls.model_fields["kind"].default: cls for cls in get_args(get_args(ServerSettingsUnion)[0])
+}
+"""Kind name -> settings class, in registry order."""
