@@ -57,6 +57,7 @@ def test_kv_bench_writes_files(tmp_path: Path, monkeypatch, capsys) -> None:  # 
         assert (out_dir / name).stat().st_size > 0
     doc = json.loads((out_dir / "kv-bench.json").read_text())
     assert [row["context"] for row in doc["rows"]] == [8, 16]
+    assert doc["machine"]["cores"] >= 1 and len(doc["machine"]["load_average"]) == 3
 
 
 def test_kv_bench_json_last_line(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

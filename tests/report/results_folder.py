@@ -13,6 +13,7 @@ import torch
 
 from kvlab.bench.records import Record
 from kvlab.bench.run.runner import evaluate_run
+from kvlab.bench.store.state import SessionEntry
 from kvlab.cli import main
 from kvlab.engine.bench_files import write_outputs
 from kvlab.engine.timing import BenchSettings, run_kv_bench
@@ -54,9 +55,12 @@ def _batching_rows() -> list[Record]:
 def _run(root: Path, name: str, toml: str, rows: list[Record], html: bool = False) -> Path:
     """A run directory evaluated as ``kvlab run`` leaves it (with ``html``, report.html
     too; else report.md is its report)."""
+    session = SessionEntry(started="2026-01-01T12:00:00+00:00", modes=[], order=[],
+                           run_order={}, stopped="2026-01-01T12:05:00+00:00",
+                           load_average_started=SESSION_LOADS[0],
+                           load_average_stopped=SESSION_LOADS[1])
     manifest = {"run_id": name, "host": {"cpu": "Test CPU 9000", "cores": 2},
-                "sessions": [{"load_average_started": SESSION_LOADS[0],
-                              "load_average_stopped": SESSION_LOADS[1]}]}
+                "sessions": [session.model_dump(mode="json")]}
     path = write_run(root / "runs" / f"{name}-20260101-120000", rows, manifest, toml)
     evaluation = evaluate_run(path)
     if html:
