@@ -24,7 +24,9 @@ from typing import Any
 from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
 from kvlab.bench.analysis.definitions import Cell, cells
 from kvlab.bench.analysis.load import load_order
+from kvlab.bench.analysis.prefix_reuse import PrefixReuse, prefix_reuse
 from kvlab.bench.analysis.saturation import ClientCheck
+from kvlab.bench.analysis.server_counters import PointCounters, point_counters
 from kvlab.bench.analysis.summaries import (
     Summary,
     current_rows,
@@ -33,7 +35,7 @@ from kvlab.bench.analysis.summaries import (
     summarize_group,
 )
 from kvlab.bench.analysis.validate import Violation, check_rows
-from kvlab.bench.records import Record
+from kvlab.bench.records import GaugeSample, Record
 
 __all__ = [
     "METRIC_DEFINITIONS", "Comparison", "Evaluation", "Summary", "compare", "current_rows",
@@ -157,6 +159,8 @@ class Evaluation:
     named_pairs: bool = True
     client: ClientCheck | None = None  # the client-load check (set by the runner)
     definitions: list[Cell] = field(default_factory=list)  # under every tool's definitions
+    prefix_reuse: list[PrefixReuse] = field(default_factory=list)  # per mode: verifiable?
+    server_counters: list[PointCounters] = field(default_factory=list)  # /metrics deltas
 
     def to_json(self) -> dict[str, Any]:
         return {**self.extra, **{
@@ -169,6 +173,8 @@ class Evaluation:
             "comparisons": [c.to_json() for c in self.comparisons],
             "intervals": {"named_pairs": self.named_pairs,
                           "pairs": [p.to_dict() for p in self.pairs]},
+            "prefix_reuse": [p.to_dict() for p in self.prefix_reuse],
+            "server_counters": [c.to_dict() for c in self.server_counters],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -197,10 +203,12 @@ def evaluate(
     mode_order: Sequence[str] = (),
     *,
     resamples: int = 2000,
+    gauges: Sequence[GaugeSample] = (),
 ) -> Evaluation:
     """Validate, summarize per (mode, capacity, load) and compare each pair at every
     (capacity, load) both modes measured (every pair of modes when ``compare_pairs``
-    is empty; only named pairs get a strict :class:`Comparison`)."""
+    is empty; only named pairs get a strict :class:`Comparison`). ``gauges``: the run's
+    ``/metrics`` readings, for the server counters of each point."""
     rows = current_rows(records)
     violations = check_rows(rows)
     refused_keys = {v.row_key for v in violations}
@@ -223,6 +231,7 @@ def evaluate(
             pair_violations.extend(pair.pair_violations)
             comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
                                        pair.pair_violations, pair))
+    counters = point_counters(records, gauges)
     counts = {
         "records": len(records),
         "warmup": sum(1 for r in records if r.warmup),
@@ -232,7 +241,8 @@ def evaluate(
     }
     return Evaluation(run_id, experiment, counts, violations + pair_violations, summaries,
                       comparisons, pairs=pairs, named_pairs=bool(compare_pairs),
-                      definitions=cells(rows))
+                      definitions=cells(rows), prefix_reuse=prefix_reuse(rows, counters),
+                      server_counters=counters)
 
 
 def write_evaluation(evaluation: Evaluation, path: Path) -> None:

@@ -270,6 +270,7 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation
     )
     from kvlab.report.peer_definitions import definitions_markdown
     from kvlab.report.prompts import prompts_markdown
+    from kvlab.report.server_counters import server_counters_markdown
     from kvlab.report.verdicts import pairs_markdown
 
     run = RunDir.open(run_dir)
@@ -278,6 +279,7 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation
     evaluation = evaluate(
         records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
         mode_order=[m.name for m in experiment.modes],
+        gauges=run.gauges,
     )
     summaries = load_summaries(records, Slo(**experiment.slo.model_dump()),
                                experiment.load.slip_threshold_ms)
@@ -299,6 +301,7 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation
     report += load_markdown(summaries)
     report += client_markdown(client)
     report += kv_check_markdown(manifest)
+    report += server_counters_markdown(evaluation.server_counters)
     report += definitions_markdown(records, found=evaluation.definitions)
     if manifest.get("repeat_aa"):
         report += aa_markdown(evaluation, manifest["repeat_aa"])
