@@ -39,7 +39,8 @@ def kvlab(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", QUICK, "--dry-run", "--queries", "31"], "--queries must be within 1..30"),
         (["run", "--dry-run", "--resume", "/nonexistent-run"], "--dry-run plans a new run"),
         (["run", QUICK, "--queries", "abc"], "Invalid value for '--queries'"),
-        (["memory", "-L", "abc"], "(see kvlab memory --help)"),
+        (["memory", "--ubatch", "abc"], "(see kvlab memory --help)"),
+        (["memory", "-L", "abc"], "-L/--context: 'abc' is not a whole number"),
         (["nosuchcommand"], "No such command"),
     ],
 )

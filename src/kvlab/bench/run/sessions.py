@@ -42,6 +42,7 @@ from kvlab.bench.store.writer import RunWriter
 from kvlab.errors import ConfigError, RunInterrupted
 from kvlab.experiment import Experiment, Mode, request_salt
 from kvlab.servers.base import Server
+from kvlab.servers.preflight import load_average
 
 
 def queries_of(experiment: Experiment) -> list[Query]:
@@ -321,7 +322,8 @@ class Session:
         blocks = plan_blocks([m.name for m in modes],
                              {m.name: self.experiment.capacities(m) for m in modes}, choice.used)
         order = [(b.mode, b.capacity) for b in blocks]
-        session = SessionEntry(started=now_iso(), modes=[m.name for m in modes], order=order,
+        session = SessionEntry(started=now_iso(), load_average_started=load_average(),
+                               modes=[m.name for m in modes], order=order,
                                run_order={**choice.to_dict(), "sequence": sequence_of(blocks)})
         self.state.sessions.append(session)
         self.state.run_order += order
@@ -339,6 +341,7 @@ class Session:
                     await self.measure(mode, capacity, client,
                                        group if group[0].parts > 1 else None)
         session.stopped = now_iso()
+        session.load_average_stopped = load_average()
         self.writer.save(self.state)
 
 

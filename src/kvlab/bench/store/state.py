@@ -43,6 +43,9 @@ class SessionEntry(_Facts):
     # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
     run_order: dict[str, Any] = Field(default_factory=dict)
     stopped: str | None = None
+    # 1-, 5- and 15-minute load averages at start and stop (servers.preflight.load_average)
+    load_average_started: list[float] | None = None
+    load_average_stopped: list[float] | None = None
 
 
 class NoLaunch(_Facts):
