@@ -314,7 +314,8 @@ def results_page(root: Path) -> ResultsPage:
         step = f"{step} ({name})"
         if name not in runs:
             return Headline(step, f"no {RUNS_DIR}/{name}-*/evaluation.json (step not run)")
-        return _guarded(step, partial(read, run=runs[name]))
+        run = runs[name]
+        return _guarded(step, lambda s: read(s, run))
 
     others = [_guarded(name, partial(other_run_headline, run=run))
               for name, run in runs.items() if name not in RUN_HEADLINES]
