@@ -42,6 +42,9 @@ class SessionEntry(_Facts):
     order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
     # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
     run_order: dict[str, Any] = Field(default_factory=dict)
+    # the load workers of this invocation (bench.workers.ray_pool.RayPool.facts): engine,
+    # Ray version, address, nodes, and each worker's node, host and process; None: none
+    workers: dict[str, Any] | None = None
     stopped: str | None = None
 
 
@@ -51,9 +54,28 @@ class NoLaunch(_Facts):
     endpoints: dict[str, str]
 
 
+class WorkerChoice(_Facts):
+    """``kvlab run --workers``: how many load workers and where; a resume uses it again
+    unless given other flags. ``count`` None: ``per_node`` on every node of the cluster."""
+
+    count: int | None = None
+    address: str | None = None  # a Ray cluster's address; None: a local Ray kvlab starts
+    per_node: int | None = None
+
+
+class PointClocks(_Facts):
+    """The clocks of one load point's workers: per worker its index, requests, and clock
+    offset to the coordinator's with its bound (bench.workers.clocks.ClockOffset, ns)."""
+
+    mode: str
+    capacity: int
+    load: str
+    clocks: list[dict[str, Any]]
+
+
 # Keys written only once they have a value (a manifest without them is as before).
 _OPTIONAL = ("overrides", "tokenizer", "repeat_aa", "no_launch", "prompt_sizing",
-             "points_done", "order")
+             "points_done", "order", "workers", "worker_clocks")
 
 
 class RunState(_Facts):
@@ -77,6 +99,8 @@ class RunState(_Facts):
     prompt_sizing: dict[str, dict[str, Any]] | None = None
     points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
     order: dict[str, Any] | None = None  # the order the last session used
+    workers: WorkerChoice | None = None  # kvlab run --workers (or [load] workers)
+    worker_clocks: list[PointClocks] | None = None  # every sharded point, as measured
     imported_from: str | None = None  # a peer's result file read as a run (not written)
 
     def to_json(self) -> dict[str, Any]:
