@@ -106,21 +106,21 @@ async def collect(started: Launch, clock: RunClock,
         emit(merger.flush())
         return out
     except BaseException:
-        emit(await _stop_all(started.handles, pending, merger))
+        emit(await stop_all(started.handles, pending, merger))
         raise
 
 
-async def _stop_all(handles: list[WorkerHandle], pending: dict[asyncio.Future[Batch],
+async def stop_all(handles: list[WorkerHandle], pending: dict[asyncio.Future[Batch],
                                                                WorkerHandle],
                     merger: Merger) -> list[Record]:
     """Stop every worker; the records of drains under way and of the stops, merged."""
     stops = [asyncio.ensure_future(h.stop()) for h in handles]
     waiting = [*pending, *stops]
     await asyncio.wait(waiting, timeout=STOP_TIMEOUT_S)
+    out: list[Record] = []
     for future in waiting:
         if not future.done() or future.cancelled() or future.exception() is not None:
             continue  # a dead worker's records are lost with it
         batch = future.result()
-        merger.add(batch.worker, batch.records, batch.watermark_ns, True)
-    return merger.flush()
-
+        out += merger.add(batch.worker, batch.records, batch.watermark_ns, True)
+    return out + merger.flush()
