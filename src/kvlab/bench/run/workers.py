@@ -72,9 +72,14 @@ class RunWorkers:
     def start(self, max_concurrency: int | None) -> None:
         """Start the workers (a local Ray, or join the cluster); ConfigError when the
         load's ``max_concurrency`` cannot give each worker a place."""
+        from kvlab.bench.analysis.saturation import load_calibration
+
         self.pool = RayPool(self.settings)
         self.pool.start()
         count = len(self.pool.handles)
+        limit = load_calibration(workers=count)  # so later reports judge against the same
+        if limit is not None:
+            self.state.worker_calibration = limit.to_dict()
         if max_concurrency is not None and max_concurrency < count:
             raise ConfigError(f"max_concurrency {max_concurrency} is split over the {count} "
                               "load workers: give each at least one (lower --workers)")

@@ -75,7 +75,7 @@ class PointClocks(_Facts):
 
 # Keys written only once they have a value (a manifest without them is as before).
 _OPTIONAL = ("overrides", "tokenizer", "repeat_aa", "no_launch", "prompt_sizing",
-             "points_done", "order", "workers", "worker_clocks")
+             "points_done", "order", "workers", "worker_clocks", "worker_calibration")
 
 
 class RunState(_Facts):
@@ -100,6 +100,8 @@ class RunState(_Facts):
     points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
     order: dict[str, Any] | None = None  # the order the last session used
     workers: WorkerChoice | None = None  # kvlab run --workers (or [load] workers)
+    # kvlab calibrate --workers N's limits for the run's N load workers, when it began
+    worker_calibration: dict[str, Any] | None = None
     worker_clocks: list[PointClocks] | None = None  # every sharded point, as measured
     imported_from: str | None = None  # a peer's result file read as a run (not written)
 
@@ -116,6 +118,11 @@ class RunState(_Facts):
     def dumps(self) -> str:
         """``manifest.json``'s text."""
         return json.dumps(self.to_json(), indent=2, default=str) + "\n"
+
+    def load_workers(self) -> int | None:
+        """How many load workers the last session that had any ran (None: none did)."""
+        counts = [s.workers.get("count") for s in self.sessions if s.workers]
+        return int(counts[-1]) if counts and counts[-1] is not None else None
 
     def point_done(self, mode: str, capacity: int, label: str) -> bool:
         """True once the load point (mode, capacity, label) completed."""
