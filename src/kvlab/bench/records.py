@@ -125,7 +125,10 @@ class Record(BaseModel):
 
 
 class RecordStore:
-    """Append-only JSONL file of Records: one line per request, flushed as it lands."""
+    """Append-only JSONL file of Records, each pushed to disk before ``append`` returns:
+    for tools and tests that write a records file by hand. A run writes its records
+    through its one writer instead (:class:`kvlab.bench.store.writer.RunWriter`, off the
+    event loop)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

@@ -1,7 +1,7 @@
 """Continuous batching behind the server: the scheduler on one worker thread.
 
-Same interface as the one-request :class:`kvlab.serve.slot.Slot` (``load``,
-``generate``, ``close``), so the APIs do not know which one serves them. Requests go
+A :class:`~kvlab.serve.generator.Generator`, as the one-request
+:class:`kvlab.serve.slot.Slot` is, so the APIs do not know which one serves them. Requests go
 into an inbox; one worker thread moves them into the
 :class:`kvlab.engine.scheduler.Scheduler` and steps it while work is left, so many
 sequences decode in each batched forward over the paged KV cache
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.serve.api_errors import invalid_request
+from kvlab.serve.generator import Finished, Gauges, PoolGauges, TokenEvent, finish, relay
 from kvlab.serve.params import GenParams
-from kvlab.serve.slot import Finished, TokenEvent, relay
 from kvlab.serve.source import ModelSource
 
 
@@ -68,18 +68,12 @@ class _Job:
     def finished(self) -> Finished:
         """The request's Finished record, once the scheduler ended it."""
         req = self.request
-        done = Finished(n_prompt=len(req.prompt), tokens=list(req.tokens))
-        done.tail = self.decoder.flush()
-        done.text = "".join(self.pieces) + done.tail
-        done.stop_type = "eos" if req.stop_type == "eos" else "limit"
-        done.truncated = done.stop_type == "limit" and len(req.tokens) >= self.room
-        done.tokens_cached = len(req.prompt) + max(len(req.tokens) - 1, 0)
-        done.timings.prompt_n = len(req.prompt)
-        done.timings.prompt_ns = self.t_first - req.admitted_ns if self.t_first else 0
-        done.timings.predicted_n = len(req.tokens)
-        done.timings.predicted_ns = (max(self.t_last - self.t_first, 1000)
-                                     if req.tokens else 0)
-        return done
+        return finish(
+            n_prompt=len(req.prompt), tokens=list(req.tokens), pieces=self.pieces,
+            tail=self.decoder.flush(), stop_type="eos" if req.stop_type == "eos" else "limit",
+            room=self.room, tokens_cached=len(req.prompt) + max(len(req.tokens) - 1, 0),
+            cache_n=0, t_start=req.admitted_ns, t_first=self.t_first or None,
+            t_last=self.t_last)
 
 
 class BatchingSlot:
@@ -166,22 +160,35 @@ class BatchingSlot:
         """Stop the worker after its current step."""
         self._inbox.put(None)
 
-    def gauges(self) -> dict[str, Any]:
-        """Running and waiting requests, KV blocks per window group, and counters."""
+    def gauges(self) -> Gauges:
+        """Running and waiting requests, KV blocks per window group, and counters
+        (all zero before the model is loaded)."""
         sched = self.scheduler
         if sched is None:
-            return {}
+            return Gauges(running=0, waiting=self._inbox.qsize(), prompt_tokens=0,
+                          generation_tokens=0, finished=0)
         pool = sched.pool
+        return Gauges(
+            running=len(sched.running),
+            waiting=len(sched.waiting) + self._inbox.qsize(),
+            prompt_tokens=sched.counters.prompt_tokens,
+            generation_tokens=sched.counters.generation_tokens,
+            finished=sched.counters.finished,
+            pool=PoolGauges(
+                blocks_total=pool.n_blocks,
+                blocks_used={("full" if w is None else str(w)): pool.used(g)
+                             for g, w in enumerate(pool.windows)},
+                preemptions=sched.counters.preemptions),
+        )
+
+    def concurrency(self) -> dict[str, Any]:
+        """Continuous batching over a paged KV pool (no prompt reuse between requests)."""
+        batch = self.batch
         return {
-            "running": len(sched.running),
-            "waiting": len(sched.waiting) + self._inbox.qsize(),
-            "blocks_total": pool.n_blocks,
-            "blocks_used": {("full" if w is None else str(w)): pool.used(g)
-                            for g, w in enumerate(pool.windows)},
-            "preemptions": sched.counters.preemptions,
-            "prompt_tokens": sched.counters.prompt_tokens,
-            "generation_tokens": sched.counters.generation_tokens,
-            "finished": sched.counters.finished,
+            "concurrency": f"continuous batching, up to {batch.max_running} sequences",
+            "prompt_reuse": False,
+            "paged_kv": {"blocks": batch.n_blocks, "block_size": batch.block_size,
+                         "prefill_budget": batch.token_budget},
         }
 
     def _loop(self) -> None:

@@ -17,8 +17,8 @@ from starlette.responses import JSONResponse, Response
 
 from kvlab.serve.api_errors import ApiError, invalid_request
 from kvlab.serve.body import read_json_body
+from kvlab.serve.generator import Finished, TokenEvent
 from kvlab.serve.params import GenParams, as_int, parse_gen_params
-from kvlab.serve.slot import Finished, TokenEvent
 from kvlab.serve.sse import event, sse_response
 from kvlab.serve.state import ServerState
 

@@ -17,10 +17,10 @@ The one-request slot has no blocks: it reports the request gauges and counters o
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from starlette.responses import Response
+
+from kvlab.serve.generator import Gauges
 
 PREFIX = "kvlab:"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -45,29 +45,29 @@ def _line(name: str, value: float, model: str, **labels: str) -> str:
     return f"{PREFIX}{name}{{{text}}} {value:g}"
 
 
-def render_metrics(gauges: dict[str, Any], model: str) -> str:
-    """The exposition text of ``gauges`` (from a slot's ``gauges()``)."""
+def render_metrics(gauges: Gauges, model: str) -> str:
+    """The exposition text of ``gauges`` (a generator's ``gauges()``)."""
     samples: dict[str, list[str]] = {name: [] for name in _HELP}
     samples["num_requests_running"].append(_line("num_requests_running",
-                                                 gauges["running"], model))
+                                                 gauges.running, model))
     samples["num_requests_waiting"].append(_line("num_requests_waiting",
-                                                 gauges["waiting"], model))
-    if "blocks_total" in gauges:
-        used = gauges["blocks_used"]
-        total = gauges["blocks_total"]
+                                                 gauges.waiting, model))
+    pool = gauges.pool
+    if pool is not None:
+        used = pool.blocks_used
         full = used.get("full", max(used.values()))
         samples["kv_cache_usage_perc"].append(
-            _line("kv_cache_usage_perc", full / total, model))
-        samples["kv_blocks_total"].append(_line("kv_blocks_total", total, model))
+            _line("kv_cache_usage_perc", full / pool.blocks_total, model))
+        samples["kv_blocks_total"].append(_line("kv_blocks_total", pool.blocks_total, model))
         for window, n in used.items():
             samples["kv_blocks_in_use"].append(
                 _line("kv_blocks_in_use", n, model, window=window))
         samples["num_preemptions_total"].append(
-            _line("num_preemptions_total", gauges["preemptions"], model))
-    for key, name in (("prompt_tokens", "prompt_tokens_total"),
-                      ("generation_tokens", "generation_tokens_total"),
-                      ("finished", "request_success_total")):
-        samples[name].append(_line(name, gauges[key], model))
+            _line("num_preemptions_total", pool.preemptions, model))
+    for value, name in ((gauges.prompt_tokens, "prompt_tokens_total"),
+                        (gauges.generation_tokens, "generation_tokens_total"),
+                        (gauges.finished, "request_success_total")):
+        samples[name].append(_line(name, value, model))
     out = []
     for name, lines in samples.items():
         if lines:

@@ -28,9 +28,9 @@ from starlette.responses import JSONResponse, Response
 
 from kvlab import __version__
 from kvlab.serve.body import read_json_body
+from kvlab.serve.generator import Finished, TokenEvent
 from kvlab.serve.llamacpp_api import run_to_end
 from kvlab.serve.params import GenParams, parse_gen_params
-from kvlab.serve.slot import Finished, TokenEvent
 from kvlab.serve.sse import DONE, event, sse_response
 from kvlab.serve.state import ServerState
 

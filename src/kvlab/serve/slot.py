@@ -23,76 +23,16 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
+from kvlab.serve.generator import Finished, Gauges, Timings, TokenEvent, finish, relay
 from kvlab.serve.params import GenParams
 from kvlab.serve.prompt_cache import keep_prefix, reusable_prefix
 from kvlab.serve.source import ModelSource
 
+__all__ = ["CONCURRENCY", "Finished", "Slot", "Timings", "TokenEvent", "relay"]
 
-@dataclass
-class Timings:
-    """Server-side durations of one generation, in llama.cpp's ``timings`` shape."""
-
-    cache_n: int = 0  # prompt tokens reused from the KV cache
-    prompt_n: int = 0  # prompt tokens computed
-    prompt_ns: int = 0  # slot start -> first sampled token
-    predicted_n: int = 0  # sampled tokens, EOS included
-    predicted_ns: int = 0  # first sampled token -> last sampled token
-
-    def to_json(self) -> dict[str, float | int]:
-        """llama.cpp's ``timings`` object (ms; per_second excludes the first token)."""
-        prompt_ms = self.prompt_ns / 1e6
-        predicted_ms = self.predicted_ns / 1e6
-        steps = self.predicted_n - 1  # decode steps after the first token
-        return {
-            "cache_n": self.cache_n,
-            "prompt_n": self.prompt_n,
-            "prompt_ms": prompt_ms,
-            "prompt_per_token_ms": prompt_ms / self.prompt_n if self.prompt_n else 0.0,
-            "prompt_per_second": 1e3 * self.prompt_n / prompt_ms if prompt_ms > 0 else 0.0,
-            "predicted_n": self.predicted_n,
-            "predicted_ms": predicted_ms,
-            "predicted_per_token_ms": predicted_ms / steps if steps > 0 else 0.0,
-            "predicted_per_second": 1e3 * steps / predicted_ms if steps > 0 else 0.0,
-        }
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    """One sampled token and the text it completes ("" mid-character)."""
-
-    token_id: int
-    text: str
-
-
-@dataclass
-class Finished:
-    """The end of a generation: why it stopped and how long it took."""
-
-    n_prompt: int
-    tokens: list[int] = field(default_factory=list)  # every sampled token, EOS included
-    text: str = ""  # the whole generated text (EOS excluded)
-    tail: str = ""  # text not yet streamed: the decoder's flush (a cut character)
-    stop_type: str = "limit"  # "eos" or "limit"
-    truncated: bool = False  # stopped because the context was full
-    tokens_cached: int = 0  # KV cells the slot holds at the end (0 without a cache)
-    timings: Timings = field(default_factory=Timings)
-
-
-async def relay(
-    queue: asyncio.Queue[TokenEvent | Finished | BaseException],
-) -> AsyncIterator[TokenEvent | Finished]:
-    """What a worker thread put in ``queue``, up to the Finished; an exception it put
-    is raised here, in the request's handler."""
-    while True:
-        item = await queue.get()
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-        if isinstance(item, Finished):
-            return
+CONCURRENCY = "serialized, one slot"
 
 
 class Slot:
@@ -162,11 +102,21 @@ class Slot:
             for key, delta in deltas.items():
                 self._counts[key] += delta
 
-    def gauges(self) -> dict[str, int]:
+    def gauges(self) -> Gauges:
         """Requests running (0 or 1) and waiting for the slot, and totals since start:
         prompt tokens computed, tokens generated, requests finished."""
         with self._counts_lock:
-            return dict(self._counts)
+            c = dict(self._counts)
+        return Gauges(running=c["running"], waiting=c["waiting"],
+                      prompt_tokens=c["prompt_tokens"],
+                      generation_tokens=c["generation_tokens"], finished=c["finished"])
+
+    def check_fits(self, prompt_ids: list[int], params: GenParams) -> None:
+        """Nothing: a prompt shorter than the context always fits the one slot."""
+
+    def concurrency(self) -> dict[str, Any]:
+        """Serialized requests; a prompt may reuse the previous one's cached prefix."""
+        return {"concurrency": CONCURRENCY, "prompt_reuse": self.use_cache}
 
     def close(self) -> None:
         """Stop the worker thread once the running generation (if any) ends."""
@@ -213,37 +163,30 @@ class Slot:
         n_prompt = len(prompt_ids)
         room = self.n_ctx - n_prompt  # tokens that still fit in the context
         limit = room if params.n_predict < 0 else min(params.n_predict, room)
-        done = Finished(n_prompt=n_prompt)
         decoder = self.tokenizer.incremental_decoder()
+        tokens: list[int] = []
         pieces: list[str] = []
+        stop_type, cache_n = "limit", 0
         t_start = time.perf_counter_ns()
-        t_first = t_last = t_start
+        t_first: int | None = None
+        t_last = t_start
         if limit > 0:
-            tokens, done.timings.cache_n = self._token_stream(prompt_ids, limit, params)
-            for token_id in tokens:
+            stream, cache_n = self._token_stream(prompt_ids, limit, params)
+            for token_id in stream:
                 t_last = time.perf_counter_ns()
-                if not done.tokens:
+                if t_first is None:
                     t_first = t_last
-                done.tokens.append(token_id)
+                tokens.append(token_id)
                 if token_id in self.eos_ids and not params.ignore_eos:
-                    done.stop_type = "eos"
+                    stop_type = "eos"
                     break
                 text = decoder.push(token_id)
                 pieces.append(text)
                 put(TokenEvent(token_id, text))
                 if cancel.is_set():
                     break
-        done.tail = decoder.flush()
-        pieces.append(done.tail)
-        n_out = len(done.tokens)
-        done.text = "".join(pieces)
-        done.truncated = done.stop_type == "limit" and n_out >= room
         if self.cache is not None and limit > 0:  # the last token is never fed back
-            self._held = (prompt_ids + done.tokens)[: self.cache.length]
-        done.tokens_cached = len(self._held)
-        done.timings.prompt_n = n_prompt - done.timings.cache_n
-        done.timings.prompt_ns = t_first - t_start
-        done.timings.predicted_n = n_out
-        # llama.cpp counts at least 1 µs once decoding started.
-        done.timings.predicted_ns = max(t_last - t_first, 1000) if n_out else 0
-        return done
+            self._held = (prompt_ids + tokens)[: self.cache.length]
+        return finish(n_prompt=n_prompt, tokens=tokens, pieces=pieces, tail=decoder.flush(),
+                      stop_type=stop_type, room=room, tokens_cached=len(self._held),
+                      cache_n=cache_n, t_start=t_start, t_first=t_first, t_last=t_last)

@@ -11,11 +11,10 @@ from kvlab import __version__
 from kvlab.errors import ConfigError
 from kvlab.serve.api_errors import exceed_context, invalid_request
 from kvlab.serve.batching import BatchingSlot, BatchSettings
+from kvlab.serve.generator import Generator
 from kvlab.serve.params import GenParams, as_int
 from kvlab.serve.slot import Slot
 from kvlab.serve.source import resolve_source
-
-CONCURRENCY = "serialized, one slot"
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ class ServerState:
                                      settings.weights_seed)
         self.n_ctx = settings.resolved_n_ctx(self.source.config.max_len)
         self.model_id = self.source.name
-        self.slot: Slot | BatchingSlot
+        self.slot: Generator  # the one slot, or continuous batching
         if settings.batching:
             self.slot = BatchingSlot(self.source, self.n_ctx, settings.threads,
                                      settings.batch_settings(self.n_ctx))
@@ -132,21 +131,8 @@ class ServerState:
         return ids
 
     def check_fits(self, prompt_ids: list[int], params: GenParams) -> None:
-        """400 now, before a stream starts, for a request the KV pool can never hold."""
-        if isinstance(self.slot, BatchingSlot):
-            self.slot.check_fits(prompt_ids, params)
-
-    def concurrency(self) -> dict[str, Any]:
-        """How requests share the engine (the ``kvlab`` part of ``/props``)."""
-        if not isinstance(self.slot, BatchingSlot):
-            return {"concurrency": CONCURRENCY, "prompt_reuse": self.settings.use_cache}
-        batch = self.slot.batch
-        return {
-            "concurrency": f"continuous batching, up to {batch.max_running} sequences",
-            "prompt_reuse": False,
-            "paged_kv": {"blocks": batch.n_blocks, "block_size": batch.block_size,
-                         "prefill_budget": batch.token_budget},
-        }
+        """400 now, before a stream starts, for a request the generator can never hold."""
+        self.slot.check_fits(prompt_ids, params)
 
     def props(self) -> dict[str, Any]:
         """The ``GET /props`` document (llama.cpp's keys plus a ``kvlab`` object)."""
@@ -181,7 +167,7 @@ class ServerState:
                 "kv_cache": self.settings.use_cache,
                 "n_ctx": self.n_ctx,
                 "max_len": config.max_len,
-                **self.concurrency(),
+                **self.slot.concurrency(),
                 "threads": self.settings.threads,
                 "weights_seed": None if self.settings.model else self.settings.weights_seed,
                 "default_seed": self.settings.seed,
