@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline (Hypothesis's default is 200 ms): one example preempted on a
+# loaded machine would fail a property that holds. Speed is measured by benchmarks.
+settings.register_profile("kvlab", deadline=None)
+settings.load_profile("kvlab")
+
+# What a developer's shell may hold that changes what kvlab reads or prints. CI sets
+# none of them; a newcomer may have any (a key for their own server, a terminal width,
+# forced colours), so the suite runs without them.
+LEAKED_VARIABLES = (
+    "KVLAB_API_KEY",  # kvlab serve --api-key: every server a test starts would want a key
+    "VLLM_BASE_URL", "VLLM_MODEL_ID", "VLLM_API_KEY", "VLLM_ENDPOINT_NAME",  # endpoints
+    "COLUMNS", "LINES", "TERMINAL_WIDTH", "JUPYTER_COLUMNS", "JUPYTER_LINES",  # width
+    "FORCE_COLOR", "PY_COLORS", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "GITHUB_ACTIONS",  # colour
+    "TYPER_USE_RICH", "TYPER_STANDARD_TRACEBACK", "_TYPER_STANDARD_TRACEBACK",  # errors
+    "PYTHONWARNINGS",  # extra lines on the stderr of every kvlab process a test starts
+)
+LEAKED_PREFIXES = ("OPENAI_",)  # OPENAI_BASE_URL_<n>, OPENAI_MODEL_<n>, ...: endpoints
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module imports kvlab (rich and Typer read some of these once, at
+    import): drop the leaked variables, and never ask the Hugging Face Hub."""
+    for name in list(os.environ):
+        if name in LEAKED_VARIABLES or name.startswith(LEAKED_PREFIXES):
+            del os.environ[name]
+    os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 @pytest.fixture(autouse=True)

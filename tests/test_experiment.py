@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvlab.errors import ExperimentError
-from kvlab.experiment import load_experiment, parse_experiment
+from kvlab.experiment import load_experiment, parse_experiment, request_salt
 
 MINIMAL = 'name = "x"\n[[modes]]\nname = "a"\n'
 
@@ -36,6 +36,19 @@ def test_mode_body_wins_over_protocol() -> None:
     params = e.request_params(e.modes[0])
     assert params["temperature"] == 0.5
     assert params["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_cache_salt_is_per_request_and_off_by_default() -> None:
+    off = parse_experiment(MINIMAL)
+    assert "cache_salt" not in off.request_params(off.modes[0], request_salt("run", 3))
+    on = parse_experiment(MINIMAL + '[protocol]\ncache_salt = true\n')
+    salts = {on.request_params(on.modes[0], request_salt("run-1", i))["cache_salt"]
+             for i in range(50)}
+    assert len(salts) == 50  # one per request position
+    assert request_salt("run-1", 7) == request_salt("run-1", 7) != request_salt("run-2", 7)
+    salt = request_salt("run-1", 7)  # vLLM's rule: <= 128 characters, none of @ / \
+    assert len(salt) == 32 and not set(salt) & set("@/\\\0")
+    assert "cache_salt" not in on.request_params(on.modes[0])  # sizing probes: no salt
 
 
 def test_bad_api_names_the_choices() -> None:

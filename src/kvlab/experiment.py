@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
 from pathlib import Path
@@ -107,6 +108,11 @@ class Protocol(_Strict):
     seed: int = 42
     ignore_eos: bool = True
     cache_prompt: bool = False
+    # A per-request "cache_salt" (vLLM honours it: no request can hit another's cached
+    # prefix blocks). Off by default: kvlab launches its servers with prefix caching
+    # off, and a salt hides reuse that validation would otherwise report; turn it on
+    # for a server whose prefix cache you cannot turn off (see request_salt).
+    cache_salt: bool = False
     request_timeout_s: float = Field(default=120.0, gt=0)
     ready_timeout_s: float = Field(default=180.0, gt=0)
 
@@ -294,8 +300,9 @@ class Experiment(_Strict):
         """Every capacity any mode uses, ascending."""
         return sorted({c for m in self.modes for c in self.capacities(m)})
 
-    def request_params(self, mode: Mode) -> dict[str, Any]:
-        """Body fields every request of this mode carries; the mode's ``body`` wins."""
+    def request_params(self, mode: Mode, salt: str | None = None) -> dict[str, Any]:
+        """Body fields every request of this mode carries; the mode's ``body`` wins.
+        ``salt`` (with ``protocol.cache_salt``): this request's ``cache_salt``."""
         p = self.protocol
         params: dict[str, Any] = {
             "temperature": p.temperature,
@@ -303,8 +310,17 @@ class Experiment(_Strict):
             "ignore_eos": p.ignore_eos,
             "cache_prompt": p.cache_prompt,
         }
+        if p.cache_salt and salt is not None:
+            params["cache_salt"] = salt
         params.update(mode.body)
         return params
+
+
+def request_salt(run_id: str, position: int) -> str:
+    """The ``cache_salt`` of the request at ``position`` of run ``run_id``: unique per
+    request, stable on resume, 32 hex digits (vLLM takes up to 128 characters, none of
+    ``@ / \\``)."""
+    return hashlib.sha256(f"{run_id}:{position}".encode()).hexdigest()[:32]
 
 
 def _describe_error(error: ErrorDetails) -> str:

@@ -15,7 +15,12 @@ Faults (``FAULTS``): ``cut`` (socket closed mid-stream), ``no_usage``, ``no_done
 ``malformed`` (an event that is not JSON), ``error_event`` (``data: {"error":...}``),
 ``ctx_exceeded`` (HTTP 400 exceed_context_size_error), ``slow`` (headers after
 ``slow_s``), ``wrong_tokens`` (reports one token fewer than sent), ``truncated``,
-``not_sse`` (JSON body to a streamed request). ``GET /v1/models`` and the completion
+``not_sse`` (JSON body to a streamed request). ``prefix_cache`` (OpenAI routes): the
+server reuses prefixes whatever ``cache_prompt`` says, as vLLM's automatic prefix
+caching does: a prompt's words shared with the previous prompt, in whole blocks of
+``BLOCK`` words, are reported as ``cached_tokens``; ``details`` False leaves
+``prompt_tokens_details`` out (vLLM without ``--enable-prompt-tokens-details``).
+``GET /v1/models`` and the completion
 routes answer 401 without the right ``Authorization: Bearer`` key when ``api_key`` is
 set. Bodies and headers received are kept in ``requests``.
 
@@ -70,6 +75,9 @@ class FakeServer:
         self.ping = ping  # send a ":" comment before the first event
         self.crlf = crlf  # CRLF line endings in the stream
         self.fault: str | None = None
+        self.prefix_cache = False  # reuse shared prefixes, ignoring cache_prompt
+        self.details = True  # report usage.prompt_tokens_details
+        self._previous: list[str] = []  # the last prompt's words (prefix_cache)
         self.requests: list[dict[str, Any]] = []
         self.base_url = ""
         self._loop = asyncio.new_event_loop()
@@ -120,6 +128,18 @@ class FakeServer:
         return wrapped
 
     # -- handlers --------------------------------------------------------------------
+
+    BLOCK = 16  # words per prefix-cache block
+
+    def _cached(self, prompt: str) -> int:
+        """Words of ``prompt`` answered from the prefix cache (0 unless prefix_cache)."""
+        words, previous = prompt.split(), self._previous
+        self._previous = words
+        if not self.prefix_cache:
+            return 0
+        shared = next((i for i, (a, b) in enumerate(zip(words, previous, strict=False))
+                       if a != b), min(len(words), len(previous)))
+        return shared // self.BLOCK * self.BLOCK
 
     def _denied(self, request: web.Request) -> web.Response | None:
         if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
@@ -233,12 +253,13 @@ class FakeServer:
         prompt_n = len(str(prompt).split())
         reported = n - 1 if fault == "wrong_tokens" else n
         finish = "length"
-        usage = {
+        usage: dict[str, Any] = {
             "completion_tokens": reported,
             "prompt_tokens": prompt_n,
             "total_tokens": prompt_n + reported,
-            "prompt_tokens_details": {"cached_tokens": 0},
         }
+        if self.details:
+            usage["prompt_tokens_details"] = {"cached_tokens": self._cached(str(prompt))}
         timings = {"cache_n": 0, "prompt_n": prompt_n, "predicted_n": reported}
         obj = "chat.completion" if chat else "text_completion"
         if not body.get("stream") or fault == "not_sse":

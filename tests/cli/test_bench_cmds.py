@@ -151,12 +151,12 @@ def test_evaluate_a_saved_run(tmp_path) -> None:
 
 
 def test_no_launch_with_nothing_listening_is_one_line(tmp_path) -> None:
-    from kvlab.servers.process import free_port
+    from tests.ports import refusing_url
 
-    url = f"http://127.0.0.1:{free_port()}"
     modes = ("recompute", "kv-cache", "recompute-openai", "kv-cache-openai")
-    args = [a for m in modes for a in ("--endpoint", f"{m}={url}")]
-    result = kvlab("run", QUICK, "--no-launch", *args, "--out", str(tmp_path), "-q")
+    with refusing_url() as url:
+        args = [a for m in modes for a in ("--endpoint", f"{m}={url}")]
+        result = kvlab("run", QUICK, "--no-launch", *args, "--out", str(tmp_path), "-q")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert f"recompute @ 256: nothing answers {url}/health" in line

@@ -82,13 +82,16 @@ def test_a_client_that_leaves_frees_its_blocks_at_once() -> None:
             seen = sum(1 for _, line in zip(range(20), lines, strict=False) if line)
             assert seen >= 5
             assert _metrics(url)['kv_blocks_in_use{model_name="toy",window="full"}'] > 0
-        deadline = time.monotonic() + 2.0
-        while True:  # the next scheduler step returns the blocks
+        # The next scheduler step returns the blocks. Judged in the server's own steps,
+        # not seconds (a loaded machine takes longer for both): wait until the blocks
+        # are back or the request has generated all it asked for, whichever comes first.
+        while True:
             metrics = _metrics(url)
-            if metrics['kv_blocks_in_use{model_name="toy",window="full"}'] == 0:
+            freed = metrics['kv_blocks_in_use{model_name="toy",window="full"}'] == 0
+            if freed or metrics["generation_tokens_total"] >= 1800:
                 break
-            assert time.monotonic() < deadline, metrics
             time.sleep(0.02)
+        assert freed, metrics
         assert metrics["num_requests_running"] == 0
         assert metrics["generation_tokens_total"] < 1800  # it did not run to the end
 

@@ -73,6 +73,19 @@ def test_tokenize_equals_llama_server(kvlab_url: str, llama_url: str, text: str)
 
 
 @pytest.mark.parametrize("text", TEXTS)
+def test_vllm_tokenize_body_adds_bos_unless_told_not_to(kvlab_url: str, llama_url: str,
+                                                        text: str) -> None:
+    """vLLM's /tokenize adds special tokens (BOS) by default: the count a completion
+    evaluates; add_special_tokens false gives llama.cpp's plain count."""
+    with_bos = _post(llama_url, "/tokenize", {"content": text, "add_special": True})["tokens"]
+    plain = _post(llama_url, "/tokenize", {"content": text})["tokens"]
+    ours = _post(kvlab_url, "/tokenize", {"prompt": text})
+    assert ours["tokens"] == with_bos and ours["count"] == len(with_bos)
+    assert _post(kvlab_url, "/tokenize", {"prompt": text, "add_special_tokens": False}
+                 )["tokens"] == plain
+
+
+@pytest.mark.parametrize("text", TEXTS)
 def test_tokens_evaluated_is_the_tokenize_count_plus_bos(kvlab_url: str, llama_url: str,
                                                          text: str) -> None:
     n_text = len(_post(llama_url, "/tokenize", {"content": text})["tokens"])

@@ -1,4 +1,4 @@
-"""llama.cpp-shaped routes over real HTTP: /props, /tokenize, /completion."""
+"""llama.cpp-shaped routes over real HTTP: /props, /completion."""
 
 from __future__ import annotations
 
@@ -34,13 +34,6 @@ def test_props_describe_the_slot(base_url: str) -> None:
     assert props["kvlab"]["preset"] == "toy"
     assert props["kvlab"]["kv_cache"] is True
     assert props["kvlab"]["concurrency"] == "serialized, one slot"
-
-
-def test_tokenize_and_detokenize_round_trip(base_url: str) -> None:
-    tokens = httpx.post(base_url + "/tokenize", json={"content": "hé"}).json()["tokens"]
-    assert tokens == [104, 0xC3, 0xA9]  # byte tokenizer: UTF-8 bytes
-    back = httpx.post(base_url + "/detokenize", json={"tokens": tokens}).json()
-    assert back == {"content": "hé"}
 
 
 def test_plain_completion_counts_and_timings(base_url: str) -> None:

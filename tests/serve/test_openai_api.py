@@ -63,21 +63,35 @@ def test_chat_stream_without_usage_puts_timings_on_the_finish_chunk(base_url: st
     assert not any("usage" in e for e in events[:-1])
 
 
-def test_completions_stream_ends_with_usage_and_done(base_url: str) -> None:
-    body = {"prompt": "Once", "max_tokens": 5, **GREEDY}
+def test_completions_stream_ends_with_a_usage_chunk_and_done(base_url: str) -> None:
+    """OpenAI's rule, which vLLM's bench client relies on: usage rides on a chunk of its
+    own whose choices are empty, after the finish_reason chunk."""
+    body = {"prompt": "Once", "max_tokens": 5, "stream_options": {"include_usage": True},
+            **GREEDY}
     plain = httpx.post(base_url + "/v1/completions", json=body, timeout=60).json()
     assert plain["object"] == "text_completion"
     events = stream_json(base_url, "/v1/completions", body)
     assert events[-1] == "[DONE]"
-    *texts, final, _ = events
-    assert len(texts) == 5
-    text = "".join(t["choices"][0]["text"] for t in texts) + final["choices"][0]["text"]
+    *texts, finish, usage, _ = events
+    assert len(texts) == 5 and all("usage" not in t for t in [*texts, finish])
+    text = "".join(t["choices"][0]["text"] for t in texts) + finish["choices"][0]["text"]
     assert text == plain["choices"][0]["text"]
-    assert final["choices"][0]["finish_reason"] == "length"
-    assert final["usage"] == plain["usage"] | {"completion_tokens": 5}
-    assert final["usage"]["prompt_tokens"] == 4
-    assert final["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}  # cache_prompt off
-    assert final["timings"]["predicted_n"] == 5
+    assert finish["choices"][0]["finish_reason"] == "length"
+    assert usage["choices"] == [] and usage["object"] == "text_completion"
+    assert usage["usage"] == plain["usage"]
+    assert usage["usage"]["prompt_tokens"] == 4 and usage["usage"]["completion_tokens"] == 5
+    assert usage["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}  # cache_prompt off
+    assert usage["timings"]["predicted_n"] == 5
+
+
+def test_completions_stream_without_include_usage_has_no_usage(base_url: str) -> None:
+    events = stream_json(base_url, "/v1/completions",
+                         {"prompt": "Once", "max_tokens": 3, **GREEDY})
+    *texts, finish, done = events
+    assert done == "[DONE]" and len(texts) == 3
+    assert finish["choices"][0]["finish_reason"] == "length"
+    assert finish["timings"]["predicted_n"] == 3  # timings ride on the last chunk
+    assert not any("usage" in e for e in events[:-1])
 
 
 def test_chat_without_messages_is_400(base_url: str) -> None:

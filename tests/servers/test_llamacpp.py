@@ -20,6 +20,7 @@ import pytest
 from kvlab.errors import ServerLaunchError
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer, wait_ready
 from tests.conftest import llama_server_missing
+from tests.ports import refusing_url
 
 _REASON = llama_server_missing()
 needs_llama = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
@@ -43,10 +44,11 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
 def test_argv_without_starting() -> None:
     settings = LlamaCppSettings(n_gpu_layers="all", split_mode="layer", tensor_split=[1, 1],
                                 binary=Path("/opt/llama/llama-server"),
-                                model=Path("/models/qwen.gguf"), extra_args=["--metrics"])
+                                model=Path("/models/qwen.gguf"), extra_args=["--no-mmap"])
     argv = LlamaServer(settings, 2048).argv()
     assert argv[:7] == ["/opt/llama/llama-server", "-m", "/models/qwen.gguf", "-c", "2048",
                         "-np", "1"]
+    assert argv[argv.index("--no-mmap") - 1] == "--metrics"  # kvlab's flags, then extra
     joined = " ".join(argv)
     for part in ("-ngl all", "--split-mode layer", "--tensor-split 1,1", "-lv 4",
                  "-ctk f16 -ctv f16", "-fit off", "--metrics", "--port <free port>"):
@@ -54,14 +56,16 @@ def test_argv_without_starting() -> None:
 
 
 def test_readiness_wait_sees_503_then_200(tmp_path: Path) -> None:
-    # A real process that answers 503 ("Loading model") for a second, then 200.
+    # A real process that answers 503 ("Loading model") to the first three polls, then
+    # 200: counted in polls, not seconds, so a slow first poll cannot skip the 503s.
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent("""
-        import http.server, sys, time
-        t0 = time.monotonic()
+        import http.server, sys
+        polls = []
         class H(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                code = 503 if time.monotonic() - t0 < 1.0 else 200
+                polls.append(self.path)
+                code = 503 if len(polls) <= 3 else 200
                 self.send_response(code); self.end_headers(); self.wfile.write(b"{}")
             def log_message(self, *a): pass
         s = http.server.HTTPServer(("127.0.0.1", 0), H)
@@ -79,8 +83,8 @@ def test_readiness_wait_sees_503_then_200(tmp_path: Path) -> None:
 
 def test_readiness_gives_up_when_the_process_exits(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
-    with pytest.raises(ServerLaunchError, match="exited with status 3"):
-        wait_ready("http://127.0.0.1:9", proc, timeout_s=30)
+    with refusing_url() as url, pytest.raises(ServerLaunchError, match="exited with status 3"):
+        wait_ready(url, proc, timeout_s=30)
 
 
 @pytest.mark.llamacpp
@@ -123,6 +127,36 @@ def test_kv_prediction_equals_logged_allocation(tmp_path: Path, capacity: int,
     assert check.match, [c.mismatches for c in check.caches]
     assert check.caches[0].logged.cells == capacity  # type: ignore[union-attr]
     assert check.caches[0].logged.type_k == cache_type  # type: ignore[union-attr]
+
+
+def test_capacity_is_per_slot_so_c_is_capacity_times_slots() -> None:
+    argv = LlamaServer(SMALL.model_copy(update={"slots": 4}), 1000).argv()
+    assert argv[argv.index("-c") + 1] == "4000" and argv[argv.index("-np") + 1] == "4"
+
+
+@pytest.mark.llamacpp
+@needs_llama
+@pytest.mark.parametrize(("capacity", "slots"), [(512, 2), (700, 3)])
+def test_every_slot_gets_the_capacity_and_the_kv_check_agrees(tmp_path: Path, capacity: int,
+                                                               slots: int) -> None:
+    """-c capacity × slots: llama-server's slot context (/props) is the capacity padded
+    to 256, as with one slot, and the logged KV caches are kvlab's prediction."""
+    server = LlamaServer(SMALL.model_copy(update={"slots": slots}), capacity)
+    server.start(tmp_path / "server.log")
+    try:
+        props = server.props()
+        metrics = httpx.get(server.base_url + "/metrics", timeout=10)
+        check = server.kv_check()
+    finally:
+        server.stop()
+    assert props is not None and props["total_slots"] == slots
+    assert props["default_generation_settings"]["n_ctx"] == -(-capacity // 256) * 256
+    assert check is not None and check.match, [c.mismatches for c in check.caches]
+    assert check.inputs["n_ctx"] == capacity * slots
+    full = check.caches[0].logged
+    assert full is not None and (full.cells, full.n_stream) == (-(-capacity // 256) * 256,
+                                                                slots)
+    assert metrics.status_code == 200 and "llamacpp:prompt_tokens_total" in metrics.text
 
 
 @pytest.mark.llamacpp

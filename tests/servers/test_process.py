@@ -10,6 +10,7 @@ import pytest
 from kvlab.errors import ServerLaunchError
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
 from kvlab.servers.process import describe_exit, exit_verb, spawn, wait_ready
+from tests.ports import refusing_url
 from tests.servers.fakes import dies_at_start, fake_gguf
 
 
@@ -33,8 +34,9 @@ def test_plain_exit_codes_stay_statuses() -> None:
 def test_wait_ready_names_the_signal_a_child_died_of(tmp_path: Path) -> None:
     with (tmp_path / "log").open("wb") as log:
         proc = spawn([str(dies_at_start(tmp_path, "SIGSEGV"))], log)
-        with pytest.raises(ServerLaunchError, match=r"died of SIGSEGV .segmentation fault"):
-            wait_ready("http://127.0.0.1:9", proc, timeout_s=20, name="llama-server")
+        with refusing_url() as url, pytest.raises(ServerLaunchError,
+                                                  match=r"died of SIGSEGV .segmentation fault"):
+            wait_ready(url, proc, timeout_s=20, name="llama-server")
     assert proc.returncode == -signal.SIGSEGV
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -179,15 +179,23 @@ GAUGES_FILE = "gauges.jsonl"
 
 class GaugeSample(BaseModel):
     """What a server's ``/metrics`` said at one moment of a load point: the raw
-    Prometheus samples (``name{labels}`` -> value), stamped on the run's clock."""
+    Prometheus samples (``name{labels}`` -> value), stamped on the run's clock.
+
+    Each point is bracketed by two samples that delimit its counters: ``phase`` "start"
+    (before its first request, warm-ups done) and "end" (after its last answer, once
+    the counters stopped moving). ``position`` is then the run position (a Record's
+    ``position``) of the point's first request, or one past its last, so the point's
+    records are exactly those with ``start.position <= position < end.position``."""
 
     model_config = ConfigDict(extra="forbid")
 
     mode: str
     capacity: int
-    load: str  # the load point's label, e.g. "c=8"
+    load: str | None  # the load point's label, e.g. "c=8"; None: the sequential rows
     t_ns: int  # run clock (ns since the run started) when the answer arrived
     samples: dict[str, float]
+    phase: Literal["start", "during", "end"] = "during"
+    position: int | None = None  # set on "start" and "end" samples (see above)
 
 
 def read_gauges(path: Path) -> list[GaugeSample]:

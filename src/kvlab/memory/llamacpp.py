@@ -36,6 +36,19 @@ from kvlab.memory.shapes import ModelShape
 CELL_PAD = 256  # llama.cpp pads n_ctx, n_ctx_seq and the SWA cache to this
 
 
+def ctx_size_for(capacity: int, n_seq: int) -> int:
+    """The ``-c`` that gives each of ``n_seq`` slots a context of ``capacity`` tokens.
+
+    llama.cpp's ``-c`` is the total over the slots: with ``-np N`` (not unified) each
+    slot gets ``pad256(pad256(-c) / N)`` cells, so ``capacity x N`` gives every slot
+    ``pad256(capacity)`` cells: what one slot gets from ``-c capacity -np 1``.
+    kvlab's capacity is always the context of one sequence, on every server kind.
+    """
+    check_positive(capacity, "the capacity (context of one sequence)")
+    check_positive(n_seq, "the number of sequences/slots (-np)")
+    return capacity * n_seq
+
+
 def pad256(n: int) -> int:
     """Round ``n`` up to a multiple of 256 (ggml's ``GGML_PAD(n, 256)``)."""
     return (n + CELL_PAD - 1) // CELL_PAD * CELL_PAD

@@ -21,6 +21,7 @@ from kvlab.report.markdown import (
 )
 from kvlab.report.peer_definitions import definitions_markdown
 from kvlab.report.prompts import prompts_markdown
+from kvlab.report.server_counters import server_counters_markdown
 from kvlab.report.verdicts import pairs_markdown
 from kvlab.report.workers import workers_markdown
 
@@ -28,7 +29,8 @@ from kvlab.report.workers import workers_markdown
 def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation) -> str:
     """report.md: protocol, definitions, validation, summaries, comparisons with their
     intervals, prompts, run order, load points, load workers and their clocks, client
-    load, KV check, other tools' definitions and, for an A/A run, the noise floor."""
+    load, KV check, server counters, other tools' definitions and, for an A/A run, the
+    noise floor."""
     manifest = run.manifest()
     records = run.records
     report = render_report(evaluation, experiment, manifest,
@@ -40,6 +42,7 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
     if evaluation.client is not None:
         report += client_markdown(evaluation.client)
     report += kv_check_markdown(manifest)
+    report += server_counters_markdown(evaluation.server_counters)
     report += definitions_markdown(records, found=evaluation.definitions)
     if evaluation.repeat_aa:
         report += aa_markdown(evaluation, evaluation.repeat_aa)

@@ -113,8 +113,8 @@ def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
             ["output tokens (forced)", f"{w.output_tokens} (ignore_eos={p.ignore_eos})"],
             ["warm-up per (mode, capacity)", f"{w.warmup}, recorded, never aggregated"],
             ["prompt", prompt_rule(w.prompt_fraction)],
-            ["temperature / seed / cache_prompt",
-             f"{p.temperature:g} / {p.seed} / {p.cache_prompt}"],
+            ["temperature / seed / cache_prompt / cache_salt",
+             f"{p.temperature:g} / {p.seed} / {p.cache_prompt} / {p.cache_salt}"],
             ["timeouts", f"request {p.request_timeout_s:g} s, readiness {p.ready_timeout_s:g} s"],
             ["modes", "; ".join(f"{m.name} ({m.server}, {m.api}, stream={m.stream})"
                                 for m in experiment.modes)],
@@ -161,6 +161,12 @@ def _validation(evaluation: Evaluation, check: ClientCheck | None) -> str:
                             table_rows, 6))
     else:
         parts.append("<p>No row or pair was refused.</p>")
+    if evaluation.prefix_reuse:
+        parts.append("<p>Prefix reuse (cache_prompt = false: a row answered partly from "
+                     "the server's prefix cache is refused; that needs the server's "
+                     "cached-token count):</p><ul>" + "".join(
+                         f"<li>{escape(p.describe())}</li>" for p in evaluation.prefix_reuse)
+                     + "</ul>")
     return "\n".join(parts)
 
 
@@ -293,6 +299,14 @@ def _kv_check(manifest: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _server_counters(evaluation: Evaluation) -> str:
+    """Each point's /metrics deltas and checks (report.md's section)."""
+    from kvlab.report.server_counters import TITLE, section_body
+
+    body = section_body(evaluation.server_counters)
+    return f"<h2>{escape(TITLE)}</h2>\n{_markdown_block(body)}" if body else ""
+
+
 def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     """How the prompts were sized and what the server counted (report.md's section)."""
     experiment = run.known_experiment
@@ -340,6 +354,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _figures(rows, summaries, run.gauges),
         _workers(manifest, rows),
         _kv_check(manifest),
+        _server_counters(evaluation),
         _peer_definitions(rows, evaluation.definitions),
         "<h2>Manifest</h2><details><summary>manifest.json</summary>"
         f"<pre>{escape(manifest_json)}</pre></details>",

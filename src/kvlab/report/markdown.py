@@ -107,7 +107,8 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         f"- {prompt_rule(w.prompt_fraction)} How tokens were counted, and what the server "
         "counted: section Prompts.",
         f"- Output forced to {w.output_tokens} tokens (ignore_eos={p.ignore_eos}), "
-        f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}.",
+        f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}, "
+        f"cache_salt={p.cache_salt}.",
         f"- Requests sequential; request timeout {p.request_timeout_s:g} s; readiness "
         f"timeout {p.ready_timeout_s:g} s.",
         "- Modes:", "",
@@ -142,6 +143,11 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         ])
     else:
         out.append("No row or pair was refused.")
+    if evaluation.prefix_reuse:
+        out += ["", "Prefix reuse (cache_prompt = false: a row answered partly from the "
+                "server's prefix cache is refused; that needs the server's cached-token "
+                "count):", ""]
+        out += [f"- {p.describe()}" for p in evaluation.prefix_reuse]
     cell, equal = ("(mode, capacity, load)", "equal capacity and load") \
         if evaluation.has_load else ("(mode, capacity)", "equal capacity")
     out += ["", f"## Summaries per {cell}", "",

@@ -206,15 +206,21 @@ def throughput_vs_load(summaries: Sequence[Summary]) -> bytes | None:
     return _png(fig)
 
 
-GAUGE_LINES = (("num_requests_running", "running"), ("num_requests_waiting", "waiting"),
-               ("kv_blocks_in_use", "KV blocks in use"))
+# (names under any prefix: kvlab: and vllm: share vLLM's, llama.cpp has its own), label
+GAUGE_LINES = ((("num_requests_running", "requests_processing"), "running"),
+               (("num_requests_waiting", "requests_deferred"), "waiting"),
+               (("kv_blocks_in_use",), "KV blocks in use"))
 
 
-def _gauge(sample: GaugeSample, name: str) -> float | None:
-    """The sum over label sets of ``name`` (any prefix: kvlab:, vllm:) in a sample."""
-    values = [v for k, v in sample.samples.items()
-              if k.split("{")[0].split(":")[-1] == name]
-    return sum(values) if values else None
+def _gauge(sample: GaugeSample, names: tuple[str, ...]) -> float | None:
+    """The sum over label sets of the first of ``names`` (any prefix: kvlab:, vllm:,
+    llamacpp:) the sample has."""
+    for name in names:
+        values = [v for k, v in sample.samples.items()
+                  if k.split("{")[0].split(":")[-1] == name]
+        if values:
+            return sum(values)
+    return None
 
 
 def gauges_over_time(samples: Sequence[GaugeSample]) -> bytes | None:
@@ -236,7 +242,7 @@ def gauges_over_time(samples: Sequence[GaugeSample]) -> bytes | None:
                         color=colours[label], label=label, linewidth=1)
         starts: dict[str, float] = {}
         for s, ts in zip(rows, t, strict=True):
-            starts.setdefault(f"{s.load} @ {s.capacity}", ts)
+            starts.setdefault(f"{s.load or 'sequential'} @ {s.capacity}", ts)
         for label, ts in starts.items():
             ax.axvline(ts, color="#8c8c8c", linewidth=0.6, linestyle=":")
             ax.annotate(label, (ts, 1.0), xycoords=("data", "axes fraction"),

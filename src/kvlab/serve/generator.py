@@ -128,6 +128,10 @@ class Gauges:
     generation_tokens: int  # tokens generated
     finished: int  # requests that finished
     pool: PoolGauges | None = None  # None: the one slot has no blocks
+    # prompt tokens looked up in the prefix the one slot holds, and those found there
+    # (None: not counted by this generator)
+    prefix_cache_queries: int | None = None
+    prefix_cache_hits: int | None = None
 
 
 class Generator(Protocol):

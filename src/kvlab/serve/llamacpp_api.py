@@ -1,5 +1,6 @@
-"""llama.cpp's native routes: /health, /props, /tokenize, /detokenize, /apply-template,
-/completion.
+"""llama.cpp's native routes: /health, /props, /apply-template, /completion
+(``/tokenize`` and ``/detokenize``, in llama.cpp's and vLLM's dialects, are in
+:mod:`kvlab.serve.tokenize`).
 
 Shapes follow llama-server (see shared/reference/llamacpp-server.md): a streamed
 ``/completion`` sends one event per sampled token ``{content, tokens:[id], stop:false,
@@ -15,10 +16,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
-from kvlab.serve.api_errors import ApiError, invalid_request
+from kvlab.serve.api_errors import ApiError
 from kvlab.serve.body import read_json_body
 from kvlab.serve.generator import Finished, TokenEvent
-from kvlab.serve.params import GenParams, as_int, parse_gen_params
+from kvlab.serve.params import GenParams, parse_gen_params
 from kvlab.serve.sse import event, sse_response
 from kvlab.serve.state import ServerState
 
@@ -42,53 +43,12 @@ async def props(request: Request) -> dict[str, Any]:
     return _state(request).props()
 
 
-@router.post("/tokenize")
-async def tokenize(request: Request) -> dict[str, Any]:
-    """``{content}`` -> ``{tokens:[ids]}`` (``with_pieces`` -> ``[{id, piece}]``).
-
-    As llama-server: no BOS unless ``add_special`` is true; special-token text is
-    always parsed (``parse_special`` true).
-    """
-    body = await read_json_body(request)
-    content = body.get("content")
-    if not isinstance(content, str):
-        raise invalid_request("'content' is required and must be a string")
-    with_pieces = _flag(body, "with_pieces")
-    add_special = _flag(body, "add_special")
-    tokenizer = _state(request).slot.tokenizer
-    ids = tokenizer.encode(content, add_special=add_special)
-    if with_pieces:
-        return {"tokens": [{"id": i, "piece": tokenizer.decode([i])} for i in ids]}
-    return {"tokens": ids}
-
-
-def _flag(body: dict[str, Any], name: str) -> bool:
-    """An optional boolean field (null or absent: false)."""
-    value = body.get(name)
-    if value is not None and not isinstance(value, bool):
-        raise invalid_request(f"Field '{name}': expected a boolean, got {value!r}")
-    return bool(value)
-
-
 @router.post("/apply-template")
 async def apply_template(request: Request) -> dict[str, str]:
     """``{messages}`` -> ``{prompt}``: the chat prompt text, before tokenization (BOS
     is added then), as llama-server's route returns it."""
     body = await read_json_body(request)
     return {"prompt": _state(request).slot.chat.render(body)}
-
-
-@router.post("/detokenize")
-async def detokenize(request: Request) -> dict[str, str]:
-    """``{tokens:[ids]}`` -> ``{content}``."""
-    body = await read_json_body(request)
-    tokens = body.get("tokens")
-    tokenizer = _state(request).slot.tokenizer
-    ids = [as_int(t) for t in tokens] if isinstance(tokens, list) else [None]
-    if not all(t is not None and 0 <= t < tokenizer.vocab_size for t in ids):
-        raise invalid_request(
-            f"'tokens' must be an array of token ids in 0..{tokenizer.vocab_size - 1}")
-    return {"content": tokenizer.decode(ids)}
 
 
 @router.post("/completion")

@@ -8,8 +8,11 @@ dashboard or a scraper written for vLLM reads it with one prefix changed:
   running batch, and queued for it;
 - ``kv_cache_usage_perc`` (gauge, 0..1): used KV blocks over all blocks, on the
   full-attention layers (Gemma's sliding layers are reported by the block gauges);
-- ``num_preemptions_total``, ``prompt_tokens_total``, ``generation_tokens_total``,
-  ``request_success_total`` (counters);
+- ``num_preemptions_total``, ``prompt_tokens_total`` (tokens computed: a prompt's
+  reused prefix is not), ``generation_tokens_total``, ``request_success_total``
+  (counters); the one-request slot adds ``prefix_cache_queries_total`` and
+  ``prefix_cache_hits_total`` (prompt tokens looked up in the prefix the slot holds,
+  and found there: ``cache_prompt``'s reuse);
 - kvlab's own: ``kv_blocks_in_use{window=...}`` and ``kv_blocks_total``.
 
 The one-request slot has no blocks: it reports the request gauges and counters only.
@@ -36,6 +39,8 @@ _HELP = {
     "prompt_tokens_total": ("counter", "Prompt tokens computed."),
     "generation_tokens_total": ("counter", "Tokens generated."),
     "request_success_total": ("counter", "Requests that finished."),
+    "prefix_cache_queries_total": ("counter", "Prompt tokens looked up in the held prefix."),
+    "prefix_cache_hits_total": ("counter", "Prompt tokens found in the held prefix (reused)."),
 }
 
 
@@ -66,8 +71,11 @@ def render_metrics(gauges: Gauges, model: str) -> str:
             _line("num_preemptions_total", pool.preemptions, model))
     for value, name in ((gauges.prompt_tokens, "prompt_tokens_total"),
                         (gauges.generation_tokens, "generation_tokens_total"),
-                        (gauges.finished, "request_success_total")):
-        samples[name].append(_line(name, value, model))
+                        (gauges.finished, "request_success_total"),
+                        (gauges.prefix_cache_queries, "prefix_cache_queries_total"),
+                        (gauges.prefix_cache_hits, "prefix_cache_hits_total")):
+        if value is not None:
+            samples[name].append(_line(name, value, model))
     out = []
     for name, lines in samples.items():
         if lines:

@@ -8,8 +8,14 @@ request is ignored. Streams end with ``data: [DONE]``.
   content delta per sampled token, a chunk with ``delta {}`` and ``finish_reason``,
   then with ``stream_options.include_usage`` a chunk with ``choices:[]`` and
   ``usage``; ``timings`` rides on the last chunk.
-- completions stream: one text chunk per token, then a final chunk with
-  ``finish_reason``, ``usage`` and ``timings`` (always).
+- completions stream: one text chunk per token, a chunk with ``finish_reason``, then
+  with ``stream_options.include_usage`` a chunk with ``choices:[]`` and ``usage``;
+  ``timings`` rides on the last chunk.
+
+The usage chunk has no choice, as OpenAI's API says: OpenAI's client and vLLM's
+``bench serve`` read ``usage`` only from a chunk whose ``choices`` is empty (vLLM's
+client re-tokenizes the text otherwise). llama-server puts the usage of
+``/v1/completions`` on its finish chunk; kvlab follows OpenAI here.
 
 Chat messages become one prompt with the model's chat template (:mod:`kvlab.serve.chat`),
 tokenized with BOS as a ``/completion`` prompt is, so ``usage`` counts what llama-server
@@ -154,9 +160,13 @@ async def _text_stream(
         async for item in state.slot.generate(prompt_ids, params):
             if isinstance(item, TokenEvent):
                 yield event(chunk(item.text, None))
-            else:
-                yield event({**chunk(item.tail, _finish_reason(item)), "usage": _usage(item),
-                             "timings": item.timings.to_json()})
+                continue
+            last = chunk(item.tail, _finish_reason(item))
+            if params.include_usage:
+                yield event(last)
+                last = {**head, "object": "text_completion", "choices": [],
+                        "usage": _usage(item)}
+            yield event({**last, "timings": item.timings.to_json()})
     except Exception as exc:  # headers are out: report in-band
         yield event({"error": {"code": 500, "type": "server_error",
                                "message": f"generation failed: {exc}"}})

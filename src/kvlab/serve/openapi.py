@@ -169,18 +169,31 @@ def _paths() -> dict[str, Any]:
             "responses": {"200": {"description": "ok", "content": {
                 "text/plain": {"schema": {"type": "string"}}}}, **_errors(401, 503)}}},
         "/tokenize": _simple_post(
-            "tokenize", "text -> token ids",
-            {"type": "object", "required": ["content"], "properties": {
-                "content": {"type": "string"}, "with_pieces": {"type": ["boolean", "null"]},
+            "tokenize", "text -> token ids: llama.cpp's body {content}, or vLLM's {prompt} "
+            "(content wins when both are given)",
+            {"type": "object", "anyOf": [{"required": ["content"]}, {"required": ["prompt"]}],
+             "properties": {
+                "content": {"type": "string"}, "prompt": {"type": "string"}, "model": _MODEL,
+                "with_pieces": {"type": ["boolean", "null"]},
                 "add_special": {"type": ["boolean", "null"],
-                                "description": "prepend BOS (default false, as llama.cpp)"}}},
-            {"type": "object", "required": ["tokens"], "properties": {"tokens": tokens}}),
+                                "description": "content: prepend BOS (default false, as "
+                                               "llama.cpp)"},
+                "add_special_tokens": {"type": ["boolean", "null"],
+                                       "description": "prompt: prepend BOS (default true, "
+                                                      "as vLLM)"},
+                "return_token_strs": {"type": ["boolean", "null"]}}},
+            {"anyOf": [
+                {"type": "object", "required": ["tokens"], "properties": {"tokens": tokens}},
+                {"type": "object", "required": ["count", "max_model_len", "tokens"],
+                 "properties": {"count": _INT, "max_model_len": _INT,
+                                "tokens": {"type": "array", "items": _INT},
+                                "token_strs": {"type": ["array", "null"]}}}]}),
         "/detokenize": _simple_post(
-            "detokenize", "token ids -> text",
+            "detokenize", "token ids -> text (llama.cpp's key content, vLLM's prompt)",
             {"type": "object", "required": ["tokens"], "properties": {
-                "tokens": {"type": "array", "items": _TOKEN_ID}}},
-            {"type": "object", "required": ["content"],
-             "properties": {"content": {"type": "string"}}}),
+                "model": _MODEL, "tokens": {"type": "array", "items": _TOKEN_ID}}},
+            {"type": "object", "required": ["content", "prompt"],
+             "properties": {"content": {"type": "string"}, "prompt": {"type": "string"}}}),
         "/apply-template": _simple_post(
             "apply_template", "messages -> the chat prompt text (BOS is added when tokenized)",
             {"type": "object", "required": ["messages"], "properties": {

@@ -60,7 +60,8 @@ class Slot:
         self.load_error: BaseException | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlab-slot")
         self._counts = {"waiting": 0, "running": 0, "prompt_tokens": 0,
-                        "generation_tokens": 0, "finished": 0}  # see gauges()
+                        "generation_tokens": 0, "finished": 0, "prefix_cache_queries": 0,
+                        "prefix_cache_hits": 0}  # see gauges()
         self._counts_lock = threading.Lock()
 
     def load(self) -> None:
@@ -104,12 +105,15 @@ class Slot:
 
     def gauges(self) -> Gauges:
         """Requests running (0 or 1) and waiting for the slot, and totals since start:
-        prompt tokens computed, tokens generated, requests finished."""
+        prompt tokens computed, tokens generated, requests finished, prompt tokens
+        looked up in the held prefix and found there (cache_prompt)."""
         with self._counts_lock:
             c = dict(self._counts)
         return Gauges(running=c["running"], waiting=c["waiting"],
                       prompt_tokens=c["prompt_tokens"],
-                      generation_tokens=c["generation_tokens"], finished=c["finished"])
+                      generation_tokens=c["generation_tokens"], finished=c["finished"],
+                      prefix_cache_queries=c["prefix_cache_queries"],
+                      prefix_cache_hits=c["prefix_cache_hits"])
 
     def check_fits(self, prompt_ids: list[int], params: GenParams) -> None:
         """Nothing: a prompt shorter than the context always fits the one slot."""
@@ -142,7 +146,9 @@ class Slot:
             try:
                 done = self._run(prompt_ids, params, put, cancel)
                 self._count(prompt_tokens=done.timings.prompt_n,
-                            generation_tokens=len(done.tokens), finished=1)
+                            generation_tokens=len(done.tokens), finished=1,
+                            prefix_cache_queries=done.n_prompt,
+                            prefix_cache_hits=done.timings.cache_n)
                 put(done)
             except BaseException as exc:  # handed to the request, which answers 500
                 put(exc)

@@ -116,20 +116,17 @@ def closing(api: str, req: dict[str, Any], sched: Schedule, t_recv: int, sends: 
         obj = "chat.completion" if api == "chat" else "text_completion"
         return {**base, "object": obj, "choices": [choice], "usage": usage,
                 "timings": timings}
+    # Both routes as OpenAI (and kvlab serve): a finish chunk, then with include_usage
+    # a usage chunk whose choices are empty (the only one vLLM's client reads usage from).
     include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-    if api == "chat":
-        finish = {**base, "object": "chat.completion.chunk",
-                  "choices": [{"finish_reason": "length", "index": 0, "delta": {}}]}
-        last: dict[str, Any] = finish
-        out = [finish]
-        if include_usage:
-            last = {**base, "object": "chat.completion.chunk", "choices": [],
-                    "usage": usage}
-            out.append(last)
-    else:  # /v1/completions: the final chunk always carries usage
-        last = {**base, "object": "text_completion", "usage": usage,
-                "choices": [{"finish_reason": "length", "index": 0, "text": ""}]}
-        out = [last]
+    obj = "chat.completion.chunk" if api == "chat" else "text_completion"
+    choice = {"finish_reason": "length", "index": 0,
+              **({"delta": {}} if api == "chat" else {"text": ""})}
+    last: dict[str, Any] = {**base, "object": obj, "choices": [choice]}
+    out = [last]
+    if include_usage:
+        last = {**base, "object": obj, "choices": [], "usage": usage}
+        out.append(last)
     last["timings"] = timings
     if echo:
         last["synthetic_send_ns"] = sends

@@ -200,9 +200,10 @@ _DEFAULT_BATCH = 2048
 _DEFAULT_UBATCH = 512
 
 
-def effective_ubatch(capacity: int, ubatch: int | None) -> int:
-    """The micro-batch llama.cpp will use: it sizes the sliding-window cache."""
-    return min(capacity, _DEFAULT_BATCH, ubatch or _DEFAULT_UBATCH)
+def effective_ubatch(n_ctx: int, ubatch: int | None) -> int:
+    """The micro-batch llama.cpp will use with ``-c n_ctx``: it sizes the sliding-window
+    cache."""
+    return min(n_ctx, _DEFAULT_BATCH, ubatch or _DEFAULT_UBATCH)
 
 
 def flash_attn_from_log(lines: Iterable[str]) -> bool | None:
@@ -218,15 +219,16 @@ def flash_attn_from_log(lines: Iterable[str]) -> bool | None:
     return None
 
 
-def predict_for_server(model_path: Path, capacity: int, settings: Any,
+def predict_for_server(model_path: Path, n_ctx: int, settings: Any,
                        flash_attn: bool | None = None) -> list[PredictedKvCache]:
-    """kvlab.memory's prediction for a llama-server launched with ``settings``."""
+    """kvlab.memory's prediction for a llama-server launched with ``-c n_ctx`` (the total
+    over its slots) and ``settings``."""
     from kvlab.memory import predict_llamacpp_kv, shape_from_gguf
 
     if flash_attn is None:  # not in the log: "auto" is taken as on, as on CPU builds
         flash_attn = settings.flash_attn != "off"
     prediction = predict_llamacpp_kv(
-        shape_from_gguf(model_path), capacity, n_seq=settings.slots, kv_unified=False,
+        shape_from_gguf(model_path), n_ctx, n_seq=settings.slots, kv_unified=False,
         type_k=settings.cache_type_k, type_v=settings.cache_type_v,
         n_ubatch=settings.ubatch or _DEFAULT_UBATCH, n_batch=_DEFAULT_BATCH,
         flash_attn=flash_attn,
@@ -239,20 +241,24 @@ def predict_for_server(model_path: Path, capacity: int, settings: Any,
 
 
 def check_server_log(log_path: Path, model_path: Path, capacity: int, settings: Any) -> KvCheck:
-    """Parse the server's log and compare it with kvlab's prediction."""
+    """Parse the server's log and compare it with kvlab's prediction for ``capacity``
+    tokens per slot (the server ran with ``-c capacity x slots``)."""
+    from kvlab.memory import ctx_size_for
+
     text = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
     logged = parse_kv_lines(text)
     flash_attn = flash_attn_from_log(text)
+    n_ctx = ctx_size_for(capacity, settings.slots)
     inputs: dict[str, Any] = {
-        "capacity": capacity, "slots": settings.slots, "kv_unified": False,
+        "capacity": capacity, "n_ctx": n_ctx, "slots": settings.slots, "kv_unified": False,
         "type_k": settings.cache_type_k, "type_v": settings.cache_type_v,
-        "n_ubatch": effective_ubatch(capacity, settings.ubatch),
+        "n_ubatch": effective_ubatch(n_ctx, settings.ubatch),
         "flash_attn": flash_attn,
     }
     if settings.extra_args:
         inputs["extra_args_not_modelled"] = list(settings.extra_args)
     try:
-        predicted = predict_for_server(model_path, capacity, settings, flash_attn)
+        predicted = predict_for_server(model_path, n_ctx, settings, flash_attn)
     except KvlabError as exc:  # e.g. an architecture the shape reader does not know
         inputs["prediction_unavailable"] = str(exc)
         predicted = []

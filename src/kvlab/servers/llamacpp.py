@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from kvlab.errors import ConfigError, KvlabError
+from kvlab.memory.llamacpp import ctx_size_for
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server, package_version
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
@@ -43,7 +44,8 @@ class LlamaCppSettings(ServerSettings):
     flash_attn: Literal["on", "off", "auto"] | None = None  # -fa
     cache_type_k: CacheType = "f16"  # -ctk
     cache_type_v: CacheType = "f16"  # -ctv
-    slots: int = Field(default=1, ge=1)  # -np; always passed so kv_unified stays false
+    # -np; always passed so kv_unified stays false; -c is the capacity x slots
+    slots: int = Field(default=1, ge=1)
     ubatch: int | None = Field(default=None, ge=1)  # -ub; None: server default 512
     extra_args: list[str] = Field(default_factory=list)  # appended verbatim
     gpus: int = Field(default=0, ge=0)  # distinct GPUs this mode needs (preflight checks)
@@ -86,7 +88,9 @@ def expand_path(path: Path | None, what: str) -> Path | None:
 class LlamaServer(ServerProcess):
     """One llama-server process for one (mode, capacity); see :class:`ServerProcess`.
 
-    ``capacity`` is the total context (``-c``); with one slot it is the slot's context.
+    ``capacity`` is the context of one sequence, as on every server kind: llama.cpp's
+    ``-c`` is the total over the slots, so N slots get ``-c capacity x N``
+    (:func:`~kvlab.memory.llamacpp.ctx_size_for`), each slot ``pad256(capacity)`` cells.
     ``api_key``, when given, is passed through a private file (``--api-key-file``) so
     it never appears in argv, ``ps`` output or the manifest.
     """
@@ -115,7 +119,8 @@ class LlamaServer(ServerProcess):
         s = self.settings
         binary = str(self.binary.path) if self.binary else self._binary_for_display()
         model = str(self.model.path) if self.model else self._model_for_display()
-        argv = [binary, "-m", model, "-c", str(self.capacity), "-np", str(s.slots)]
+        n_ctx = ctx_size_for(self.capacity, s.slots)
+        argv = [binary, "-m", model, "-c", str(n_ctx), "-np", str(s.slots)]
         if s.threads is not None:
             argv += ["-t", str(s.threads)]
         if s.n_gpu_layers is not None:
@@ -135,7 +140,8 @@ class LlamaServer(ServerProcess):
         # benchmark must run the configuration it names, or fail loudly.
         # --no-webui: nothing here needs the browser UI.
         # -lv 4: libllama's INFO lines (KV cache sizes, buffers) are trace level.
-        argv += ["-fit", "off", "--no-webui", "-lv", "4"]
+        # --metrics: GET /metrics, read around each load point (bench.client.gauges).
+        argv += ["-fit", "off", "--no-webui", "-lv", "4", "--metrics"]
         argv += list(s.extra_args)
         if self._key_dir is not None:
             argv += ["--api-key-file", str(self._key_dir / "api-key")]

@@ -101,3 +101,20 @@ async def _ok(endpoint):
     async with HarnessClient() as client:
         return await client.send(endpoint, spec, RunClock())
 
+
+
+@pytest.mark.parametrize("body", [{"cache_prompt": False}, {}])
+def test_cached_prompt_tokens_without_reuse_asked_are_refused(body) -> None:
+    """vLLM's prefix cache answered 896 of 969 prompt tokens: refused and named, whether
+    the body said cache_prompt false or nothing (reuse must be asked for)."""
+    found = check_row(row(body=body, prompt_tokens=969, cached_tokens=896, query_id="q03"))
+    assert [v.reason for v in found] == [Reason.PREFIX_REUSE]
+    assert "896 of 969 prompt tokens" in found[0].detail
+    assert "q03" in str(found[0]) and "prefix_reuse" in str(found[0])
+
+
+@pytest.mark.parametrize(("body", "cached"), [({"cache_prompt": True}, 896),
+                                              ({"cache_prompt": False}, 0),
+                                              ({"cache_prompt": False}, None)])
+def test_asked_reuse_and_zero_or_unknown_cached_tokens_pass(body, cached) -> None:
+    assert check_row(row(body=body, cached_tokens=cached)) == []

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 import sys
-import time
 
 import pytest
 
@@ -16,6 +14,8 @@ from kvlab.bench.client.models import check_models
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
 from tests.bench.fakeserver import FakeServer
+from tests.lateness import LatenessProbe
+from tests.ports import refusing_url
 
 KEY = "sk-test-SECRET-0123456789"
 ALL_APIS = list(ApiKind)
@@ -192,18 +192,19 @@ def test_http_401(server):
 
 def test_timeout(server):
     server.slow_s = 2.0
-    rec = send(
-        endpoint(server, ApiKind.LLAMACPP_COMPLETION, timeout_s=0.2), spec(2, fake_fault="slow")
-    )
-    assert rec.outcome is Outcome.TIMEOUT
-    assert 0.15e9 < rec.t_end - rec.t_sent < 1.5e9
+    with LatenessProbe() as probe:
+        rec = send(endpoint(server, ApiKind.LLAMACPP_COMPLETION, timeout_s=0.2),
+                   spec(2, fake_fault="slow"))
+    assert rec.outcome is Outcome.TIMEOUT  # it fired before the answer at 2 s
+    # Not early, and not much later than 0.2 s: the loop's timer wake-up, then the
+    # cancelled exchange's clean-up (two waits for the CPU).
+    bound_ns = probe.allow_ms(1500.0, hops=2) * 1e6
+    assert 0.15e9 < rec.t_end - rec.t_sent < bound_ns, probe
 
 
 def test_refused_is_disconnected():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    rec = send(Endpoint(f"http://127.0.0.1:{port}", ApiKind.LLAMACPP_COMPLETION), spec(2))
+    with refusing_url() as url:
+        rec = send(Endpoint(url, ApiKind.LLAMACPP_COMPLETION), spec(2))
     assert rec.outcome is Outcome.DISCONNECTED and rec.t_headers is None
 
 
@@ -242,11 +243,8 @@ def test_check_models(server):
 
 
 def test_check_models_unreachable():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(EndpointUnreachable, match="cannot connect"):
-        check_models(Endpoint(f"http://127.0.0.1:{port}", ApiKind.OPENAI_CHAT, "m"))
+    with refusing_url() as url, pytest.raises(EndpointUnreachable, match="cannot connect"):
+        check_models(Endpoint(url, ApiKind.OPENAI_CHAT, "m"))
 
 
 # -- against the embedded server over the real reference engine (kvlab serve) ---------
@@ -254,16 +252,12 @@ def test_check_models_unreachable():
 
 @pytest.fixture(scope="module")
 def embedded():
-    import httpx
-
     from kvlab.serve import BackgroundServer, ServeSettings, create_app
+    from tests.serve.conftest import wait_ready
 
     settings = ServeSettings(n_ctx=64, threads=1, api_key=KEY)
     with BackgroundServer(create_app(settings)) as srv:
-        for _ in range(3000):
-            if httpx.get(srv.base_url + "/health").status_code == 200:
-                break
-            time.sleep(0.02)
+        wait_ready(srv.base_url)  # fails the test, not its requests, if never ready
         yield srv.base_url
 
 
@@ -312,7 +306,7 @@ def test_ingest_bench_runs():
 
 def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
     """llama-server closes the connection after each stream; the next request must not
-    fail on the stale pooled connection (it never reached the server)."""
+    fail on the stale pooled connection (the server closed it without answering)."""
     import asyncio
 
     from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
@@ -323,16 +317,25 @@ def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
         b'data: {"content":"","stop":true,"tokens_predicted":1,"tokens_evaluated":3,'
         b'"truncated":false,"stop_type":"limit","timings":{}}\n\n'
     )
-    served = 0
+    served = connections = 0
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal served
-        head = await reader.readuntil(b"\r\n\r\n")
+    async def request_arrived(reader: asyncio.StreamReader) -> bool:
+        """Read one whole request; False if the client closed the connection instead."""
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return False
         length = int(
             next(line.split(b":")[1] for line in head.split(b"\r\n")
                  if line.lower().startswith(b"content-length"))
         )
         await reader.readexactly(length)
+        return True
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served, connections
+        connections += 1
+        await request_arrived(reader)
         served += 1
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -340,9 +343,10 @@ def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
             + str(len(body)).encode() + b"\r\n\r\n" + body
         )
         await writer.drain()
-        # Like llama-server: close despite advertising keep-alive, late enough that
-        # the client has already sent its next request on this connection.
-        await asyncio.sleep(0.03)
+        # Like llama-server: close despite advertising keep-alive, once the client has
+        # sent its next request on this connection (not after a guessed pause, which a
+        # slow client outlasts): that request always meets the closed connection.
+        await request_arrived(reader)
         writer.close()
 
     async def go() -> list[Outcome]:
@@ -359,4 +363,4 @@ def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
 
     outcomes = asyncio.run(go())
     assert outcomes == [Outcome.OK] * 3
-    assert served == 3
+    assert served == 3 and connections == 3  # requests 2 and 3 were each sent again

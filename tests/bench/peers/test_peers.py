@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvlab.bench.analysis import definitions as d
@@ -58,6 +60,24 @@ def test_wrong_output_token_counts_refuse_the_file(tmp_path) -> None:
         read_peer_file(path)
 
 
+def test_a_vllm_count_above_max_tokens_is_named_as_client_retokenization(tmp_path) -> None:
+    """15 to 17 counted for 16 forced tokens: vLLM's client re-tokenized the text (the
+    stream had no usage chunk it reads), which the refusal says instead of ignore_eos."""
+    path = write(tmp_path / "retok.json",
+                 vllm_result(out=16, output_lens=[16, 17, 15, 16, 16, 16]))
+    with pytest.raises(ValidationFailure) as err:
+        read_peer_file(path)
+    message = str(err.value)
+    assert "request 1 counted 17 tokens for max_tokens 16" in message
+    assert "re-tokenizing" in message and "choices: []" in message
+    assert "force the length" not in message
+    short = write(tmp_path / "short.json", vllm_result(out=16, output_lens=[16, 15] + [16] * 4))
+    with pytest.raises(ValidationFailure) as err:  # below max_tokens: either cause
+        read_peer_file(short)
+    assert "either the server stopped early (force the length: ignore_eos) or" in \
+        str(err.value)
+
+
 def test_requested_length_must_be_known(tmp_path) -> None:
     data = vllm_result()
     del data["output_len"]
@@ -92,3 +112,31 @@ def test_a_broken_file_of_a_known_shape_is_one_line(tmp_path) -> None:
     with pytest.raises(ConfigError, match="a vllm result kvlab cannot read") as err:
         read_peer_file(path)
     assert "\n" not in str(err.value)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_recorded_vllm_bench_serve_against_kvlab_serve_is_accepted() -> None:
+    """The recorded exchange: ``vllm bench serve`` 0.32 (random 32 in / 16 out,
+    --ignore-eos, 8 prompts, 2 at a time) against ``kvlab serve --model gemma-3-270m``
+    once its completions stream put usage in a chunk with choices: [] (the command is
+    in tests/serve/test_vllm_client.py). vLLM's client read the server's usage: the
+    prompt counts are the server's 32 (31 + BOS), and every output count is the 16
+    forced tokens; kvlab compare accepts the file."""
+    from kvlab.bench.store.rundir import load_run_or_import
+    from kvlab.report.compare_runs import compare_runs
+
+    path = DATA / "vllm-0.32-vs-kvlab-serve-usage-chunk.json"
+    records = read_peer_file(path)
+    assert len(records) == 8 and all(r.output_tokens == r.requested_tokens == 16
+                                     for r in records)
+    assert {r.prompt_tokens for r in records} == {32}
+    assert all(check_row(r) == [] for r in records)
+    result = compare_runs(load_run_or_import(path), load_run_or_import(path), resamples=200)
+    ((mode, comparison),) = result.comparisons
+    assert mode == "vllm" and not comparison.refused
+    # Before the fix the usage rode on the finish chunk, which vLLM's client reads as a
+    # token chunk: it never saw usage, and its prompt counts are its own plan (31).
+    before = read_peer_file(DATA / "vllm-0.32-vs-kvlab-serve-before-fix.json")
+    assert {r.prompt_tokens for r in before} == {31}

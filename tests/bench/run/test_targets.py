@@ -14,7 +14,7 @@ from kvlab.bench.run.targets import (
 )
 from kvlab.errors import ConfigError, EndpointUnreachable
 from kvlab.experiment import parse_experiment
-from kvlab.servers.process import free_port
+from tests.ports import refusing_url
 
 TWO = parse_experiment("""
 name = "two"
@@ -69,8 +69,8 @@ def test_urls_in_the_manifest_lose_credentials() -> None:
 
 
 def test_nothing_listening_is_one_line_with_what_to_do(tmp_path) -> None:
-    server = AttachedServer(f"http://127.0.0.1:{free_port()}", "a", 128, tmp_path / "run")
-    with pytest.raises(EndpointUnreachable) as info:
+    with refusing_url() as url, pytest.raises(EndpointUnreachable) as info:
+        server = AttachedServer(url, "a", 128, tmp_path / "run")
         server.start(tmp_path / "log", ready_timeout_s=1)
     message = str(info.value)
     assert message.startswith("a @ 128: nothing answers http://127.0.0.1:")

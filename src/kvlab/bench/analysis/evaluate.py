@@ -34,7 +34,9 @@ from kvlab.bench.analysis.load import (
     load_order,
     load_summaries,
 )
+from kvlab.bench.analysis.prefix_reuse import PrefixReuse, prefix_reuse
 from kvlab.bench.analysis.saturation import Calibration, ClientCheck, client_check
+from kvlab.bench.analysis.server_counters import PointCounters, point_counters
 from kvlab.bench.analysis.summaries import (
     Summary,
     current_rows,
@@ -43,7 +45,7 @@ from kvlab.bench.analysis.summaries import (
     summarize_group,
 )
 from kvlab.bench.analysis.validate import Violation, check_rows
-from kvlab.bench.records import Record
+from kvlab.bench.records import GaugeSample, Record
 
 __all__ = [
     "METRIC_DEFINITIONS", "SCHEMA_VERSION", "Comparison", "Evaluation", "Summary", "compare",
@@ -175,6 +177,8 @@ class Evaluation:
     repeat_aa: str | None = None  # the mode measured twice, for an A/A run
     definition_sets: tuple[str, ...] = ()  # other tools' sets evaluation.json keeps
     schema_version: int = SCHEMA_VERSION
+    prefix_reuse: list[PrefixReuse] = field(default_factory=list)  # per mode: verifiable?
+    server_counters: list[PointCounters] = field(default_factory=list)  # /metrics deltas
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -195,6 +199,8 @@ class Evaluation:
             "comparisons": [c.to_json() for c in self.comparisons],
             "intervals": {"named_pairs": self.named_pairs,
                           "pairs": [p.to_dict() for p in self.pairs]},
+            "prefix_reuse": [p.to_dict() for p in self.prefix_reuse],
+            "server_counters": [c.to_dict() for c in self.server_counters],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -230,6 +236,7 @@ def evaluate(
     order: Mapping[str, Any] | None = None,
     repeat_aa: str | None = None,
     workers: int | None = None,
+    gauges: Sequence[GaugeSample] = (),
 ) -> Evaluation:
     """The complete evaluation of a run's records.
 
@@ -238,9 +245,10 @@ def evaluate(
     empty; only named pairs get a strict :class:`Comparison`); summarize each load point
     against ``slo`` and ``slip_threshold_ms`` (ms); check the client's load against
     ``calibration`` (None: uncalibrated; ``workers``: the run's load workers, whose
-    limit it must be); cells under every tool's definitions
-    (``definition_sets``: the other tools' sets evaluation.json keeps). ``order`` and
-    ``repeat_aa`` are the run's, kept as they are.
+    limit it must be); cells under every tool's definitions (``definition_sets``: the
+    other tools' sets evaluation.json keeps); the server counters of each point from
+    ``gauges`` (the run's ``/metrics`` readings) and whether prefix reuse can be
+    verified. ``order`` and ``repeat_aa`` are the run's, kept as they are.
     """
     rows = current_rows(records)
     violations = check_rows(rows)
@@ -264,6 +272,7 @@ def evaluate(
             pair_violations.extend(pair.pair_violations)
             comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
                                        pair.pair_violations, pair))
+    counters = point_counters(records, gauges)
     counts = {
         "records": len(records),
         "warmup": sum(1 for r in records if r.warmup),
@@ -276,6 +285,8 @@ def evaluate(
         pairs=pairs, named_pairs=bool(compare_pairs),
         client=client_check(records, calibration, workers=workers),
         definitions=cells(rows),
+        prefix_reuse=prefix_reuse(rows, counters),
+        server_counters=counters,
         load=load_summaries(records, slo, slip_threshold_ms),
         order=dict(order) if order is not None else None,
         repeat_aa=repeat_aa,

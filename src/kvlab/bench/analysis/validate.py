@@ -1,7 +1,10 @@
 """Validation before aggregation: rows and pairs an aggregate must refuse.
 
 Validation never deletes anything: it returns :class:`Violation` objects that name
-the row (mode, capacity, query, repetition) and the reason. Summaries leave refused
+the row (mode, capacity, query, repetition) and the reason. A row the server answered
+partly from its prefix cache (``cached_tokens > 0``) when its request did not allow
+reuse (``cache_prompt`` not true) measured less work than it claims: it is refused as
+``prefix_reuse``. Summaries leave refused
 rows out and say so; comparisons refuse a pair of modes whose prompts differ.
 """
 
@@ -24,6 +27,7 @@ class Reason(StrEnum):
     DURATION = "duration"  # non-positive end-to-end duration
     NO_TERMINATOR = "no_terminator"  # stream ended without [DONE] / final stop:true
     NO_USAGE = "no_usage"  # stream without its usage / final counts
+    PREFIX_REUSE = "prefix_reuse"  # cached prompt tokens under cache_prompt = false
     PROMPT_DIFFERS = "prompt_differs"  # same query and capacity, different prompt text
     PROMPT_TOKENS_DIFFER = "prompt_tokens_differ"  # different server-counted prompt tokens
     MISSING_PAIR = "missing_pair"  # a query measured in one mode only
@@ -92,7 +96,19 @@ def check_row(row: Record) -> list[Violation]:
     # saw_usage None means "not applicable to this API/settings"; False means missing.
     if row.stream and row.saw_usage is False:
         found.append(_violation(row, Reason.NO_USAGE, "the stream carried no usage"))
+    if row.cached_tokens and not reuse_asked(row):
+        found.append(_violation(
+            row, Reason.PREFIX_REUSE,
+            f"the server answered {row.cached_tokens} of {row.prompt_tokens} prompt tokens "
+            "from its prefix cache under cache_prompt = false (start it with prefix "
+            "caching off, or send a per-request salt: protocol.cache_salt)"))
     return found
+
+
+def reuse_asked(row: Record) -> bool:
+    """True when the row's request allowed prefix reuse (``cache_prompt: true`` in its
+    body); kvlab's protocol sends false unless the experiment asks for reuse."""
+    return row.body.get("cache_prompt") is True
 
 
 def check_rows(rows: Iterable[Record]) -> list[Violation]:

@@ -55,6 +55,9 @@ def synthetic_process(host: str = "127.0.0.1", timeout_s: float = 20.0,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 async def get_json(session: aiohttp.ClientSession, url: str) -> Any:

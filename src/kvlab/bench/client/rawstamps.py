@@ -8,6 +8,7 @@ stamping before the first request.
 
 from __future__ import annotations
 
+import atexit
 import socket
 import struct
 import sys
@@ -77,6 +78,7 @@ def keep_kernel_stamps_on(timeout_s: float = 0.2) -> bool:
     except OSError:
         return False
     _keeper = keeper
+    atexit.register(keeper.close)  # held for good, closed at exit (no ResourceWarning)
     deadline = time.monotonic() + timeout_s
     try:
         with socket.create_server(("127.0.0.1", 0)) as listener:

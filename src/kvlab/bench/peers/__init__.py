@@ -64,4 +64,7 @@ def read_peer_file(path: Path | str, requested_tokens: int | None = None) -> lis
     if not found:
         raise ConfigError(f"{path}: a {tool} result with no request in it")
     api = ApiKind.OPENAI_CHAT if chat else ApiKind.OPENAI_COMPLETION
+    if tool == "vllm":
+        return to_records(found, tool=tool, path=path, api=api, requested=requested_tokens,
+                          hint=vllm.length_hint)
     return to_records(found, tool=tool, path=path, api=api, requested=requested_tokens)

@@ -10,7 +10,7 @@ of one tool compare with ``kvlab compare`` like two runs.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,19 +41,29 @@ class Request:
     warmup: bool = False
 
 
+Miscount = tuple[int, int | None, int]  # (request index, output tokens counted, requested)
+
+
+def force_the_length(wrong: Sequence[Miscount]) -> str:
+    """The usual cause of a wrong output length: the server stopped at end-of-sequence."""
+    return "force the length: ignore_eos"
+
+
 def to_records(requests: Sequence[Request], *, tool: str, path: Path, api: ApiKind,
-               requested: int | None) -> list[Record]:
+               requested: int | None,
+               hint: Callable[[Sequence[Miscount]], str] = force_the_length) -> list[Record]:
     """kvlab Records of a peer file's requests, after the output-token check.
 
     ``requested`` (the --requested-tokens option) fills in a request count the file
     does not state and must agree with one it does. Raises ValidationFailure naming the
-    file when a request's output-token count differs from what was requested, and
-    ConfigError when nobody says what was requested.
+    file when a request's output-token count differs from what was requested (``hint``
+    says why and what to do, from the miscounted requests), and ConfigError when nobody
+    says what was requested.
     """
     source = str(path)
     seen: dict[tuple[str | None, str], int] = {}
     out: list[Record] = []
-    wrong: list[str] = []
+    wrong: list[Miscount] = []
     for r in requests:
         want = r.requested_tokens if r.requested_tokens is not None else requested
         if want is None:
@@ -63,8 +73,7 @@ def to_records(requests: Sequence[Request], *, tool: str, path: Path, api: ApiKi
             raise ConfigError(f"{path}: request {r.index} asked for {r.requested_tokens} "
                               f"output tokens, not the {requested} given")
         if r.ok and not r.warmup and r.output_tokens != want:
-            wrong.append(f"request {r.index}: {r.output_tokens} output tokens, {want} "
-                         "requested")
+            wrong.append((r.index, r.output_tokens, want))
         if r.prompt is not None:
             sha = hashlib.sha256(r.prompt.encode("utf-8")).hexdigest()
             query = f"p{sha[:12]}"
@@ -85,11 +94,12 @@ def to_records(requests: Sequence[Request], *, tool: str, path: Path, api: ApiKi
             text=r.text,
         ))
     if wrong:
+        shown = "; ".join(f"request {i}: {got} output tokens, {want} requested"
+                          for i, got, want in wrong[:3])
         raise ValidationFailure(
             f"{path}: {len(wrong)} of {len(requests)} requests did not produce the "
-            f"requested output tokens ({'; '.join(wrong[:3])}{' …' if len(wrong) > 3 else ''}); "
-            "their times measure different work, so kvlab refuses the file (force the "
-            "length: ignore_eos)")
+            f"requested output tokens ({shown}{' …' if len(wrong) > 3 else ''}); "
+            f"their times measure different work, so kvlab refuses the file ({hint(wrong)})")
     return out
 
 

@@ -14,14 +14,23 @@ request order (vLLM's datasets are seeded), and the requested length comes from 
 
 vLLM's first event may be an empty role chunk: an imported row's first content is
 vLLM's first event, so kvlab's TTFT of such a row is vLLM's.
+
+``output_lens`` is the server's ``usage.completion_tokens`` only when vLLM's client
+could read it: from a stream chunk whose ``choices`` is empty (OpenAI's rule). When the
+stream had none, the client re-tokenizes the generated text with its own tokenizer
+(``calculate_metrics`` in vllm/benchmarks/serve.py, 0.32), and the count is no longer
+the server's: 15 to 17 for 16 forced tokens was seen. The file does not say which
+happened; a count above the request's ``max_tokens``, which no server generates, can
+only come from re-tokenization, and :func:`length_hint` says so.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
-from kvlab.bench.peers.common import Request, ns
+from kvlab.bench.peers.common import Miscount, Request, ns
 
 SHAPE = "vLLM bench serve JSON with per-request details (--save-result --save-detailed)"
 
@@ -85,3 +94,20 @@ def requests(data: dict[str, Any]) -> tuple[list[Request], bool]:
         ))
     chat = "chat" in str(data.get("backend") or data.get("endpoint_type") or "")
     return out, chat
+
+
+def length_hint(wrong: Sequence[Miscount]) -> str:
+    """Why vLLM's counts may differ from the request, for the refusal (see the module's
+    docstring)."""
+    over = [(i, got, want) for i, got, want in wrong if got is not None and got > want]
+    usage = ("vLLM's client reads usage only from a final stream chunk with choices: [], "
+             "and re-tokenizes the text when there is none")
+    if over:
+        i, got, want = over[0]
+        return (f"request {i} counted {got} tokens for max_tokens {want}, more than any "
+                f"server generates: these counts are vLLM's client re-tokenizing the "
+                f"generated text, not the server's; {usage}. Benchmark a server whose "
+                "stream carries that usage chunk (kvlab serve does), with ignore_eos")
+    return ("either the server stopped early (force the length: ignore_eos) or the "
+            f"counts are vLLM's client re-tokenizing the generated text ({usage}); the "
+            "file does not say which")

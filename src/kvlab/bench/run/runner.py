@@ -109,7 +109,7 @@ def check_external(experiment: Experiment) -> None:
     from kvlab.bench.client.models import check_models
 
     for mode in experiment.modes:
-        if mode.server == "external":
+        if not mode.settings.launched:
             check_models(endpoint_for(experiment, mode, None))
 
 

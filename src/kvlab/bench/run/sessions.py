@@ -17,13 +17,13 @@ and a lost worker into :class:`~kvlab.errors.RunInterrupted`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.bench.client.gauges import GaugeRecorder
+from kvlab.bench.client.gauges import DEFAULT_INTERVAL_S, GaugeRecorder
 from kvlab.bench.plan.order import (
     Block,
     interleave,
@@ -44,7 +44,7 @@ from kvlab.bench.store.state import ServerEntry, SessionEntry
 from kvlab.bench.store.writer import RunWriter
 from kvlab.bench.workers.ray_pool import RaySettings
 from kvlab.errors import ConfigError, RunInterrupted, WorkerError
-from kvlab.experiment import Experiment, Mode
+from kvlab.experiment import Experiment, Mode, request_salt
 from kvlab.servers.base import Server
 
 
@@ -198,8 +198,10 @@ class Session:
                 await self.measure_points(mode, capacity, endpoint, prompts, server)
                 return
             self.reporter.begin(mode.name, capacity, len(todo))
-            for rep, qid in todo:
-                await self.send(client, endpoint, mode, capacity, prompts[qid], rep, server)
+            async with self.gauges(mode, capacity, None, endpoint, self.position,
+                                   lambda: self.position, poll=False):
+                for rep, qid in todo:
+                    await self.send(client, endpoint, mode, capacity, prompts[qid], rep, server)
             await self.writer.synced()  # the end of a sequential point
             self.reporter.end(mode.name, capacity)
 
@@ -241,8 +243,9 @@ class Session:
             if point.label not in pending:
                 continue
             n = point.planned_requests(5000 if point.duration_s else 0)
+            first = self.position
             specs = [self.spec(mode, capacity, prompts[self.queries[i % len(self.queries)].id],
-                               i // len(self.queries), position=self.position + i)
+                               i // len(self.queries), position=first + i)
                      for i in range(n)]
             self.position += n
             self.reporter.begin(f"{mode.name} {point.label}", capacity, len(specs)
@@ -254,7 +257,7 @@ class Session:
                 if not record.warmup:
                     self.reporter.advance(record)
 
-            async with self.gauges(mode, capacity, point.label, server):
+            async with self.gauges(mode, capacity, point.label, endpoint, first, first + n):
                 if self.workers is not None:
                     records = await self.workers.send_point(
                         mode.name, capacity, point, specs, endpoint, self.clock, landed)
@@ -274,15 +277,20 @@ class Session:
             self.writer.save(self.state)
 
     @asynccontextmanager
-    async def gauges(self, mode: Mode, capacity: int, load: str, server: Server | None
+    async def gauges(self, mode: Mode, capacity: int, load: str | None, endpoint: Endpoint,
+                     start: int, end: int | Callable[[], int], poll: bool = True
                      ) -> AsyncIterator[None]:
-        """Poll the launched server's ``/metrics`` into gauges.jsonl while a load point
-        runs (nothing for an external endpoint, or a server without ``/metrics``)."""
-        if server is None:
-            yield
-            return
-        async with GaugeRecorder(server.base_url, self.run.gauges_path, self.clock,
-                                 mode=mode.name, capacity=capacity, load=load):
+        """Read the server's ``/metrics`` into gauges.jsonl around the requests at run
+        positions ``start`` .. ``end`` (read on exit when a function), and during them
+        with ``poll`` (not for sequential rows: a scrape would share the server with the
+        row being timed). Nothing for a server without ``/metrics``; an external
+        endpoint's key goes in the headers only."""
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        last = end if callable(end) else (lambda: end)
+        async with GaugeRecorder(endpoint.base_url, self.run.gauges_path, self.clock,
+                                 mode=mode.name, capacity=capacity, load=load,
+                                 start_position=start, end_position=last, headers=headers,
+                                 interval_s=DEFAULT_INTERVAL_S if poll else None):
             yield
 
     def died(self, mode: Mode, capacity: int, server: Server) -> str:
@@ -298,7 +306,7 @@ class Session:
             prompt=prompt.prompt,
             max_tokens=self.experiment.workload.output_tokens,
             stream=mode.stream,
-            params=self.experiment.request_params(mode),
+            params=self.experiment.request_params(mode, request_salt(self.run.run_id, position)),
             run_id=self.run.run_id,
             mode=mode.name,
             capacity=capacity,

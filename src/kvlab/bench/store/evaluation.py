@@ -20,9 +20,9 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
     """The complete evaluation of ``run``: its experiment's pairs, mode order, SLOs and
     slip threshold (defaults for a run without one, e.g. a peer's file), the client
     limits it began with (else this machine's, from ``kvlab calibrate``; those of its
-    number of load workers for a run with ``--workers``), its run order
-    and A/A mode. ``definitions``: other tools' definition sets evaluation.json keeps
-    beside kvlab's (bench.analysis.definitions)."""
+    number of load workers for a run with ``--workers``), its server's ``/metrics``
+    readings (gauges.jsonl), its run order and A/A mode. ``definitions``: other tools'
+    definition sets evaluation.json keeps beside kvlab's (bench.analysis.definitions)."""
     experiment = run.known_experiment
     records = run.records
     workers = run.state.load_workers()
@@ -35,12 +35,12 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                         resamples=resamples, slip_threshold_ms=DEFAULT_SLIP_THRESHOLD_MS,
                         calibration=calibration, definition_sets=definitions,
                         order=run.state.order, repeat_aa=run.state.repeat_aa,
-                        workers=workers)
+                        workers=workers, gauges=run.gauges)
     return evaluate(
         records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
         mode_order=[m.name for m in experiment.modes], resamples=resamples,
         slo=Slo(**experiment.slo.model_dump()),
         slip_threshold_ms=experiment.load.slip_threshold_ms, calibration=calibration,
         definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
-        workers=workers,
+        workers=workers, gauges=run.gauges,
     )
