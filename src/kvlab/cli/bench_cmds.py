@@ -145,7 +145,7 @@ def run(
              "process with kvlab's own client; \\[load] workers = N in the file): the "
              "schedule is computed once and shared out, records come back into one "
              "records.jsonl. A local Ray is started and stopped unless --ray-address. "
-             "Needs the ray extra: pip install 'kvlab[ray]'. Kept for --resume."),
+             "Needs the ray extra: pip install 'kvlab\\[ray]'. Kept for --resume."),
     ray_address: str | None = typer.Option(
         None, "--ray-address", metavar="HOST:PORT",
         help="Run the load workers on this existing Ray cluster (kvlab installed on every "
