@@ -41,23 +41,27 @@ $(VENV)/.stamp-install: pyproject.toml $(VENV)/.stamp-torch | llama-server
 setup: llama-server $(VENV)/.stamp-install
 	$(KVLAB) preflight
 
+# The quick steps print first (proof, memory tables, engine timing: under a minute),
+# then the runs, shortest first; the last lines are one page of results (kvlab summary),
+# read back from the files each step wrote, also written to $(RESULTS)/index.html.
 run: setup
 	@mkdir -p $(RESULTS)
 	$(KVLAB) prove
-	$(KVLAB) memory
-	$(KVLAB) memory -p gemma-3-270m -L 512 -L 4096 --llamacpp
-	$(KVLAB) memory -p toy -L 192 --dtype f32 --measure
+	$(KVLAB) memory --out $(RESULTS)/memory/projections.json
+	$(KVLAB) memory -p gemma-3-270m -L 512,4096 --llamacpp --out $(RESULTS)/memory/gemma-llamacpp.json
+	$(KVLAB) memory -p toy -L 192 --dtype f32 --measure --out $(RESULTS)/memory/toy-measured.json
 	$(KVLAB) kv-bench --out $(RESULTS)/kv-bench
 	$(KVLAB) run experiments/quickstart.toml --out $(RESULTS)/runs
 	$(KVLAB) fetch
 	$(KVLAB) run experiments/gemma-embedded-vs-llamacpp.toml --out $(RESULTS)/runs
-	$(KVLAB) run experiments/continuous-batching.toml --out $(RESULTS)/runs
 	$(KVLAB) run experiments/llamacpp-cpu.toml --queries 8 --out $(RESULTS)/runs
 	# Paged vs contiguous KV for the sequences llama-server just served (f16, as it keeps them)
 	$(KVLAB) memory -p gemma-3-270m --paged 16 --dtype f16 --budget-mib 64 --measure \
-	  --records "$$(ls -td $(RESULTS)/runs/llamacpp-cpu-*/ | head -1)records.jsonl"
+	  --records "$$(ls -td $(RESULTS)/runs/llamacpp-cpu-*/ | head -1)records.jsonl" \
+	  --out $(RESULTS)/memory/paged-llamacpp.json
+	$(KVLAB) run experiments/continuous-batching.toml --out $(RESULTS)/runs
 	@echo
-	@echo "Results: $(RESULTS)/kv-bench/ and $(RESULTS)/runs/ (each run: report.md, report.html, records.jsonl)"
+	$(KVLAB) summary $(RESULTS)
 
 # The suite once, then the numerics tests under every other CPU kernel set this
 # machine can run (tests/kernel_sets.py): another CPU picks other kernels.

@@ -48,7 +48,7 @@ def test_prove_json(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def
 
 def test_kv_bench_writes_files(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     out_dir = tmp_path / "kvb"
-    code, out, _ = _run(["kv-bench", "--contexts", "8,16", "--new-tokens", "3",
+    code, out, _ = _run(["kv-bench", "--contexts", "16", "--contexts", "8", "--new-tokens", "3",
                          "--repeats", "1", "--threads", "1", "--out", str(out_dir)],
                         monkeypatch, capsys)
     assert code == 0
@@ -57,14 +57,16 @@ def test_kv_bench_writes_files(tmp_path: Path, monkeypatch, capsys) -> None:  # 
         assert (out_dir / name).stat().st_size > 0
     doc = json.loads((out_dir / "kv-bench.json").read_text())
     assert [row["context"] for row in doc["rows"]] == [8, 16]
+    assert doc["machine"]["cores"] >= 1 and len(doc["machine"]["load_average"]) == 3
 
 
 def test_kv_bench_json_last_line(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    code, out, _ = _run(["kv-bench", "--contexts", "8", "--new-tokens", "2", "--repeats",
+    code, out, _ = _run(["kv-bench", "--contexts", "16,8,8", "--new-tokens", "2", "--repeats",
                          "1", "--threads", "1", "--out", str(tmp_path), "--json"],
                         monkeypatch, capsys)
     doc = json.loads(out.strip().splitlines()[-1])
-    assert code == 0 and doc["rows"][0]["context"] == 8 and len(doc["files"]) == 3
+    assert code == 0 and len(doc["files"]) == 3
+    assert [row["context"] for row in doc["rows"]] == [8, 16]  # sorted, each once
 
 
 @pytest.mark.parametrize(
@@ -74,7 +76,7 @@ def test_kv_bench_json_last_line(tmp_path: Path, monkeypatch, capsys) -> None:  
         (["prove", "--prompt-tokens", "0"], "must be positive"),
         (["prove", "--new-tokens", "-3"], "must be positive"),
         (["prove", "--prompt-tokens", "9000"], "max_len is 8192"),
-        (["kv-bench", "--contexts", "32,abc"], "comma-separated integers"),
+        (["kv-bench", "--contexts", "32,abc"], "--contexts: 'abc' is not a whole number"),
         (["kv-bench", "--contexts", "0"], "must be positive"),
         (["kv-bench", "--new-tokens", "0"], "at least 2"),
         (["kv-bench", "--repeats", "0"], "must be positive"),
@@ -85,7 +87,9 @@ def test_kv_bench_json_last_line(tmp_path: Path, monkeypatch, capsys) -> None:  
         (["engine-check", "--against", "vllm"], "--against takes transformers"),
         (["engine-check", "--queries", "31"], "queries must be within 1..30"),
         (["engine-speed", "--new-tokens", "1"], "--new-tokens >= 2"),
-        (["engine-speed", "--contexts", "x"], "comma-separated integers"),
+        (["engine-speed", "--contexts", "x"], "--contexts: 'x' is not a whole number"),
+        (["engine-check", "--capacities", "512", "--capacities", "-1"],
+         "--capacities: -1 must be positive"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, fragment, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -164,3 +164,21 @@ def test_paged_lengths_from_a_runs_records(monkeypatch, capsys, tmp_path):
 def test_a_budget_must_be_positive(monkeypatch, capsys):
     code, _, err = run(monkeypatch, capsys, "-p", "toy", "--paged", "16", "--budget-mib", "-1")
     assert code == 2 and "--budget-mib must be positive, got -1" in err
+
+
+def test_out_writes_the_document_with_the_machine(monkeypatch, capsys, tmp_path):
+    """--out: what --json prints, plus the command line and the machine (CPU, cores,
+    load average at the end), for kvlab summary to read back."""
+    saved = tmp_path / "memory" / "toy.json"
+    code, out, _ = run(monkeypatch, capsys, "-p", "toy", "-L", "192", "--dtype", "f32",
+                       "--measure", "--out", str(saved), "--json")
+    assert code == 0
+    doc = json.loads(saved.read_text())
+    machine = doc.pop("machine")
+    assert doc.pop("argv") == ["kvlab", "memory", "-p", "toy", "-L", "192", "--dtype", "f32",
+                               "--measure", "--out", str(saved), "--json"]
+    assert doc == last_json(out)
+    assert machine["cores"] >= 1 and machine["cpu"] and len(machine["load_average"]) == 3
+    code, _, err = run(monkeypatch, capsys, "-p", "toy", "--out", str(tmp_path))  # a folder
+    assert code == 2 and err.startswith(f"error: --out {tmp_path}: cannot write")
+    assert err.count("\n") == 1

@@ -104,3 +104,23 @@ def test_compare_two_peer_files_with_verdicts(tmp_path, monkeypatch, capsys) -> 
     short = write(tmp_path / "short.json", vllm_result(output_lens=[64] * 5 + [3]))
     code, _, err = _run(["compare", str(short), str(short)], monkeypatch, capsys)
     assert code == 2 and str(short) in err and len(err.strip().splitlines()) == 1
+
+
+def test_summary_prints_the_page_and_writes_index(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    write_run(tmp_path / "runs" / "synthetic-20260101-120000",
+              two_mode_rows(n=5, capacities=(256,)))
+    code, out, err = _run(["report", str(tmp_path / "runs" / "synthetic-20260101-120000")],
+                          monkeypatch, capsys)  # evaluation.json, as kvlab run leaves it
+    assert code == 0, err
+    code, out, err = _run(["summary", str(tmp_path)], monkeypatch, capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"Results in {tmp_path}/" and lines[1].startswith("Machine: ")
+    assert "- synthetic: e2e at capacity 256: slow " in out and "fast faster" in out
+    assert out.count("(step not run)") == 6  # kv-bench, memory and the make run runs
+    assert f"Wrote {tmp_path / 'index.html'}" in out and (tmp_path / "index.html").is_file()
+    code, out, _ = _run(["summary", str(tmp_path), "--json", "--no-html"], monkeypatch, capsys)
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and doc["index_html"] is None and len(doc["headlines"]) == 7
+    code, _, err = _run(["summary", str(tmp_path / "nope")], monkeypatch, capsys)
+    assert code == 2 and err.startswith("error: ") and "no such folder" in err

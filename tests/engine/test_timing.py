@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvlab.engine.timing import BenchSettings, Run, parse_contexts, run_kv_bench
+from kvlab.engine.timing import BenchSettings, Run, run_kv_bench
 from kvlab.errors import ConfigError, PromptTooLongError
 
 
@@ -12,13 +12,6 @@ def test_metrics_are_functions_of_token_offsets() -> None:
     assert run.prefill_s == pytest.approx(0.005)
     assert run.decode_s_per_token == pytest.approx(0.001)
     assert run.total_s == pytest.approx(0.008)
-
-
-def test_parse_contexts() -> None:
-    assert parse_contexts("64, 32,64") == [32, 64]
-    for bad in ("", "32,x", ","):
-        with pytest.raises(ConfigError):
-            parse_contexts(bad)
 
 
 @pytest.mark.parametrize(

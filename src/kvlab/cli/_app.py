@@ -8,7 +8,10 @@ the command functions so ``kvlab --help`` stays fast.
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 import typer
 from rich.console import Console
@@ -26,8 +29,24 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-console = Console()
-err_console = Console(stderr=True)
+# Rich cuts a table to 80 columns when its stream is not a terminal (CI, `make run >
+# log`, `| tee`): "pag…", "con…". Off a terminal, lines are as long as their content
+# needs, unless COLUMNS says otherwise.
+LOG_WIDTH = 1000
+
+
+def console_width(stream: TextIO, environ: Mapping[str, str] = os.environ) -> int | None:
+    """The width to give a Console writing to ``stream``: None on a terminal (Rich asks
+    the terminal), COLUMNS when set, else LOG_WIDTH, wider than any table kvlab prints,
+    so nothing is cut or wrapped."""
+    if stream.isatty():
+        return None
+    columns = environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else LOG_WIDTH
+
+
+console = Console(width=console_width(sys.stdout))
+err_console = Console(stderr=True, width=console_width(sys.stderr))
 
 
 def print_json(document: Any) -> None:

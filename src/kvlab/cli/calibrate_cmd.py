@@ -11,17 +11,8 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli.lists import LIST_METAVAR, float_list, int_list, list_help
 from kvlab.errors import ConfigError
-
-
-def _floats(text: str, what: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise ConfigError(f"{what} must be comma-separated numbers, got {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise ConfigError(f"{what} must list positive numbers, got {text!r}")
-    return values
 
 
 def _ms(value: float | None) -> str:
@@ -98,7 +89,9 @@ def _render_workers(facts: dict[str, Any]) -> None:
 
 @app.command()
 def calibrate(
-    concurrency: str = typer.Option("1,64,256,1024", help="Streams per accuracy level."),
+    concurrency: list[str] = typer.Option(
+        ["1,64,256,1024"], metavar=LIST_METAVAR, help="Streams per accuracy level. "
+        + list_help("--concurrency", "64", "256")),
     duration_s: float = typer.Option(6.0, help="Seconds per accuracy level."),
     itl_ms: float = typer.Option(50.0, help="Inter-token gap the server keeps (ms)."),
     ttft_ms: float = typer.Option(20.0, help="Time to first token the server keeps (ms)."),
@@ -111,9 +104,10 @@ def calibrate(
     ingest_streams: int = typer.Option(64, help="Streams in the ingest tests."),
     ingest_duration_s: float = typer.Option(3.0, help="Seconds of each ingest burst."),
     ramp_duration_s: float = typer.Option(2.0, help="Seconds per ingest ramp rate."),
-    ramp: str = typer.Option("5000,7500,10000,12500,15000,20000,25000,30000,40000,50000,"
-                             "75000,100000",
-                             help="Offered events/s of the ingest ramp."),
+    ramp: list[str] = typer.Option(
+        ["5000,7500,10000,12500,15000,20000,25000,30000,40000,50000,75000,100000"],
+        metavar=LIST_METAVAR,
+        help="Offered events/s of the ingest ramp. " + list_help("--ramp", "5000", "7500")),
     save: bool = typer.Option(True, help="Write the limits to the calibration file."),
     pin: bool = typer.Option(False, help="Run the synthetic server on the last CPU and the "
                              "client on the others, so they never share a core."),
@@ -150,7 +144,7 @@ def calibrate(
         raise ConfigError(f"--http-client must be auto or aiohttp, got {http_client!r}")
     if api not in ("llamacpp-completion", "openai-chat"):
         raise ConfigError(f"--api must be llamacpp-completion or openai-chat, got {api!r}")
-    levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
+    levels = tuple(int_list(concurrency, "--concurrency"))
     durations = (duration_s, ingest_duration_s, ramp_duration_s)
     if min(durations) <= 0 or min(itl_ms, ttft_ms) < 0 or tokens < 2 or ingest_streams < 1:
         raise ConfigError("durations must be > 0, --itl-ms/--ttft-ms >= 0, --tokens >= 2, "
@@ -158,7 +152,7 @@ def calibrate(
     settings = CalibrateSettings(
         concurrency=levels, duration_s=duration_s, itl_ms=itl_ms, ttft_ms=ttft_ms,
         tokens=tokens, api=ApiKind(api), known_delay_ms=known_delay_ms, ingest=ingest,
-        ingest_streams=ingest_streams, ramp_rates=_floats(ramp, "--ramp"),
+        ingest_streams=ingest_streams, ramp_rates=tuple(float_list(ramp, "--ramp")),
         ingest_duration_s=ingest_duration_s, ramp_duration_s=ramp_duration_s,
         pin_cpus=pin, http_client=http_client, workers=workers,
     )

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
 
 def _mark(ok: bool) -> str:
@@ -104,8 +105,10 @@ def _cells(cells: list[int]) -> str:
 
 @app.command("kv-bench")
 def kv_bench(
-    contexts: str = typer.Option(
-        "32,64,128,256,512,1024,2048,4096", "--contexts", help="Prompt lengths, comma-separated."),
+    contexts: list[str] = typer.Option(
+        None, "--contexts", metavar=LIST_METAVAR,
+        help="Prompt lengths in tokens (default 32 to 4096, doubling). "
+        + list_help("--contexts", "512", "2048")),
     new_tokens: int = typer.Option(16, "--new-tokens", help="Tokens generated per run (N)."),
     repeats: int = typer.Option(3, "--repeats", help="Timed runs per path; medians reported."),
     threads: int = typer.Option(2, "--threads", help="torch intra-op threads."),
@@ -122,10 +125,11 @@ def kv_bench(
     from rich.progress import Progress
 
     from kvlab.engine.bench_files import write_outputs
-    from kvlab.engine.timing import BenchSettings, parse_contexts, run_kv_bench
+    from kvlab.engine.timing import DEFAULT_CONTEXTS, BenchSettings, run_kv_bench
 
     settings = BenchSettings(preset=preset, model=model,
-                             contexts=tuple(parse_contexts(contexts)),
+                             contexts=tuple(sorted(set(int_list(contexts, "--contexts"))))
+                             or DEFAULT_CONTEXTS,
                              new_tokens=new_tokens, repeats=repeats, threads=threads, seed=seed)
     with Progress(console=err_console, transient=True,
                   disable=not err_console.is_terminal) as progress:
@@ -179,8 +183,10 @@ def engine_check(
         ["transformers", "llama-server"], "--against",
         help="Reference(s): transformers (logits) and/or llama-server (tokens, decoding)."),
     queries: int = typer.Option(30, "--queries", help="Protocol queries (1..30)."),
-    capacities: str = typer.Option("512,2048,4096", "--capacities",
-                                   help="Capacities whose prompts are tokenized by both."),
+    capacities: list[str] = typer.Option(
+        ["512,2048,4096"], "--capacities", metavar=LIST_METAVAR,
+        help="Capacities whose prompts are tokenized by both. "
+        + list_help("--capacities", "512", "2048")),
     decode_capacity: int = typer.Option(512, "--decode-capacity",
                                         help="Capacity whose prompts are decoded by both."),
     new_tokens: int = typer.Option(64, "--new-tokens", help="Greedy tokens per prompt."),
@@ -213,7 +219,6 @@ def engine_check(
         reference_prompts,
         transformers_forced_logits,
     )
-    from kvlab.engine.timing import parse_contexts
     from kvlab.errors import ConfigError
 
     unknown = sorted(set(against) - {"transformers", "llama-server"})
@@ -223,7 +228,7 @@ def engine_check(
                           f"--numerics takes float32 or llamacpp (got {odd_numerics}); "
                           f"--threads must be positive and --new-tokens at least 2")
     chosen = builtin_queries(queries)
-    caps = parse_contexts(capacities)
+    caps = sorted(set(int_list(capacities, "--capacities")))
     torch.set_num_threads(threads)
     loaded = load_model(model)
     document: dict[str, Any] = {"model": model, "sha256": loaded.sha256, "threads": threads}
@@ -305,7 +310,9 @@ def _ranks(counts: dict[int, int]) -> str:
 def engine_speed(
     model: str = typer.Option("gemma-3-270m", "--model",
                               help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),
-    contexts: str = typer.Option("512,2048", "--contexts", help="Prompt lengths in tokens."),
+    contexts: list[str] = typer.Option(
+        ["512,2048"], "--contexts", metavar=LIST_METAVAR,
+        help="Prompt lengths in tokens. " + list_help("--contexts", "512", "2048")),
     new_tokens: int = typer.Option(32, "--new-tokens", help="Tokens generated per run."),
     repeats: int = typer.Option(2, "--repeats", help="Timed runs per runner; medians."),
     threads: int = typer.Option(2, "--threads", help="torch and llama-server threads."),
@@ -324,14 +331,13 @@ def engine_speed(
     from kvlab.engine import speed
     from kvlab.engine.models import load_model
     from kvlab.engine.prove import gemma_prompt
-    from kvlab.engine.timing import parse_contexts
     from kvlab.errors import ConfigError
 
     unknown = sorted(set(against) - {"transformers", "llama-server"})
     if unknown or threads <= 0 or new_tokens < 2 or repeats <= 0:
         raise ConfigError(f"--against takes transformers or llama-server (got {unknown}); "
                           "--threads and --repeats must be positive, --new-tokens >= 2")
-    sizes = parse_contexts(contexts)
+    sizes = sorted(set(int_list(contexts, "--contexts")))
     torch.set_num_threads(threads)
     loaded = load_model(model)
     prompts = {c: gemma_prompt(loaded.tokenizer, c) for c in sizes}

@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
-from kvlab.cli.memory_paged import lengths_from_records, paged_view, parse_seqs
+from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
+from kvlab.cli.memory_paged import lengths_from_records, paged_view, seq_lengths
 from kvlab.errors import ConfigError
 from kvlab.memory import (
     ModelShape,
@@ -47,17 +48,19 @@ def memory(
     ),
     type_k: str = typer.Option(None, "--type-k", help="K cache type (overrides --dtype)."),
     type_v: str = typer.Option(None, "--type-v", help="V cache type (overrides --dtype)."),
-    context: list[int] = typer.Option(
+    context: list[str] = typer.Option(
         None,
         "-L",
         "--context",
-        help="Context length in tokens (repeatable; with "
-        "--llamacpp the -c value). Default 2048, 8192, 32768.",
+        metavar=LIST_METAVAR,
+        help="Context lengths in tokens (with --llamacpp the -c value). Default 2048, "
+        "8192, 32768. " + list_help("-L", "2048", "8192"),
     ),
-    seqs: str = typer.Option(
-        "1", "--seqs", "--slots",
-        help="Sequences (llama.cpp: -np): a count, each as long as the context, or with "
-        "--paged a comma list of their lengths in tokens (e.g. 300,1800,4000).",
+    seqs: list[str] = typer.Option(
+        None, "--seqs", "--slots", metavar=LIST_METAVAR,
+        help="Sequences (llama.cpp: -np): one number is a count, each as long as the "
+        "context (default 1); with --paged, several are their lengths in tokens (e.g. "
+        "300,1800,4000). " + list_help("--seqs", "300", "1800"),
     ),
     paged: int = typer.Option(
         None, "--paged", metavar="BLOCK",
@@ -86,9 +89,17 @@ def memory(
     mha: bool = typer.Option(
         False, "--compare-mha", help="Compare with the same model using one KV head per query head."
     ),
+    out: Path = typer.Option(
+        None, "--out", metavar="FILE",
+        help="Also write the JSON document (with the machine and its load average) to "
+        "FILE, e.g. results/memory/toy.json; kvlab summary reads it."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document last."),
 ) -> None:
-    """Predict KV-cache bytes per model and context length."""
+    """Predict KV-cache bytes per model and context length.
+
+    Examples: kvlab memory -p gemma-3-270m -L 512,4096 --llamacpp;
+    kvlab memory -p toy -L 192 --dtype f32 --measure --out results/memory/toy.json
+    """
     if measure and llamacpp:
         raise ConfigError("--measure checks the plain formula; drop --llamacpp")
     if paged is not None and llamacpp:
@@ -98,10 +109,12 @@ def memory(
         raise ConfigError("--records and --budget-mib go with --paged BLOCK")
     if budget_mib is not None and budget_mib <= 0:
         raise ConfigError(f"--budget-mib must be positive, got {budget_mib:g}")
-    lengths = parse_seqs(seqs, paged is not None)
-    from_records = lengths_from_records(records, context) if records else {}
-    n_seqs = len(lengths) if lengths else int(seqs)
-    contexts = (context or sorted(from_records)
+    asked = int_list(context, "-L/--context")
+    seq_numbers = int_list(seqs, "--seqs") or [1]
+    lengths = seq_lengths(seq_numbers, paged is not None)
+    from_records = lengths_from_records(records, asked) if records else {}
+    n_seqs = len(lengths) if lengths else seq_numbers[0]
+    contexts = (asked or sorted(from_records)
                 or ([max(lengths)] if lengths else DEFAULT_CONTEXTS))
     for n in [*contexts, n_seqs, ubatch, batch]:
         if n <= 0:
@@ -129,19 +142,36 @@ def memory(
             if "compare_mha" in doc:
                 console.print(doc["compare_mha"].pop("_table"))
                 console.print(doc["compare_mha"]["reading"])
+    for d in docs:
+        d.pop("_table", None)
+        if "compare_mha" in d:
+            d["compare_mha"].pop("_table", None)
+    document = {
+        "mode": "paged" if paged is not None else "llamacpp" if llamacpp else "formula",
+        "type_k": tk,
+        "type_v": tv,
+        "models": docs,
+    }
+    if out is not None:
+        write_document(out, document)
     if json_out:
-        for d in docs:
-            d.pop("_table", None)
-            if "compare_mha" in d:
-                d["compare_mha"].pop("_table", None)
-        print_json(
-            {
-                "mode": "paged" if paged is not None else "llamacpp" if llamacpp else "formula",
-                "type_k": tk,
-                "type_v": tv,
-                "models": docs,
-            }
-        )
+        print_json(document)
+
+
+def write_document(path: Path, document: dict[str, Any]) -> None:
+    """``--out``: the document, the command line and the machine, as one JSON file."""
+    import json
+    import sys
+
+    from kvlab.servers.preflight import machine_snapshot
+
+    saved = {**document, "argv": ["kvlab", *sys.argv[1:]], "machine": machine_snapshot()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--out {path}: cannot write ({exc.strerror or exc}); choose "
+                          "another file") from None
 
 
 def _load_shapes(presets: list[str], configs: list[Path], ggufs: list[Path]) -> list[ModelShape]:

@@ -14,20 +14,14 @@ from kvlab.memory.formula import MIB
 from kvlab.memory.paged import contiguous_bytes, max_sequences, paged_kv_bytes
 
 
-def parse_seqs(text: str, paged: bool) -> list[int]:
-    """``--seqs``: "N" gives [] (N sequences as long as each context); "L1,L2,..." gives
-    the lengths, which only a paged cache can hold as they are."""
-    parts = [p.strip() for p in text.split(",")]
-    if not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ConfigError(
-            f"--seqs {text!r}: numbers must be positive integers: a count, or with --paged "
-            "a comma list of lengths in tokens (e.g. 300,1800,4000)"
-        )
-    if len(parts) == 1:
+def seq_lengths(numbers: list[int], paged: bool) -> list[int]:
+    """``--seqs``: one number N gives [] (N sequences as long as each context); several
+    are the sequences' lengths, which only a paged cache can hold as they are."""
+    if len(numbers) == 1:
         return []
     if not paged:
         raise ConfigError("--seqs with a list of lengths needs --paged BLOCK")
-    return [int(p) for p in parts]
+    return numbers
 
 
 def lengths_from_records(path: Path, capacities: list[int] | None) -> dict[int, list[int]]:

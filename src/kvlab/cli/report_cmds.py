@@ -1,4 +1,5 @@
-"""Report commands: ``kvlab report RUN_DIR`` and ``kvlab compare RUN_A RUN_B``."""
+"""Report commands: ``kvlab report RUN_DIR``, ``kvlab compare RUN_A RUN_B`` and
+``kvlab summary RESULTS``."""
 
 from __future__ import annotations
 
@@ -84,3 +85,32 @@ def compare(
     console.print("A/B > 1: B took less time; n: rows (p = paired on queries); the verdict "
                   "is read from the interval alone; --json adds reductions (1 − B/A).",
                   highlight=False, markup=False)
+
+
+@app.command()
+def summary(
+    results: Path = typer.Argument(Path("results"), help="The folder make run wrote."),
+    html: bool = typer.Option(True, "--html/--no-html", help="Also write RESULTS/index.html."),
+    json_out: bool = typer.Option(False, "--json", help="Print the page as JSON."),
+) -> None:
+    """One page of results: each step's headline figure, read from its files, and the
+    machine (CPU, cores, load average during the steps); writes a self-contained
+    index.html linking every report.
+
+    Example: kvlab summary results/   (the last step of make run)
+    """
+    from kvlab.report.results_page import page_text, results_page
+
+    page = results_page(results)
+    written = None
+    if html:
+        from kvlab.report.results_html import write_index
+
+        written = write_index(page)
+    if json_out:
+        print_json(page.to_dict() | {"index_html": str(written) if written else None})
+        return
+    console.print(page_text(page), highlight=False, markup=False)
+    if written is not None:
+        console.print(f"Wrote {written} (self-contained; links every report)",
+                      highlight=False, markup=False, soft_wrap=True)

@@ -8,10 +8,13 @@ from pathlib import Path
 
 from kvlab.engine.timing import KvBenchResult
 from kvlab.errors import ConfigError
+from kvlab.servers.preflight import machine_snapshot
 
 
 def write_json(result: KvBenchResult, path: Path) -> None:
-    path.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    """The result, and the machine it ran on with its load average at the end."""
+    document = {**result.to_dict(), "machine": machine_snapshot()}
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
 def write_csv(result: KvBenchResult, path: Path) -> None:

@@ -33,19 +33,6 @@ DEFAULT_CONTEXTS = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 PATHS = ("naive", "cached")
 
 
-def parse_contexts(text: str) -> list[int]:
-    """"64,32,64" -> [32, 64] (sorted, unique); ConfigError on anything else."""
-    try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ConfigError(
-            f"contexts must be comma-separated integers like 32,64,128, got {text!r}"
-        ) from None
-    if not values:
-        raise ConfigError("give at least one context length, e.g. --contexts 32,64")
-    return values
-
-
 @dataclass(frozen=True)
 class BenchSettings:
     """What kv-bench measures; validated on creation."""

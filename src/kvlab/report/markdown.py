@@ -196,13 +196,16 @@ def load_markdown(summaries: Sequence[LoadSummary]) -> str:
     out = ["", "## Load", "",
            "Rates in requests/s. Send lag = t_sent − t_scheduled (how late a request left "
            "against its schedule); a point whose p95 lag exceeds the threshold is flagged "
-           "SLIPPED: it offered less load than it claims. Throughput = ok rows / span "
-           f"(first send to last end); goodput counts rows meeting the SLOs ({slo_text}).", ""]
-    header = ["mode", "capacity", "load", "rows", "ok", "target rate", "achieved rate",
-              "lag p50 ms", "lag p99 ms", "max in flight", "req/s", "out tok/s",
-              "goodput req/s", "SLO met", "schedule"]
+           "SLIPPED: it offered less load than it claims. Span = first send to last end; "
+           "achieved rate = rows / span, shown for a rate load and for a closed loop with "
+           "more requests than users (one whose users all leave at once has no rate); "
+           f"req/s = ok rows / span; goodput counts rows meeting the SLOs ({slo_text}).", ""]
+    header = ["mode", "capacity", "load", "rows", "ok", "span s", "target rate",
+              "achieved rate", "lag p50 ms", "lag p99 ms", "max in flight", "req/s",
+              "out tok/s", "goodput req/s", "SLO met", "schedule"]
     rows = [[s.mode, str(s.capacity), s.load or "sequential", str(s.requests), str(s.ok),
-             fmt(s.target_rate), fmt(s.achieved_rate), fmt(s.send_lag_ms["p50"], 3),
+             fmt(s.span_s, 3), fmt(s.target_rate), fmt(s.achieved_rate),
+             fmt(s.send_lag_ms["p50"], 3),
              fmt(s.send_lag_ms["p99"], 3), str(s.max_in_flight), fmt(s.request_throughput),
              fmt(s.output_tokens_per_s, 1), fmt(s.goodput),
              "—" if s.slo_met is None else f"{s.slo_met}/{s.requests}",

@@ -57,6 +57,21 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages (runnable processes; on N cores, N means
+    busy), or None where the OS does not keep them."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine_snapshot() -> dict[str, Any]:
+    """What a step's result file records of the machine it ran on, at the step's end:
+    CPU model, logical cores and the load averages then."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "load_average": load_average()}
+
+
 def _memory_gib() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

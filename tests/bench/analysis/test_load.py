@@ -6,6 +6,7 @@ import pytest
 
 from kvlab.bench.analysis.load import (
     Slo,
+    has_rate,
     load_summaries,
     max_in_flight,
     parse_label,
@@ -49,7 +50,7 @@ def test_rates_lag_and_throughput() -> None:
     s = summarize_load(rows, slip_threshold_ms=25)
     assert s.kind == "rate" and s.target_rate == 2.0
     assert s.scheduled_rate == pytest.approx(2.0)
-    assert s.achieved_rate == pytest.approx(3 / 1.53)
+    assert s.achieved_rate == pytest.approx(4 / 1.63)  # rows / span (first send to last end)
     assert send_lags_ms(rows) == pytest.approx([0, 10, 20, 30])
     assert s.send_lag_ms["p50"] == pytest.approx(15)
     assert s.late == 1  # only the 30 ms one is over 25 ms
@@ -102,3 +103,21 @@ def test_summaries_group_and_order_without_warmups() -> None:
     assert all(s.requests == 1 for s in summaries)
     with pytest.raises(ValueError):
         summarize_load([row(0, 0, 10, warmup=True)])
+
+
+def test_achieved_rate_only_where_a_rate_exists() -> None:
+    """c=16 with 16 requests: every user leaves at t = 0, a span near zero between
+    sends; no rate is shown (it once read 6081 req/s). With more requests than users,
+    or under a rate load, it is rows / span, the span the report states."""
+    burst = [row(i, 0.001 * i, 200 + i, load="c=16", scheduled_ms=0) for i in range(16)]
+    assert summarize_load(burst).achieved_rate is None
+    sequential = [row(i, 100 * i, 100 * i + 50, load=None) for i in range(4)]
+    assert summarize_load(sequential).achieved_rate is None
+    # 2 users, 4 requests: two leave at 0, two when the first two finish at 100 ms
+    closed = [row(0, 0, 100, load="c=2"), row(1, 0, 100, load="c=2"),
+              row(2, 100, 220, load="c=2"), row(3, 100, 250, load="c=2")]
+    s = summarize_load(closed)
+    assert s.span_s == pytest.approx(0.25)
+    assert s.achieved_rate == pytest.approx(4 / 0.25)
+    assert has_rate("rate", 2.0, 1) and not has_rate("concurrency", 4.0, 4)
+    assert has_rate("concurrency", 4.0, 5) and not has_rate("sequential", None, 9)

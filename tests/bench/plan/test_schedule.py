@@ -2,7 +2,7 @@
 
 The server runs in its own process so its torch work does not share the client's GIL:
 the send lag measured here is the scheduler's, not the test harness's. No assertion
-on speed: achieved rates are compared with the schedule at a rate the server keeps up
+on speed: send times are compared with the schedule at a rate the server keeps up
 with easily, and a slip is forced by a rate far above what one slot can serve.
 """
 
@@ -99,7 +99,8 @@ def test_open_loop_keeps_a_low_rate(server) -> None:
     summary = summarize_load(rows, slip_threshold_ms=50)
     assert summary.target_rate == 5.0
     assert summary.scheduled_rate == pytest.approx(5.0, rel=1e-6)
-    assert summary.achieved_rate == pytest.approx(5.0, rel=0.1)
+    assert summary.achieved_rate == pytest.approx(10 / summary.span_s)
+    assert summary.achieved_rate <= 10 / 1.8  # the span holds at least the 9 gaps of 200 ms
     assert summary.send_lag_ms["min"] >= 0
     # From its deadline to leaving: the loop's timer wake-up, then the task's first
     # step behind whatever the loop had ready (two waits for the CPU).

@@ -5,7 +5,9 @@ Per (mode, capacity, load) group of measured rows (warm-ups left out):
 - **target rate**: the rate a ``rate=R`` point aimed at (requests/s); None otherwise.
 - **scheduled rate**: (n - 1) / (last t_scheduled - first t_scheduled): the rate the
   drawn arrivals really asked for (Poisson gaps make it differ from the target).
-- **achieved rate**: (n - 1) / (last t_sent - first t_sent): the rate requests left.
+- **achieved rate**: n / span (span as below): the rate the point put requests
+  through. Only where a rate exists: a rate load, or a closed loop with more requests
+  than users (one whose users all leave at once, c=16 with 16 requests, has none).
 - **send lag**: t_sent - t_scheduled per row (ms): how late each request left against
   its schedule. Closed loops schedule "as soon as the user is free", so their lag is
   the client's own overhead.
@@ -115,6 +117,14 @@ def span_s(rows: Sequence[Record]) -> float | None:
     return (max(r.t_end for r in rows) - min(r.t_sent for r in rows)) / _NS_PER_S
 
 
+def has_rate(kind: str, value: float | None, requests: int) -> bool:
+    """Whether a load point has an achieved rate: a rate load does; a closed loop only
+    when it sends more requests than it has users (else all leave at t = 0)."""
+    if kind == "rate":
+        return True
+    return kind == "concurrency" and value is not None and requests > value
+
+
 @dataclass
 class LoadSummary:
     """What one (mode, capacity, load) group achieved. Rates in requests/s."""
@@ -127,7 +137,7 @@ class LoadSummary:
     ok: int
     target_rate: float | None
     scheduled_rate: float | None
-    achieved_rate: float | None
+    achieved_rate: float | None  # requests / span_s; None where has_rate is False
     send_lag_ms: dict[str, Any]  # stats.describe of send lags
     slip_threshold_ms: float
     late: int  # rows whose lag exceeds the threshold
@@ -166,7 +176,7 @@ def summarize_load(rows: Sequence[Record], slo: Slo | None = None,
         requests=len(rows), ok=len(ok),
         target_rate=value if kind == "rate" else None,
         scheduled_rate=rate_of([r.t_scheduled for r in rows if r.t_scheduled is not None]),
-        achieved_rate=rate_of([r.t_sent for r in rows]),
+        achieved_rate=per_s(len(rows)) if has_rate(kind, value, len(rows)) else None,
         send_lag_ms=lag_dist.to_dict(), slip_threshold_ms=slip_threshold_ms, late=late,
         slipped=slipped, max_in_flight=max_in_flight(rows), span_s=span,
         request_throughput=per_s(len(ok)), output_tokens_per_s=per_s(tokens),

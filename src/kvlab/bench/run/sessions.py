@@ -46,6 +46,7 @@ from kvlab.bench.workers.ray_pool import RaySettings
 from kvlab.errors import ConfigError, RunInterrupted, WorkerError
 from kvlab.experiment import Experiment, Mode, request_salt
 from kvlab.servers.base import Server
+from kvlab.servers.preflight import load_average
 
 
 def queries_of(experiment: Experiment) -> list[Query]:
@@ -336,7 +337,8 @@ class Session:
         blocks = plan_blocks([m.name for m in modes],
                              {m.name: self.experiment.capacities(m) for m in modes}, choice.used)
         order = [(b.mode, b.capacity) for b in blocks]
-        session = SessionEntry(started=now_iso(), modes=[m.name for m in modes], order=order,
+        session = SessionEntry(started=now_iso(), load_average_started=load_average(),
+                               modes=[m.name for m in modes], order=order,
                                run_order={**choice.to_dict(), "sequence": sequence_of(blocks)},
                                workers=self.workers.facts if self.workers else None)
         self.state.sessions.append(session)
@@ -355,6 +357,7 @@ class Session:
                     await self.measure(mode, capacity, client,
                                        group if group[0].parts > 1 else None)
         session.stopped = now_iso()
+        session.load_average_stopped = load_average()
         self.writer.save(self.state)
 
 

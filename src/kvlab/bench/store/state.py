@@ -46,6 +46,9 @@ class SessionEntry(_Facts):
     # Ray version, address, nodes, and each worker's node, host and process; None: none
     workers: dict[str, Any] | None = None
     stopped: str | None = None
+    # 1-, 5- and 15-minute load averages at start and stop (servers.preflight.load_average)
+    load_average_started: list[float] | None = None
+    load_average_stopped: list[float] | None = None
 
 
 class NoLaunch(_Facts):

@@ -1,0 +1,104 @@
+"""A small results folder, laid out as ``make run`` leaves it, from real steps on tiny
+inputs: kv-bench on the toy at two short contexts, ``kvlab memory --out`` (formula,
+measured, paged), and run directories of hand-made Records evaluated by
+``evaluate_run`` (the code ``kvlab run`` ends with)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvlab.bench.records import Record
+from kvlab.bench.run.runner import evaluate_run
+from kvlab.bench.store.state import SessionEntry
+from kvlab.cli import main
+from kvlab.engine.bench_files import write_outputs
+from kvlab.engine.timing import BenchSettings, run_kv_bench
+from kvlab.report.html import write_html
+from tests.report.synthetic_runs import make_row, write_run
+
+SESSION_LOADS = ([1.25, 1.0, 0.5], [3.5, 2.0, 1.0])  # a run's load averages, start and stop
+
+
+def _experiment(name: str, modes: tuple[str, str], load: str = "") -> str:
+    return (f'name = "{name}"\ndescription = "hand-made"\ncompare = [["{modes[0]}", '
+            f'"{modes[1]}"]]\n[workload]\nqueries = 6\ncapacities = [256]\n'
+            f"output_tokens = 8\n{load}"
+            + "".join(f'[[modes]]\nname = "{m}"\n' for m in modes))
+
+
+def _pair_rows(modes: tuple[str, str], decode: tuple[float, float]) -> list[Record]:
+    """Six queries per mode, sequential; mode B decodes in ``decode[1]`` ms."""
+    rows, t = [], 0.0
+    for mode, ms in zip(modes, decode, strict=True):
+        for q in range(6):
+            rows.append(make_row(mode, 256, q, prefill=20 + q, decode=ms + q % 2, start_ms=t))
+            t += 200
+    return rows
+
+
+def _batching_rows() -> list[Record]:
+    """c=8, 16 requests per mode: one slot serves them one after another (100 ms each),
+    batching two rounds of 8 at once (150 ms a round)."""
+    rows = []
+    for i in range(16):
+        rows.append(make_row("one-slot", 256, i, prefill=10, decode=88, overhead=2,
+                             start_ms=100 * i, load="c=8"))
+        rows.append(make_row("batching", 256, i, prefill=20, decode=128, overhead=2,
+                             start_ms=5000 + 150 * (i // 8), load="c=8"))
+    return rows
+
+
+def _run(root: Path, name: str, toml: str, rows: list[Record], html: bool = False) -> Path:
+    """A run directory evaluated as ``kvlab run`` leaves it (with ``html``, report.html
+    too; else report.md is its report)."""
+    session = SessionEntry(started="2026-01-01T12:00:00+00:00", modes=[], order=[],
+                           run_order={}, stopped="2026-01-01T12:05:00+00:00",
+                           load_average_started=SESSION_LOADS[0],
+                           load_average_stopped=SESSION_LOADS[1])
+    manifest = {"run_id": name, "host": {"cpu": "Test CPU 9000", "cores": 2},
+                "sessions": [session.model_dump(mode="json")]}
+    path = write_run(root / "runs" / f"{name}-20260101-120000", rows, manifest, toml)
+    evaluation = evaluate_run(path)
+    if html:
+        write_html(path, evaluation=evaluation, resamples=100)
+    return path
+
+
+def _memory(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["kvlab", "memory", *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code in (0, None)
+
+
+def build_results(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Write every step's files under ``root`` and return it."""
+    threads = torch.get_num_threads()
+    try:
+        result = run_kv_bench(BenchSettings(contexts=(8, 16), new_tokens=2, repeats=1,
+                                            threads=1))
+    finally:
+        torch.set_num_threads(threads)
+    write_outputs(result, root / "kv-bench")
+    memory = root / "memory"
+    _memory(["-p", "toy", "-L", "192", "--dtype", "f32", "--measure",
+             "--out", str(memory / "toy-measured.json")], monkeypatch)
+    _memory(["-p", "gemma-3-270m", "--paged", "16", "--seqs", "300,1800", "-L", "2048",
+             "--dtype", "f16", "--budget-mib", "64", "--out", str(memory / "paged.json")],
+            monkeypatch)
+    _run(root, "quickstart", _experiment("quickstart", ("recompute", "kv-cache")),
+         _pair_rows(("recompute", "kv-cache"), (60.0, 20.0)), html=True)
+    _run(root, "gemma-embedded-vs-llamacpp",
+         _experiment("gemma-embedded-vs-llamacpp", ("kv-cache", "llama-server")),
+         _pair_rows(("kv-cache", "llama-server"), (40.0, 30.0)))
+    _run(root, "llamacpp-cpu", _experiment("llamacpp-cpu", ("t1", "t2")),
+         _pair_rows(("t1", "t2"), (50.0, 30.0)))
+    _run(root, "continuous-batching",
+         _experiment("continuous-batching", ("one-slot", "batching"),
+                     '[load]\nkind = "concurrency"\nvalues = [8]\nrequests = 16\n'),
+         _batching_rows(), html=True)
+    return root
