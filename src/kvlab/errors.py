@@ -13,6 +13,8 @@ KvlabError                     base; the CLI prints its message on one line, exi
 │   └── EndpointProtocolError  a response that does not follow its API
 ├── ValidationFailure          rows or pairs refused before aggregation
 ├── ServerLaunchError          a managed server failed to start or get ready
+├── WorkerError                a load worker (kvlab run --workers) could not start, be
+│                              placed on a node, or died mid-point
 └── RunInterrupted             a run stopped early; records kept, resume hint in message;
                                exit 130 after Ctrl-C
 """
@@ -72,6 +74,10 @@ class ValidationFailure(KvlabError):
 
 class ServerLaunchError(KvlabError):
     """A managed server exited during start-up or never became ready."""
+
+
+class WorkerError(KvlabError):
+    """A load worker could not start or be placed, or it died (its node was lost)."""
 
 
 class RunInterrupted(KvlabError):

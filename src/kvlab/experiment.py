@@ -128,12 +128,18 @@ class LoadSettings(_Strict):
     duration_s: float | None = Field(default=None, gt=0)  # per point, instead of requests
     slip_threshold_ms: float = Field(default=50.0, gt=0)  # p95 send lag above: slipped
     seed: int = 42  # poisson arrivals
+    # load workers sharing each point (kvlab run --workers N): Ray actors, see bench.workers
+    workers: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadSettings:
         if self.kind == "sequential":
             if self.values:
                 raise ValueError("values: a sequential load has no values; set kind")
+            if self.workers is not None:
+                raise ValueError("workers: a sequential load has one request in flight, "
+                                 "which one process sends; workers share concurrency or "
+                                 "rate points")
             return self
         if not self.values:
             raise ValueError(f"values: a {self.kind} load needs values, e.g. [1, 2, 4]")
@@ -145,6 +151,10 @@ class LoadSettings(_Strict):
             raise ValueError("give requests or duration_s per point, not both")
         if self.max_concurrency is not None and self.kind != "rate":
             raise ValueError("max_concurrency applies to rate loads only")
+        if self.workers is not None and self.max_concurrency is not None \
+                and self.max_concurrency < self.workers:
+            raise ValueError(f"max_concurrency {self.max_concurrency} is split over the "
+                             f"{self.workers} workers: give each at least one")
         return self
 
     def points(self, default_requests: int) -> list[Any]:

@@ -13,6 +13,7 @@ from kvlab.bench.records import RecordStore
 from tests.bench.rows import MS, row
 
 QUICK = str(Path(__file__).parents[2] / "experiments" / "quickstart.toml")
+SWEEP = str(Path(__file__).parents[2] / "experiments" / "load-sweep.toml")
 
 
 def kvlab(*args: str) -> subprocess.CompletedProcess[str]:
@@ -42,6 +43,10 @@ def kvlab(*args: str) -> subprocess.CompletedProcess[str]:
         (["memory", "--ubatch", "abc"], "(see kvlab memory --help)"),
         (["memory", "-L", "abc"], "-L/--context: 'abc' is not a whole number"),
         (["nosuchcommand"], "No such command"),
+        (["run", QUICK, "--workers", "2"], "this experiment's load is sequential"),
+        (["run", SWEEP, "--ray-address", "127.0.0.1:1"], "say how many: --workers N"),
+        (["run", SWEEP, "--workers-per-node", "2"], "give its --ray-address"),
+        (["run", SWEEP, "--workers", "0"], "--workers must be >= 1"),
     ],
 )
 def test_one_line_errors(args, needle) -> None:
@@ -49,6 +54,19 @@ def test_one_line_errors(args, needle) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.stderr
+
+
+def test_workers_without_ray_say_how_to_install_it(tmp_path) -> None:
+    """Where Ray is not installed, --workers is one line naming the extra; no run dir."""
+    hide_ray = ("import sys; sys.modules['ray'] = None; sys.argv = ['kvlab', 'run', "
+                f"{SWEEP!r}, '--workers', '2', '--out', {str(tmp_path)!r}]; "
+                "from kvlab.cli import main; main()")
+    result = subprocess.run([sys.executable, "-c", hide_ray], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'kvlab[ray]'" in lines[0], result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_dry_run_applies_queries_and_repeat_aa() -> None:

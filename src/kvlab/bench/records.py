@@ -5,7 +5,10 @@ reported, the outcome and the generated text. Metrics (TTFT, ITL, ...) are deriv
 later by pure functions in :mod:`kvlab.bench.analysis.metrics`.
 
 Clock fields are integer nanoseconds from ``time.perf_counter_ns()``, relative to the
-run's start (the ``t0_ns`` of its :class:`RunClock`). ``None`` means "not observed"
+run's start (the ``t0_ns`` of its :class:`RunClock`). A record a load worker sent
+(``worker`` set) is on that worker's own clock, whose origin is the run's start moved
+by the worker's measured offset: its durations never mix two clocks, and its place on
+the run's time axis is good to that offset's error bound. ``None`` means "not observed"
 (for example no first chunk on a non-streamed request, or no headers on a refused
 connection).
 """
@@ -66,6 +69,9 @@ class Record(BaseModel):
     position: int = 0  # index in the run's execution order
     warmup: bool = False
     load: str | None = None  # load point label, e.g. "c=8" or "rate=4.0"; None = sequential
+    # the load worker that sent it (kvlab run --workers; manifest.json "workers" says
+    # where it ran and its clock's offset to the run's); None: the run's own process
+    worker: int | None = None
 
     # request
     api: ApiKind

@@ -139,14 +139,36 @@ def run(
         help="tokenizer.json or .gguf counting prompt tokens where a server has no "
              "/tokenize (else: calibration on its usage.prompt_tokens); overrides "
              "\\[workload] tokenizer; kept for --resume."),
+    workers: int | None = typer.Option(
+        None, "--workers", metavar="N",
+        help="Send each load point through N load workers (Ray actors, each its own "
+             "process with kvlab's own client; \\[load] workers = N in the file): the "
+             "schedule is computed once and shared out, records come back into one "
+             "records.jsonl. A local Ray is started and stopped unless --ray-address. "
+             "Needs the ray extra: pip install 'kvlab\\[ray]'. Kept for --resume."),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", metavar="HOST:PORT",
+        help="Run the load workers on this existing Ray cluster (kvlab installed on every "
+             "node) instead of a local Ray; the cluster keeps running."),
+    workers_per_node: int | None = typer.Option(
+        None, "--workers-per-node", metavar="K",
+        help="With --ray-address: K workers on each alive node (with --workers N: the "
+             "first N places); default: Ray spreads them."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report.
 
     Examples: kvlab run experiments/llamacpp-cpu.toml --queries 8;
+    kvlab run experiments/load-sweep.toml --workers 2;
+    kvlab run experiments/load-sweep.toml --ray-address 10.0.0.5:6379 --workers-per-node 4;
     kvlab run experiments/llamacpp-gpu-mono-vs-dual.toml --no-launch
     --endpoint mono@512=http://127.0.0.1:8081 --endpoint dual@512=http://127.0.0.1:8084 ...
     """
     from kvlab.bench.run.runner import run_experiment
+    from kvlab.bench.store.state import WorkerChoice
+
+    choice = None
+    if workers is not None or ray_address is not None or workers_per_node is not None:
+        choice = WorkerChoice(count=workers, address=ray_address, per_node=workers_per_node)
 
     if dry_run:
         from kvlab.bench.run.runner import check_queries
@@ -171,7 +193,7 @@ def run(
 
     result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet),
                             repeat_aa=repeat_aa, queries=queries, no_launch=no_launch,
-                            endpoints=endpoint, tokenizer=tokenizer)
+                            endpoints=endpoint, tokenizer=tokenizer, workers=choice)
     if json_out:
         print_json(result.evaluation.to_json())
     else:

@@ -71,6 +71,22 @@ def _render(report: Any) -> None:
         console.print(f"note: {note}")
 
 
+def _render_workers(facts: dict[str, Any]) -> None:
+    """Where the load workers ran and their clock offsets per level (ms)."""
+    hosts = ", ".join(f"worker {w['worker']}: {w['host']} pid {w['pid']}"
+                      for w in facts.get("workers", []))
+    console.print(f"load workers (Ray {facts.get('ray_version')}, {facts.get('address')}): "
+                  f"{hosts}", highlight=False)
+    table = Table(title="Workers' clock offsets to this process (ping-pong, ms)")
+    for col in ("level", "worker", "offset", "± bound", "round trip"):
+        table.add_column(col, justify="right")
+    for level in facts.get("levels", []):
+        for c in level["clocks"]:
+            table.add_row(level["level"], str(c["worker"]), f"{c['offset_ns'] / 1e6:.3f}",
+                          f"{c['error_ns'] / 1e6:.3f}", f"{c['rtt_ns'] / 1e6:.3f}")
+    console.print(table)
+
+
 @app.command()
 def calibrate(
     concurrency: list[str] = typer.Option(
@@ -98,15 +114,32 @@ def calibrate(
     http_client: str = typer.Option(
         "auto", help="The harness's HTTP client: auto (kvlab's own for http://, with kernel "
         "receive timestamps) or aiohttp (stamps each read when its coroutine resumes)."),
+    workers: int | None = typer.Option(
+        None, "--workers", metavar="N",
+        help="Measure N load workers (Ray actors on a local Ray, as kvlab run --workers N "
+             "runs them) as one client: streams shared out, gap error and ingest limit of "
+             "the N together, saved as the limit of N workers (kvlab run --workers N is "
+             "held to it). Needs the ray extra."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document last."),
 ) -> None:
-    """Measure the harness's timestamp error and ingest limit against a synthetic server."""
+    """Measure the harness's timestamp error and ingest limit against a synthetic server.
+
+    Examples: kvlab calibrate; kvlab calibrate --workers 2 --concurrency 1,64,256
+    """
     from kvlab import __version__
     from kvlab.bench.analysis.saturation import Calibration, save_calibration
     from kvlab.bench.calibrate.check import CalibrateSettings
     from kvlab.bench.calibrate.check import calibrate as run_calibration
     from kvlab.bench.records import ApiKind
 
+    if workers is not None:
+        from kvlab.bench.workers.ray_pool import ray_module
+
+        if workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {workers}")
+        if pin:
+            raise ConfigError("--pin places one client process; drop it with --workers")
+        ray_module("kvlab calibrate --workers")
     if http_client not in ("auto", "aiohttp"):
         raise ConfigError(f"--http-client must be auto or aiohttp, got {http_client!r}")
     if api not in ("llamacpp-completion", "openai-chat"):
@@ -121,9 +154,11 @@ def calibrate(
         tokens=tokens, api=ApiKind(api), known_delay_ms=known_delay_ms, ingest=ingest,
         ingest_streams=ingest_streams, ramp_rates=tuple(float_list(ramp, "--ramp")),
         ingest_duration_s=ingest_duration_s, ramp_duration_s=ramp_duration_s,
-        pin_cpus=pin, http_client=http_client,
+        pin_cpus=pin, http_client=http_client, workers=workers,
     )
     say = err_console.print if json_out else console.print
+    if workers is not None:
+        from kvlab.bench.calibrate.spread import calibrate_on_workers as run_calibration
     report = run_calibration(settings, progress=lambda m: say(f"[dim]{m}[/dim]"))
     document = report.to_dict()
     saved: Path | None = None
@@ -131,19 +166,22 @@ def calibrate(
         saved = save_calibration(Calibration(
             max_events_per_s=report.max_events_per_s, max_tokens_per_s=report.max_tokens_per_s,
             measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            host=platform.node(), kvlab_version=__version__,
+            host=platform.node(), kvlab_version=__version__, workers=workers,
         ))
     document["calibration_file"] = str(saved) if saved else None
     if json_out:
         print_json(document)
         return
     _render(report)
+    if report.workers:
+        _render_workers(report.workers)
+    whose = f"{workers} load workers' limit" if workers else "client limit"
     if report.max_events_per_s is not None:
-        console.print(f"client limit: {report.max_events_per_s:,.0f} events/s, "
+        console.print(f"{whose}: {report.max_events_per_s:,.0f} events/s, "
                       f"{report.max_tokens_per_s:,.0f} tokens/s"
                       + (f" (saved to {saved})" if saved else ""))
     elif ingest:
-        console.print("client limit: not found (even the lowest ramp rate was late)")
+        console.print(f"{whose}: not found (even the lowest ramp rate was late)")
 
 
 @app.command("serve-synthetic")

@@ -23,12 +23,14 @@ from kvlab.report.peer_definitions import definitions_markdown
 from kvlab.report.prompts import prompts_markdown
 from kvlab.report.server_counters import server_counters_markdown
 from kvlab.report.verdicts import pairs_markdown
+from kvlab.report.workers import workers_markdown
 
 
 def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation) -> str:
     """report.md: protocol, definitions, validation, summaries, comparisons with their
-    intervals, prompts, run order, load points, client load, KV check, server counters,
-    other tools' definitions and, for an A/A run, the noise floor."""
+    intervals, prompts, run order, load points, load workers and their clocks, client
+    load, KV check, server counters, other tools' definitions and, for an A/A run, the
+    noise floor."""
     manifest = run.manifest()
     records = run.records
     report = render_report(evaluation, experiment, manifest,
@@ -36,6 +38,7 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
     report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction)
     report += order_markdown(evaluation.order)
     report += load_markdown(evaluation.load)
+    report += workers_markdown(manifest, records)
     if evaluation.client is not None:
         report += client_markdown(evaluation.client)
     report += kv_check_markdown(manifest)

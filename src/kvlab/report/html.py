@@ -315,6 +315,14 @@ def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     return f"<h2>Prompts</h2>\n{_markdown_block(body)}" if body else ""
 
 
+def _workers(manifest: dict[str, Any], rows: Sequence[Record]) -> str:
+    """Where the load workers ran and their clock offsets (report.md's section)."""
+    from kvlab.report.workers import TITLE, workers_body
+
+    body = workers_body(manifest, rows)
+    return f"<h2>{escape(TITLE)}</h2>\n{_markdown_block(body)}" if body else ""
+
+
 def _peer_definitions(rows: Sequence[Record], found: Sequence[Cell]) -> str:
     """The same run under vLLM's, GuideLLM's and AIPerf's definitions (report.md's)."""
     from kvlab.report.peer_definitions import TITLE, section_body
@@ -344,6 +352,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _summaries(summaries),
         _comparisons(evaluation.pairs, named=evaluation.named_pairs),
         _figures(rows, summaries, run.gauges),
+        _workers(manifest, rows),
         _kv_check(manifest),
         _server_counters(evaluation),
         _peer_definitions(rows, evaluation.definitions),

@@ -64,6 +64,36 @@ def test_calibration_file_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert load_calibration() is None
 
 
+def test_one_process_and_workers_limits_live_side_by_side(tmp_path: Path) -> None:
+    """kvlab calibrate --workers N adds N's limit to the file; neither replaces the other."""
+    target = tmp_path / "cal.json"
+    two = Calibration(30_000.0, 60_000.0, host="h", workers=2)
+    save_calibration(two, target)
+    assert load_calibration(target) is None  # no one-process limit yet
+    one = Calibration(20_000.0, 40_000.0, host="h")
+    save_calibration(one, target)
+    save_calibration(Calibration(25_000.0, 50_000.0, workers=1), target)
+    assert load_calibration(target) == one
+    assert load_calibration(target, workers=2) == two
+    assert load_calibration(target, workers=1) == Calibration(25_000.0, 50_000.0, workers=1)
+    assert load_calibration(target, workers=3) is None
+    save_calibration(Calibration(21_000.0, 41_000.0), target)  # a new one-process limit
+    assert load_calibration(target, workers=2) == two
+
+
+def test_a_run_on_workers_is_held_to_the_limit_of_as_many_workers() -> None:
+    limit = Calibration(1e6, 1e6, workers=2)
+    ok = client_check(RECORDS, limit, workers=2)
+    assert ok.status == "ok" and "2 load workers on this machine handle on time" in ok.text
+    hot = client_check(RECORDS, Calibration(100.0, 1e9, workers=2), workers=2)
+    assert hot.warning and "kvlab calibrate --workers 2" in hot.text
+    # a limit measured with another client is not this run's
+    for other, workers in ((Calibration(1e6, 1e6), 2), (limit, None), (limit, 3)):
+        check = client_check(RECORDS, other, workers=workers)
+        assert check.status == "uncalibrated", (other, workers)
+    assert "kvlab calibrate --workers 3" in client_check(RECORDS, limit, workers=3).text
+
+
 def test_client_check_says_saturated_ok_or_uncalibrated() -> None:
     saturated = client_check(RECORDS, Calibration(max_events_per_s=100.0, max_tokens_per_s=1e9))
     assert saturated.status == "saturated" and saturated.warning

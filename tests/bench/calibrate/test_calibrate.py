@@ -9,15 +9,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from kvlab.bench.calibrate.accuracy import steady_rate, timestamp_errors
 from kvlab.bench.calibrate.check import (
     INGEST_CLIENTS,
     CalibrateSettings,
     calibrate_against,
     ingest_burst,
     run_level,
-    steady_rate,
     synthetic_process,
-    timestamp_errors,
 )
 from kvlab.bench.records import ApiKind, Outcome, Record
 from tests.lateness import LatenessProbe

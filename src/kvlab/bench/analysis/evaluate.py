@@ -235,6 +235,7 @@ def evaluate(
     definition_sets: Sequence[str] = (),
     order: Mapping[str, Any] | None = None,
     repeat_aa: str | None = None,
+    workers: int | None = None,
     gauges: Sequence[GaugeSample] = (),
 ) -> Evaluation:
     """The complete evaluation of a run's records.
@@ -243,11 +244,11 @@ def evaluate(
     (capacity, load) both modes measured (every pair of modes when ``compare_pairs`` is
     empty; only named pairs get a strict :class:`Comparison`); summarize each load point
     against ``slo`` and ``slip_threshold_ms`` (ms); check the client's load against
-    ``calibration`` (None: uncalibrated); cells under every tool's definitions
-    (``definition_sets``: the other tools' sets evaluation.json keeps); the server
-    counters of each point from ``gauges`` (the run's ``/metrics`` readings) and whether
-    prefix reuse can be verified. ``order`` and ``repeat_aa`` are the run's, kept as
-    they are.
+    ``calibration`` (None: uncalibrated; ``workers``: the run's load workers, whose
+    limit it must be); cells under every tool's definitions (``definition_sets``: the
+    other tools' sets evaluation.json keeps); the server counters of each point from
+    ``gauges`` (the run's ``/metrics`` readings) and whether prefix reuse can be
+    verified. ``order`` and ``repeat_aa`` are the run's, kept as they are.
     """
     rows = current_rows(records)
     violations = check_rows(rows)
@@ -282,7 +283,7 @@ def evaluate(
     return Evaluation(
         run_id, experiment, counts, violations + pair_violations, summaries, comparisons,
         pairs=pairs, named_pairs=bool(compare_pairs),
-        client=client_check(records, calibration),
+        client=client_check(records, calibration, workers=workers),
         definitions=cells(rows),
         prefix_reuse=prefix_reuse(rows, counters),
         server_counters=counters,

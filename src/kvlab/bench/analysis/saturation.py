@@ -3,8 +3,11 @@
 ``kvlab calibrate`` measures how many stream events (and tokens) per second one client
 process ingests before its timestamps start to lag, and saves those limits in a small
 JSON file: ``$KVLAB_CALIBRATION`` if set, else ``~/.cache/kvlab/calibration.json``.
-:func:`saturation_warning` compares a run's busiest second with that limit: a run
-whose client ingested near its limit measured the client as much as the server.
+``kvlab calibrate --workers N`` measures the limit of N load workers (``kvlab run
+--workers N``) and keeps it in the same file, under ``by_workers``, beside the
+one-process limit. :func:`saturation_warning` compares a run's busiest second with
+the limit of the client it had: a run whose client ingested near its limit measured
+the client as much as the server.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ class Calibration:
 
     ``max_events_per_s`` / ``max_tokens_per_s``: the highest rate at which the client's
     timestamps still matched the server's send times (see ``kvlab calibrate``).
-    ``measured_at`` is an ISO time, ``host`` the machine's name.
+    ``measured_at`` is an ISO time, ``host`` the machine's name. ``workers``: the
+    number of load workers it was measured with (``kvlab calibrate --workers N``);
+    None: one client process.
     """
 
     max_events_per_s: float
@@ -38,19 +43,29 @@ class Calibration:
     measured_at: str = ""
     host: str = ""
     kvlab_version: str = ""
+    workers: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        workers = data.get("workers")
         return cls(
             max_events_per_s=float(data["max_events_per_s"]),
             max_tokens_per_s=float(data["max_tokens_per_s"]),
             measured_at=str(data.get("measured_at", "")),
             host=str(data.get("host", "")),
             kvlab_version=str(data.get("kvlab_version", "")),
+            workers=int(workers) if workers is not None else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def client(self) -> str:
+        """Whose limit this is, in words."""
+        if self.workers is None:
+            return "this machine's client"
+        return f"{self.workers} load worker{'s' * (self.workers != 1)} on this machine"
 
 
 def calibration_path() -> Path:
@@ -59,20 +74,43 @@ def calibration_path() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "kvlab" / "calibration.json"
 
 
+def _saved(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def save_calibration(calibration: Calibration, path: Path | None = None) -> Path:
-    """Write the limits as JSON; return the path written."""
+    """Write the limits as JSON (a one-process limit at the top, a limit of N workers
+    under ``by_workers``; the other limits in the file are kept); return the path."""
     target = Path(path) if path is not None else calibration_path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(calibration.to_dict(), indent=2) + "\n", encoding="utf-8")
+    data = _saved(target)
+    saved = data.get("by_workers")
+    by_workers: dict[str, Any] = saved if isinstance(saved, dict) else {}
+    if calibration.workers is None:
+        data = calibration.to_dict()
+    else:
+        by_workers = {**by_workers, str(calibration.workers): calibration.to_dict()}
+    if by_workers:
+        data["by_workers"] = by_workers
+    target.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return target
 
 
-def load_calibration(path: Path | None = None) -> Calibration | None:
-    """The saved limits, or None when no (readable) calibration file exists."""
-    source = Path(path) if path is not None else calibration_path()
+def load_calibration(path: Path | None = None, workers: int | None = None
+                     ) -> Calibration | None:
+    """The saved limits of one client process, or (``workers``) of that many load
+    workers; None when the file holds none (or cannot be read)."""
+    data: Any = _saved(Path(path) if path is not None else calibration_path())
+    if workers is not None:
+        by_workers = data.get("by_workers")
+        data = by_workers.get(str(workers)) if isinstance(by_workers, dict) else None
     try:
-        return Calibration.from_dict(json.loads(source.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
+        return Calibration.from_dict(data) if isinstance(data, dict) and data else None
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -155,10 +193,13 @@ def client_check(
     calibration: Calibration | Mapping[str, Any] | None,
     threshold: float = DEFAULT_THRESHOLD,
     window_s: float = DEFAULT_WINDOW_S,
+    workers: int | None = None,
 ) -> ClientCheck:
     """Was the client near its limit? Two kinds of evidence, either one warns:
 
-    - the run's busiest ``window_s`` of ingest against the calibrated limit;
+    - the run's busiest ``window_s`` of ingest against the calibrated limit of the
+      client it had: one process, or (``workers``) that many load workers; a limit
+      measured with another client is not compared with;
     - the run's own read lag (kernel-stamped reads): when a typical request's longest
       wait for the loop is longer than the typical gap between events, events of one
       stream will have merged into one read and share its (later) stamp.
@@ -171,6 +212,8 @@ def client_check(
                else Calibration.from_dict(calibration))
     except (KeyError, TypeError, ValueError):
         cal = None  # an unreadable calibration counts as none
+    if cal is not None and cal.workers != workers:
+        cal = None  # another client's limit says nothing about this one
     lag_text = ""
     if lag is not None:
         if lag.typical > lag.gap:
@@ -184,10 +227,13 @@ def client_check(
                     f"request (worst {lag.worst:.2f} ms) against a {lag.gap:.2f} ms median "
                     "event gap, waits the timestamps (kernel arrival times) do not include")
     if cal is None:
+        whose, how = (("this machine", "kvlab calibrate") if workers is None else
+                      (f"{workers} load workers on this machine",
+                       f"kvlab calibrate --workers {workers}"))
         return ClientCheck("ok" if lag is not None else "uncalibrated", (
             f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s{lag_text}; "
-            "no calibrated limit for this machine to compare with (run kvlab calibrate "
-            "once, then kvlab evaluate this run)"))
+            f"no calibrated limit for {whose} to compare with (run {how} once, then kvlab "
+            "evaluate this run)"))
     warning = saturation_warning(records, cal, threshold, window_s)
     if warning is not None:
         return ClientCheck("saturated", warning)
@@ -195,8 +241,9 @@ def client_check(
     when = f" (calibrated {cal.measured_at})" if cal.measured_at else ""
     return ClientCheck("ok", (
         f"client load: {events_s:,.0f} events/s at its busiest {window_s:g} s, {share:.0%} "
-        f"of the {cal.max_events_per_s:,.0f} events/s this machine's client handles on time"
-        f"{when}{lag_text}: the client was not the limit"))
+        f"of the {cal.max_events_per_s:,.0f} events/s {cal.client} handle"
+        f"{'s' * (cal.workers is None)} on time{when}{lag_text}: the client was not the "
+        "limit"))
 
 
 def saturation_warning(
@@ -227,9 +274,10 @@ def saturation_warning(
     share, what, rate, limit = worst
     if share <= threshold:
         return None
+    how = "kvlab calibrate" + (f" --workers {cal.workers}" if cal.workers else "")
     return (
         f"client near saturation: it ingested {rate:,.0f} {what}/s in its busiest "
-        f"{window_s:g} s, {share:.0%} of the {limit:,.0f} {what}/s this machine's client "
-        f"handles before its timestamps lag (kvlab calibrate); latencies of this run "
-        f"include client delay - use fewer streams or more client processes"
+        f"{window_s:g} s, {share:.0%} of the {limit:,.0f} {what}/s {cal.client} "
+        f"handle{'s' * (cal.workers is None)} before its timestamps lag ({how}); latencies "
+        f"of this run include client delay - use fewer streams or more client processes"
     )

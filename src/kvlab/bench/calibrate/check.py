@@ -32,12 +32,13 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import aiohttp
 
-from kvlab.bench.calibrate.accuracy import Errors, pcts, steady_rate, timestamp_errors
+from kvlab.bench.calibrate.level import LoadResult, level_result, level_spread, run_streams
 from kvlab.bench.calibrate.server import (
     check_clock,
     get_json,
@@ -47,8 +48,7 @@ from kvlab.bench.calibrate.server import (
     synthetic_process,
 )
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.bench.client.gcpause import paused_gc
-from kvlab.bench.records import ApiKind, Record, RunClock
+from kvlab.bench.records import ApiKind, RunClock
 from kvlab.errors import ConfigError
 
 
@@ -77,32 +77,12 @@ class CalibrateSettings:
     lag_limit_ms: float = 2.0  # ramp: p99 latency error above this = "error grows"
     pin_cpus: bool = False  # server on the last CPU, client on the others (>= 2 CPUs)
     http_client: str = "auto"  # HarnessClient's: "auto" (kvlab's own on http://) or "aiohttp"
+    workers: int | None = None  # the client as N load workers on a local Ray (spread.py)
 
 
 # The ingest burst's clients: the harness (kvlab's own HTTP client), the harness on
 # aiohttp, and a plain aiohttp client that does nothing but parse events.
 INGEST_CLIENTS = ("kvlab", "kvlab-aiohttp", "aiohttp-baseline")
-
-
-@dataclass
-class LoadResult:
-    """One load level: errors plus client and server resource use."""
-
-    label: str
-    concurrency: int
-    wall_s: float
-    errors: Errors
-    events_per_s: float
-    tokens_per_s: float
-    client_cpu_us_per_token: float | None
-    server_cpu_frac: float | None  # server CPU seconds per wall second (1.0 = a core)
-    server_lateness_p99_ms: float | None
-    offered_events_per_s: float | None = None
-    ok: bool | None = None  # ramp: on time and keeping up
-    # "kernel": reads stamped by the kernel on arrival; "read": when the loop handled them
-    stamps: str = "read"
-    # kernel stamps only: how late the loop handled reads (= a read-time stamp's error)
-    read_lag_ms: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,6 +108,9 @@ class CalibrationReport:
     max_events_per_s: float | None
     max_tokens_per_s: float | None
     notes: list[str]
+    # with load workers: the pool's facts (Ray, each worker's process) and per level the
+    # workers' clock offsets (bench.workers.clocks.ClockOffset.to_json())
+    workers: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,58 +138,21 @@ async def run_level(
     ``known_delay_ms`` shifts the client's clock origin so every timestamp it takes
     reads that much late: a known error the figures must report.
     """
-    endpoint = Endpoint(base_url=base_url, api=api, model="synthetic", timeout_s=120.0)
     clock = RunClock(time.perf_counter_ns() - round(known_delay_ms * 1e6))
     true_t0 = clock.t0_ns + round(known_delay_ms * 1e6)
-    tokens = int(schedule["tokens"])
-    records: list[Record] = []
-    stop_at = 0.0  # set when the streams start
-    # Spread the streams over one whole request (TTFT + tokens x ITL), not one ITL:
-    # closed-loop streams started together stay phase-locked, so every stream would
-    # open its next request in the same instant and the per-request set-up of all of
-    # them (~0.5 ms each) would land on the events of the others.
-    if spread_s is None:
-        spread_s = (schedule.get("ttft_ms", 0.0) + tokens * schedule.get("itl_ms", 0.0)) / 1e3
-    spread_s = min(spread_s, duration_s / 2)  # every stream starts inside the level
-
-    async def worker(i: int, client: HarnessClient) -> None:
-        await asyncio.sleep(spread_s * i / concurrency)
-        j = 0
-        while j == 0 or time.perf_counter() < stop_at:  # at least one request per stream
-            spec = RequestSpec(
-                prompt="calibrate", max_tokens=tokens, stream=True, run_id="calibrate",
-                mode=label, query_id=f"w{i}", repetition=j,
-                params={"synthetic": {**schedule, "id": f"{label}-{i}-{j}"}},
-            )
-            records.append(await client.send(endpoint, spec, clock))
-            j += 1
-
+    spread_s = level_spread(schedule, duration_s, spread_s)
     async with aiohttp.ClientSession() as session:
         await get_json(session, base_url + "/synthetic/log?clear=1")
         await get_json(session, base_url + "/synthetic/stats?reset=1")
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        with paused_gc():
-            async with HarnessClient(max_connections=concurrency, http_client=http_client,
-                                     keep_read_lags=True) as client:
-                begin_ns = clock.now()
-                stop_at = time.perf_counter() + duration_s
-                await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
-                lags = list(client.read_lags_ns or ())
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        wall0 = time.perf_counter()
+        share = await run_streams(base_url, label, range(concurrency), concurrency,
+                                  duration_s, schedule, api, spread_s, http_client,
+                                  clock.t0_ns)
+        wall = time.perf_counter() - wall0
         stats = await get_json(session, base_url + "/synthetic/stats")
         log = await get_json(session, base_url + "/synthetic/log?clear=1")
-    errors = timestamp_errors(records, log, true_t0)
-    events_s, tokens_s = steady_rate(records, begin_ns + round(spread_s * 1e9),
-                                     begin_ns + round(duration_s * 1e9))
-    return LoadResult(
-        label=label, concurrency=concurrency, wall_s=wall, errors=errors,
-        events_per_s=events_s, tokens_per_s=tokens_s,
-        client_cpu_us_per_token=cpu / errors.tokens * 1e6 if errors.tokens else None,
-        server_cpu_frac=None,  # filled by _level_with_cpu
-        server_lateness_p99_ms=stats["lateness_ms"]["p99"],
-        stamps="kernel" if lags else "read",
-        read_lag_ms=pcts([lag / 1e6 for lag in lags]) if lags else {},
-    )
+    return level_result(label, concurrency, wall, [share], log, stats, clock.t0_ns,
+                        true_t0 - clock.t0_ns, spread_s, duration_s)
 
 
 # -- ingest: the harness against a plain aiohttp client ----------------------------------
@@ -289,16 +235,24 @@ async def ingest_burst(base_url: str, client: str, settings: CalibrateSettings) 
 # -- the whole calibration -------------------------------------------------------------
 
 
-async def _level_with_cpu(base_url: str, *args: Any, **kwargs: Any) -> LoadResult:
+# run_level's signature: one level, in this process or over load workers (spread.py)
+LevelFn = Callable[..., Awaitable[LoadResult]]
+
+
+async def _level_with_cpu(base_url: str, *args: Any, level: LevelFn | None = None,
+                          **kwargs: Any) -> LoadResult:
     scpu0 = await server_cpu_s(base_url)
-    result = await run_level(base_url, *args, **kwargs)
+    result = await (level or run_level)(base_url, *args, **kwargs)
     result.server_cpu_frac = (await server_cpu_s(base_url) - scpu0) / result.wall_s
     return result
 
 
 async def calibrate_against(base_url: str, settings: CalibrateSettings,
-                            progress: Any = None) -> CalibrationReport:
-    """Run every phase against a synthetic server already listening at ``base_url``."""
+                            progress: Any = None, level: LevelFn | None = None
+                            ) -> CalibrationReport:
+    """Run every phase against a synthetic server already listening at ``base_url``;
+    ``level`` runs each level (default :func:`run_level`, in this process; given, the
+    burst that compares client implementations in this process is left out)."""
     say = progress or (lambda _msg: None)
     clock = await check_clock(base_url)
     if not clock["shared"]:
@@ -313,20 +267,20 @@ async def calibrate_against(base_url: str, settings: CalibrateSettings,
         say(f"accuracy: concurrency {c}, {settings.itl_ms:g} ms ITL")
         accuracy.append(await _level_with_cpu(
             base_url, f"c={c}", c, settings.duration_s, schedule, settings.api,
-            settings.known_delay_ms, http_client=settings.http_client))
+            settings.known_delay_ms, http_client=settings.http_client, level=level))
     ingest: list[IngestResult] = []
     ramp: list[LoadResult] = []
     notes: list[str] = []
     max_events = max_tokens = None
     if settings.ingest:
-        for name in INGEST_CLIENTS:
+        for name in INGEST_CLIENTS if level is None else ():
             say(f"ingest burst: {name}")
             ingest.append(await ingest_burst(base_url, name, settings))
         for res in ingest:
             if res.server_cpu_frac is not None and res.server_cpu_frac > 0.85:
                 notes.append(f"ingest burst ({res.client}): the server used "
                              f"{res.server_cpu_frac:.0%} of a core and may have been the limit")
-        ramp, max_events, max_tokens = await _ramp(base_url, settings, say)
+        ramp, max_events, max_tokens = await _ramp(base_url, settings, say, level)
         stopped = ramp[-1] if ramp and not ramp[-1].ok else None
         if stopped and stopped.server_cpu_frac and stopped.server_cpu_frac > 0.85:
             notes.append(f"the ramp stopped at {stopped.offered_events_per_s:,.0f} events/s "
@@ -335,8 +289,8 @@ async def calibrate_against(base_url: str, settings: CalibrateSettings,
     return CalibrationReport(clock, accuracy, ingest, ramp, max_events, max_tokens, notes)
 
 
-async def _ramp(base_url: str, settings: CalibrateSettings,
-                say: Any) -> tuple[list[LoadResult], float | None, float | None]:
+async def _ramp(base_url: str, settings: CalibrateSettings, say: Any, level: LevelFn | None
+                ) -> tuple[list[LoadResult], float | None, float | None]:
     """Paced rates, lowest first; the limit is the last rate kept on time and in full."""
     streams, per_write = settings.ingest_streams, settings.ramp_events_per_write
     levels: list[LoadResult] = []
@@ -354,7 +308,7 @@ async def _ramp(base_url: str, settings: CalibrateSettings,
         res = await _level_with_cpu(base_url, f"ramp={rate:g}", streams,
                                     settings.ramp_duration_s, schedule, settings.api,
                                     spread_s=interval_ms / 1e3,
-                                    http_client=settings.http_client)
+                                    http_client=settings.http_client, level=level)
         res.offered_events_per_s = rate
         p99 = res.errors.latency_ms.get("p99")
         # Kept = nothing failed, every event was stamped within the lag limit (a client
@@ -381,6 +335,9 @@ def calibrate(settings: CalibrateSettings, progress: Any = None) -> CalibrationR
     pinned vs 0.14-0.22 ms not, p99 1.1-3.7 ms vs 1.3-2.6 ms: no clear gain at p99,
     hence off by default.
     """
+    if settings.workers is not None:
+        raise ValueError("load workers are calibrated by "
+                         "kvlab.bench.calibrate.spread.calibrate_on_workers")
     raise_fd_limit()
     client_cpus, server_cpus = split_cpus() if settings.pin_cpus else (None, None)
     before = os.sched_getaffinity(0) if client_cpus else None

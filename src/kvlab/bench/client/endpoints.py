@@ -109,13 +109,14 @@ class RequestSpec:
     warmup: bool = False
     load: str | None = None
     t_scheduled: int | None = None  # ns since run start, for scheduled (load) sends
+    worker: int | None = None  # the load worker sending it (None: the run's own process)
 
     def identity(self) -> dict[str, Any]:
         """The fields its Record carries as they are (who sent it, when it was due)."""
         return {"run_id": self.run_id, "mode": self.mode, "capacity": self.capacity,
                 "query_id": self.query_id, "repetition": self.repetition,
                 "position": self.position, "warmup": self.warmup, "load": self.load,
-                "t_scheduled": self.t_scheduled}
+                "t_scheduled": self.t_scheduled, "worker": self.worker}
 
 
 def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:

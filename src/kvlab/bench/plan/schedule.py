@@ -167,18 +167,20 @@ async def run_sequential(specs: Sequence[RequestSpec], send: SendFn, clock: RunC
 
 async def run_closed_loop(specs: Sequence[RequestSpec], users: int, send: SendFn,
                           clock: RunClock, on_record: RecordFn | None = None,
-                          duration_s: float | None = None, label: str | None = None
-                          ) -> list[Record]:
+                          duration_s: float | None = None, label: str | None = None,
+                          start_ns: int | None = None) -> list[Record]:
     """``users`` concurrent users share ``specs`` in order; each sends its next request
     when its previous one returns. With ``duration_s``, users stop taking new requests
     once that much time has passed since the point started (requests under way finish).
+    ``start_ns``: the point's start on ``clock`` (default: now), as a load worker
+    running a share of the point is given it.
     """
     if users < 1:
         raise ValueError("a closed loop needs at least one user")
     label = label if label is not None else f"c={users}"
     queue = list(reversed(specs))  # pop() takes them in order
     records: list[Record] = []
-    start = clock.now()
+    start = clock.now() if start_ns is None else start_ns
     stop_at = None if duration_s is None else start + int(duration_s * _NS_PER_S)
 
     async def user() -> None:
@@ -198,16 +200,17 @@ async def run_closed_loop(specs: Sequence[RequestSpec], users: int, send: SendFn
 
 async def run_open_loop(specs: Sequence[RequestSpec], offsets_ns: Sequence[int], send: SendFn,
                         clock: RunClock, on_record: RecordFn | None = None,
-                        max_concurrency: int | None = None, label: str | None = None
-                        ) -> list[Record]:
-    """Send ``specs[i]`` at ``offsets_ns[i]`` after the point's start, whatever is in
-    flight; with ``max_concurrency``, an arrival waits for a free place (and is late)."""
+                        max_concurrency: int | None = None, label: str | None = None,
+                        start_ns: int | None = None) -> list[Record]:
+    """Send ``specs[i]`` at ``offsets_ns[i]`` after the point's start (``start_ns`` on
+    ``clock``, default now), whatever is in flight; with ``max_concurrency``, an arrival
+    waits for a free place (and is late)."""
     if len(offsets_ns) > len(specs):
         raise ValueError(f"{len(offsets_ns)} arrivals but only {len(specs)} requests")
     cap = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     records: list[Record] = []
     tasks: set[asyncio.Task[None]] = set()
-    start = clock.now()
+    start = clock.now() if start_ns is None else start_ns
 
     async def one(spec: RequestSpec) -> None:
         try:

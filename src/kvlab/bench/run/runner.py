@@ -39,9 +39,11 @@ from kvlab.bench.run.reporter import Reporter, SilentReporter
 from kvlab.bench.run.rundir import create_run
 from kvlab.bench.run.sessions import Session, drive, queries_of
 from kvlab.bench.run.targets import Attach, attach_plan, endpoint_for, make_server
+from kvlab.bench.run.workers import worker_settings
 from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import PREPARED_FILE, RunDir
-from kvlab.bench.store.state import NoLaunch
+from kvlab.bench.store.state import NoLaunch, WorkerChoice
+from kvlab.bench.workers.ray_pool import RaySettings
 from kvlab.errors import ConfigError, EndpointError
 from kvlab.experiment import Experiment, load_experiment
 
@@ -84,6 +86,12 @@ def _attach(experiment: Experiment, endpoints: list[str], aa: str | None) -> Att
     return attach_plan(experiment, endpoints)
 
 
+def _workers(choice: WorkerChoice | None, experiment: Experiment) -> RaySettings | None:
+    """The load workers of a run (None: one process); ConfigError before a run dir."""
+    load = experiment.load
+    return worker_settings(choice, load.workers, load.kind == "sequential")
+
+
 def tokenizer_path(path: Path | str | None) -> str | None:
     """A named tokenizer file as an absolute path; ConfigError if there is no such file."""
     if path is None:
@@ -120,7 +128,8 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                    resume: Path | None = None, reporter: Reporter | None = None,
                    repeat_aa: str | None = None, queries: int | None = None,
                    no_launch: bool = False, endpoints: list[str] | None = None,
-                   html: bool = True, tokenizer: Path | None = None) -> RunResult:
+                   html: bool = True, tokenizer: Path | None = None,
+                   workers: WorkerChoice | None = None) -> RunResult:
     """Run every mode of an experiment (or resume a run dir), then evaluate it.
 
     ``repeat_aa``: measure only that mode, twice (as ``<mode>`` and ``<mode>-again``,
@@ -135,6 +144,10 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
     ``tokenizer``: a tokenizer.json or GGUF that counts prompt tokens where a server has
     no /tokenize (instead of the experiment's ``[workload] tokenizer``; see
     bench.plan.sizing); kept in the manifest, so a resume uses it too.
+    ``workers``: send each load point through load workers (Ray actors; count, cluster
+    address, workers per node; the count defaults to the experiment's ``[load]
+    workers``), see bench.run.workers; kept in the manifest, so a resume uses them
+    again unless given others.
     """
     named = tokenizer_path(tokenizer)
     endpoints = list(endpoints or [])
@@ -148,6 +161,7 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                               "query count it started with")
         run = RunDir.open(resume)
         experiment = run.experiment()
+        ray = _workers(workers or run.state.workers, experiment)
         if named is not None:
             run.state.tokenizer = named
         recorded = run.state.no_launch
@@ -174,6 +188,7 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
             measured = experiment.repeat_aa(repeat_aa)  # ExperimentError before a run dir
         if no_launch:
             attach = _attach(measured, endpoints, repeat_aa)
+        ray = _workers(workers, measured)
         check_external(measured)  # before the run dir exists: a refusal leaves nothing
         run = create_run(out, experiment_file, experiment, overrides)
         run.state.tokenizer = named
@@ -182,7 +197,9 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
     if attach is not None:
         attach.run_path = run.path
         run.state.no_launch = NoLaunch(endpoints=attach.to_manifest())
-    session = Session(run, experiment, reporter or SilentReporter(), attach)
+    if workers is not None:
+        run.state.workers = workers
+    session = Session(run, experiment, reporter or SilentReporter(), attach, ray)
     try:
         drive(session, list(experiment.modes))
     except (ConfigError, EndpointError):

@@ -8,8 +8,10 @@ up, then sends the rows not done yet, one after another or as whole load points
 (:class:`~kvlab.bench.store.state.RunState`) in memory and saves it, and every Record
 as it lands, through the run's one writer (:class:`~kvlab.bench.store.writer.RunWriter`,
 off the event loop; synced to the disk at the end of each load point and on every
-exit). The server is stopped and entered in the state on every exit path. :func:`drive`
-turns Ctrl-C and a dead server into :class:`~kvlab.errors.RunInterrupted`.
+exit). The server is stopped and entered in the state on every exit path. With load
+workers (``kvlab run --workers``, :mod:`kvlab.bench.run.workers`) each load point is
+sent by them instead, into the same writer. :func:`drive` turns Ctrl-C, a dead server
+and a lost worker into :class:`~kvlab.errors.RunInterrupted`.
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ from kvlab.bench.records import Outcome, Record, RunClock
 from kvlab.bench.run.reporter import Reporter
 from kvlab.bench.run.rundir import now_iso
 from kvlab.bench.run.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
+from kvlab.bench.run.workers import RunWorkers
 from kvlab.bench.store.rundir import PREPARED_FILE, RunDir
 from kvlab.bench.store.state import ServerEntry, SessionEntry
 from kvlab.bench.store.writer import RunWriter
-from kvlab.errors import ConfigError, RunInterrupted
+from kvlab.bench.workers.ray_pool import RaySettings
+from kvlab.errors import ConfigError, RunInterrupted, WorkerError
 from kvlab.experiment import Experiment, Mode, request_salt
 from kvlab.servers.base import Server
 from kvlab.servers.preflight import load_average
@@ -59,7 +63,7 @@ class Session:
     """One invocation of the runner over a run directory (a run or a resume)."""
 
     def __init__(self, run: RunDir, experiment: Experiment, reporter: Reporter,
-                 attach: Attach | None = None) -> None:
+                 attach: Attach | None = None, workers: RaySettings | None = None) -> None:
         self.run = run
         self.experiment = experiment
         self.reporter = reporter
@@ -78,11 +82,18 @@ class Session:
         )
         self.counts: dict[tuple[str, str], dict[str, int]] = {}  # prompt-sizing counts
         self.writer = RunWriter(run.path)  # the run's one writer, until close()
+        # kvlab run --workers: load points go through these (started by drive)
+        self.workers = RunWorkers(workers, self.state, self.writer) if workers else None
 
     def close(self) -> None:
-        """Write the state, sync every record to the disk, stop the writer."""
-        self.writer.save(self.state)
-        self.writer.close()
+        """End the load workers, write the state, sync every record to the disk, stop
+        the writer."""
+        try:
+            if self.workers is not None:
+                self.workers.close()
+        finally:
+            self.writer.save(self.state)
+            self.writer.close()
 
     def _empty(self) -> Prepared:
         w = self.experiment.workload
@@ -247,12 +258,16 @@ class Session:
                 if not record.warmup:
                     self.reporter.advance(record)
 
-            async with HarnessClient(max_connections=point.max_in_flight(n)) as pool, \
-                    self.gauges(mode, capacity, point.label, endpoint, first, first + n):
-                async def send(spec: RequestSpec) -> Record:
-                    return await pool.send(endpoint, spec, self.clock)
+            async with self.gauges(mode, capacity, point.label, endpoint, first, first + n):
+                if self.workers is not None:
+                    records = await self.workers.send_point(
+                        mode.name, capacity, point, specs, endpoint, self.clock, landed)
+                else:
+                    async with HarnessClient(max_connections=point.max_in_flight(n)) as pool:
+                        async def send(spec: RequestSpec) -> Record:
+                            return await pool.send(endpoint, spec, self.clock)
 
-                records = await run_point(point, specs, send, self.clock, landed)
+                        records = await run_point(point, specs, send, self.clock, landed)
             await self.writer.synced()  # the point's rows are on the disk
             self.reporter.end(f"{mode.name} {point.label}", capacity)
             if any(r.outcome != Outcome.OK for r in records) and server is not None \
@@ -324,7 +339,8 @@ class Session:
         order = [(b.mode, b.capacity) for b in blocks]
         session = SessionEntry(started=now_iso(), load_average_started=load_average(),
                                modes=[m.name for m in modes], order=order,
-                               run_order={**choice.to_dict(), "sequence": sequence_of(blocks)})
+                               run_order={**choice.to_dict(), "sequence": sequence_of(blocks)},
+                               workers=self.workers.facts if self.workers else None)
         self.state.sessions.append(session)
         self.state.run_order += order
         self.state.order = session.run_order  # the order actually used, last session
@@ -346,17 +362,21 @@ class Session:
 
 
 def drive(session: Session, modes: list[Mode]) -> None:
-    """Run the session; turn Ctrl-C and a dead server into RunInterrupted."""
+    """Start the session's load workers, if any, and run it; turn Ctrl-C, a dead server
+    and a lost worker into RunInterrupted."""
     reason, status = "", 2
     try:
+        if session.workers is not None:
+            session.reporter.note("starting the load workers")
+            session.workers.start(session.experiment.load.max_concurrency)
         asyncio.run(session.run_modes(modes))
         return
     except KeyboardInterrupt:
         reason, status = "interrupted", 130
-    except ServerDied as exc:
+    except (ServerDied, WorkerError) as exc:
         reason = f"interrupted ({exc})"
     finally:
-        session.close()  # every record landed is on the disk, and the state saved
+        session.close()  # workers ended, every record landed on the disk, state saved
     records = 0
     with suppress(OSError, ConfigError):
         records = len(RunDir(session.run.path).records)

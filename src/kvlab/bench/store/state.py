@@ -42,6 +42,9 @@ class SessionEntry(_Facts):
     order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
     # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
     run_order: dict[str, Any] = Field(default_factory=dict)
+    # the load workers of this invocation (bench.workers.ray_pool.RayPool.facts): engine,
+    # Ray version, address, nodes, and each worker's node, host and process; None: none
+    workers: dict[str, Any] | None = None
     stopped: str | None = None
     # 1-, 5- and 15-minute load averages at start and stop (servers.preflight.load_average)
     load_average_started: list[float] | None = None
@@ -54,9 +57,28 @@ class NoLaunch(_Facts):
     endpoints: dict[str, str]
 
 
+class WorkerChoice(_Facts):
+    """``kvlab run --workers``: how many load workers and where; a resume uses it again
+    unless given other flags. ``count`` None: ``per_node`` on every node of the cluster."""
+
+    count: int | None = None
+    address: str | None = None  # a Ray cluster's address; None: a local Ray kvlab starts
+    per_node: int | None = None
+
+
+class PointClocks(_Facts):
+    """The clocks of one load point's workers: per worker its index, requests, and clock
+    offset to the coordinator's with its bound (bench.workers.clocks.ClockOffset, ns)."""
+
+    mode: str
+    capacity: int
+    load: str
+    clocks: list[dict[str, Any]]
+
+
 # Keys written only once they have a value (a manifest without them is as before).
 _OPTIONAL = ("overrides", "tokenizer", "repeat_aa", "no_launch", "prompt_sizing",
-             "points_done", "order")
+             "points_done", "order", "workers", "worker_clocks", "worker_calibration")
 
 
 class RunState(_Facts):
@@ -80,6 +102,10 @@ class RunState(_Facts):
     prompt_sizing: dict[str, dict[str, Any]] | None = None
     points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
     order: dict[str, Any] | None = None  # the order the last session used
+    workers: WorkerChoice | None = None  # kvlab run --workers (or [load] workers)
+    # kvlab calibrate --workers N's limits for the run's N load workers, when it began
+    worker_calibration: dict[str, Any] | None = None
+    worker_clocks: list[PointClocks] | None = None  # every sharded point, as measured
     imported_from: str | None = None  # a peer's result file read as a run (not written)
 
     def to_json(self) -> dict[str, Any]:
@@ -95,6 +121,11 @@ class RunState(_Facts):
     def dumps(self) -> str:
         """``manifest.json``'s text."""
         return json.dumps(self.to_json(), indent=2, default=str) + "\n"
+
+    def load_workers(self) -> int | None:
+        """How many load workers the last session that had any ran (None: none did)."""
+        counts = [s.workers.get("count") for s in self.sessions if s.workers]
+        return int(counts[-1]) if counts and counts[-1] is not None else None
 
     def point_done(self, mode: str, capacity: int, label: str) -> bool:
         """True once the load point (mode, capacity, label) completed."""

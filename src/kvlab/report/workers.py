@@ -1,0 +1,78 @@
+"""The report's "Load workers and clocks" section (``kvlab run --workers``).
+
+Where the load workers ran (manifest: each session's ``workers``) and, per load point
+and worker, the clock offset to the coordinator with its error bound (manifest:
+``worker_clocks``, measured by :mod:`kvlab.bench.workers.clocks`) beside the rows that
+worker recorded. Nothing is computed here beyond counting rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from kvlab.bench.records import Record
+
+TITLE = "Load workers and clocks"
+
+CLOCK_RULE = (
+    "Per-request times (TTFT, ITL, e2e, send lag) are each read on one worker's own clock: "
+    "no duration crosses two clocks or two machines. Each worker's clock is placed on the "
+    "run's time axis by its offset to the coordinator's, measured by ping-pong before each "
+    "load point (the shortest of its round trips; the offset is good to half that round "
+    "trip, the bound below). Only what spans workers uses the offsets: the order of "
+    "records.jsonl (completion order), the busiest second of the client check and a "
+    "point's achieved rate.")
+
+
+def _ms(ns: int | float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _where(session_workers: dict[str, Any]) -> str:
+    count = session_workers.get("count", len(session_workers.get("workers", [])))
+    address = session_workers.get("address")
+    engine = f"Ray {session_workers.get('ray_version', '?')}"
+    place = ("a local Ray kvlab started and stopped" if address in (None, "local")
+             else f"the Ray cluster at {address}")
+    hosts = Counter(w.get("host", "?") for w in session_workers.get("workers", []))
+    cores = {w.get("host", "?"): w.get("cores") for w in session_workers.get("workers", [])}
+    on = ", ".join(f"{h} ({n} worker{'s' * (n != 1)}, {cores[h]} cores)"
+                   for h, n in hosts.items())
+    return (f"{count} load workers ({engine}, {place}) on "
+            f"{session_workers.get('nodes', '?')} node(s): {on}")
+
+
+def workers_body(manifest: dict[str, Any], records: Sequence[Record]) -> str:
+    """The section's markdown without its heading; "" when no worker sent a row."""
+    sessions = [s["workers"] for s in manifest.get("sessions", []) if s.get("workers")]
+    if not sessions:
+        return ""
+    lines = [f"- {_where(w)}" for w in sessions]
+    lines += ["", CLOCK_RULE, ""]
+    hosts = {w["worker"]: w.get("host", "?") for w in sessions[-1].get("workers", [])}
+    rows = Counter((r.mode, r.capacity, r.load, r.worker) for r in records
+                   if r.worker is not None and not r.warmup)
+    lines += ["| mode | capacity | load | worker | host | requests | rows | offset ms "
+              "| ± bound ms | round trip ms |", "|---|---|---|---|---|---|---|---|---|---|"]
+    bounds = []
+    for point in manifest.get("worker_clocks") or []:
+        for c in point["clocks"]:
+            bounds.append(c["error_ns"])
+            recorded = rows.get((point["mode"], point["capacity"], point["load"], c["worker"]),
+                                0)
+            lines.append(f"| {point['mode']} | {point['capacity']} | {point['load']} "
+                         f"| {c['worker']} | {hosts.get(c['worker'], '?')} | {c['requests']} "
+                         f"| {recorded} | {_ms(c['offset_ns'])} | {_ms(c['error_ns'])} "
+                         f"| {_ms(c['rtt_ns'])} |")
+    if bounds:
+        lines += ["", f"Largest bound: ± {_ms(max(bounds))} ms: two records of different "
+                  "workers whose ends are closer than that may be in either order."]
+    return "\n".join(lines) + "\n"
+
+
+def workers_markdown(manifest: dict[str, Any], records: Sequence[Record]) -> str:
+    """The "Load workers and clocks" section; "" for a run of one process."""
+    body = workers_body(manifest, records)
+    return f"\n## {TITLE}\n\n{body}" if body else ""
