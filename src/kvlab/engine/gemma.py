@@ -95,15 +95,13 @@ class Attention(nn.Module):
         q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
         k = self.k(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
         v = self.v(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
-        cos, sin = rope_angles(positions, self.head_dim, self.rope_base)  # (T, hd) each
+        cos, sin = rope_angles(positions, self.head_dim, self.rope_base)  # (T, hd) or (1,1,T,hd)
         q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
         k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
-        if cache is not None:
-            k, v = cache.update(layer, k, v)  # (B, kvh, S, hd): cached + new
-            mask = cache.attn_mask(layer, T, k.shape[2])  # None, (T, S) or (B, 1, T, S)
+        if cache is not None:  # stores k, v; attends over what each query may see
+            y = cache.attend(layer, q, k, v, scale=self.scale)  # (B, nh, T, hd)
         else:  # the new tokens only: causal, cut by the window if it is shorter
-            mask = contiguous_mask(T, 0, self.window, T)
-        y = attend(q, k, v, mask, scale=self.scale)  # (B, nh, T, hd)
+            y = attend(q, k, v, contiguous_mask(T, 0, self.window, T), scale=self.scale)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, nh*hd)
         return self.o(y)  # (B, T, C)
 
@@ -150,6 +148,8 @@ class Gemma3(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head.weight = self.embed.weight  # tied: one (V, C) matrix for both
         self.positions: torch.Tensor  # (max_len,) 0, 1, 2, ...
         self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
 
@@ -159,14 +159,15 @@ class Gemma3(nn.Module):
 
     def forward(
         self, ids: torch.Tensor, cache: KVStore | None = None, start_pos: int | None = None,
-        last_only: bool = False,
+        last_only: bool = False, logits_at: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, T, V) for token ids (B, T) placed where the cache says.
 
         Same contract as the toy's :meth:`kvlab.engine.model.TinyLM.forward`: the new
-        tokens follow the cache (a paged batch gives each row its own positions);
-        advancing it is the caller's job. ``last_only``: logits (B, 1, V) of the last
-        position only (the head is a 640 x 262,144 product, the largest in the model).
+        tokens follow the cache (a flattened paged batch gives each token its own
+        position); advancing it is the caller's job. ``last_only``: logits (B, 1, V) of
+        the last position only; ``logits_at`` (K,): of those token indices only,
+        (B, K, V). The head is a 640 x 262,144 product, the largest in the model.
         """
         T = ids.shape[1]  # ids: (B, T)
         positions = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
@@ -174,9 +175,11 @@ class Gemma3(nn.Module):
         x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)  # (B, T, C)
         for layer, block in enumerate(self.blocks):
             x = block(x, layer, cache, positions)  # (B, T, C)
-        if last_only:
+        if logits_at is not None:
+            x = x[:, logits_at]  # (B, K, C): the tokens that sample
+        elif last_only:
             x = x[:, -1:]  # (B, 1, C)
-        return F.linear(self.norm(x), self.embed.weight)  # (B, T, V)
+        return self.head(self.norm(x))  # (B, T, V)
 
 
 def build_gemma(config: GemmaConfig, seed: int = 42, dtype: torch.dtype = torch.float32
