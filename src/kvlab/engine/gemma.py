@@ -47,10 +47,11 @@ class RMSNorm(nn.Module):
         return (x32 * (1.0 + self.weight.float())).to(x.dtype)  # (..., dim)
 
 
-def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> tuple[
-        torch.Tensor, torch.Tensor]:
+def rope_angles(positions: torch.Tensor, head_dim: int, base: float,
+                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin (T, hd) of the rotation at ``positions`` (T,); (B, 1, T, hd) for
-    positions (B, T), one row per sequence of a batch.
+    positions (B, T), one row per sequence of a batch (or a flattened batch, B = 1).
+    Computed in float32, returned in ``dtype``.
 
     Pair i of a head (dims i and i + hd/2) turns by position * base^(-2i/hd).
     """
@@ -60,7 +61,7 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> tuple[
     angles = torch.cat([angles, angles], dim=-1)  # (T, hd) or (B, T, hd)
     if angles.dim() == 3:
         angles = angles[:, None]  # (B, 1, T, hd): the same angles for every head
-    return angles.cos(), angles.sin()
+    return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -68,7 +69,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     (B, 1, T, hd)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, heads, T, hd)
-    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+    return x * cos + rotated * sin
 
 
 class Attention(nn.Module):
@@ -79,7 +80,6 @@ class Attention(nn.Module):
         self.n_heads, self.n_kv_heads = config.n_heads, config.n_kv_heads
         self.head_dim = config.head_dim
         self.window = config.layer_windows[layer]  # None: a global layer
-        self.rope_base = config.rope_base(layer)
         self.scale = 1.0 / math.sqrt(config.head_dim)
         self.q = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
         self.k = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
@@ -89,13 +89,14 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, layer: int, cache: KVStore | None, positions: torch.Tensor
+        self, x: torch.Tensor, layer: int, cache: KVStore | None,
+        rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         B, T, _ = x.shape
         q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
         k = self.k(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
         v = self.v(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
-        cos, sin = rope_angles(positions, self.head_dim, self.rope_base)  # (T, hd) or (1,1,T,hd)
+        cos, sin = rope  # (T, hd) or (B, 1, T, hd): this layer's base at the new positions
         q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
         k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
         if cache is not None:  # stores k, v; attends over what each query may see
@@ -133,9 +134,10 @@ class Block(nn.Module):
         self.post_mlp_norm = RMSNorm(config.d_model, config.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, layer: int, cache: KVStore | None, positions: torch.Tensor
+        self, x: torch.Tensor, layer: int, cache: KVStore | None,
+        rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
-        x = x + self.post_attn_norm(self.attn(self.pre_attn_norm(x), layer, cache, positions))
+        x = x + self.post_attn_norm(self.attn(self.pre_attn_norm(x), layer, cache, rope))
         return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))  # (B, T, C)
 
 
@@ -173,8 +175,11 @@ class Gemma3(nn.Module):
         positions = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
         x = self.embed(ids)  # (B, T, C)
         x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)  # (B, T, C)
+        c = self.config  # the rotation's cos and sin, once per base for every layer
+        rope = {base: rope_angles(positions, c.head_dim, base, x.dtype)
+                for base in (c.rope_base_local, c.rope_base_global)}
         for layer, block in enumerate(self.blocks):
-            x = block(x, layer, cache, positions)  # (B, T, C)
+            x = block(x, layer, cache, rope[c.rope_base(layer)])  # (B, T, C)
         if logits_at is not None:
             x = x[:, logits_at]  # (B, K, C): the tokens that sample
         elif last_only:

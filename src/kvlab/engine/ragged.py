@@ -137,14 +137,17 @@ class RaggedBatch:
         pool_v[plan.write] = v[0].transpose(0, 1)
         y = torch.empty_like(q)  # (1, nh, N, hd)
         if plan.rows_read is not None:
+            R, S = plan.rows_read.shape
             q_rows = q[0, :, self.row_index].transpose(0, 1)[:, :, None]  # (R, nh, 1, hd)
-            keys = pool_k[plan.rows_read].transpose(1, 2)  # (R, kvh, S, hd)
-            values = pool_v[plan.rows_read].transpose(1, 2)  # (R, kvh, S, hd)
-            out = attend(q_rows, keys, values, plan.rows_mask, scale)  # (R, nh, 1, hd)
+            cells = plan.rows_read.view(-1)  # (R*S,)
+            keys = pool_k.index_select(0, cells).view(R, S, *pool_k.shape[1:])  # (R,S,kvh,hd)
+            values = pool_v.index_select(0, cells).view(R, S, *pool_v.shape[1:])
+            out = attend(q_rows, keys.transpose(1, 2), values.transpose(1, 2),
+                         plan.rows_mask, scale)  # (R, nh, 1, hd)
             y[0, :, self.row_index] = out[:, :, 0].transpose(0, 1)  # (nh, R, hd)
         for s, (cells, mask) in zip(self.chunks, plan.chunks, strict=True):
-            keys = pool_k[cells].transpose(0, 1)[None]  # (1, kvh, S, hd)
-            values = pool_v[cells].transpose(0, 1)[None]  # (1, kvh, S, hd)
+            keys = pool_k.index_select(0, cells).transpose(0, 1)[None]  # (1, kvh, S, hd)
+            values = pool_v.index_select(0, cells).transpose(0, 1)[None]  # (1, kvh, S, hd)
             part = q[:, :, s.offset:s.offset + s.n_new]  # (1, nh, T, hd)
             y[:, :, s.offset:s.offset + s.n_new] = attend(part, keys, values, mask, scale)
         return y
