@@ -106,8 +106,8 @@ def test_props_say_how_requests_share_the_engine(batched_url: str) -> None:
     props = httpx.get(batched_url + "/props").json()
     assert props["total_slots"] == 8
     assert props["kvlab"]["paged_kv"] == {"blocks": 12, "block_size": 16,
-                                          "prefill_budget": 256}
-    assert props["kvlab"]["prompt_reuse"] is False
+                                          "prefill_budget": 256, "prefix_caching": True}
+    assert props["kvlab"]["prompt_reuse"] is True
 
 
 def test_batching_needs_the_kv_cache() -> None:
