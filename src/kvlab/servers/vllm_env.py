@@ -81,19 +81,23 @@ def _probe(python: Path) -> str | None:
     return lines[-1] if done.returncode == 0 and lines else None
 
 
+def python_for_display(python: Path | None = None) -> Path:
+    """The Python :func:`find_vllm` would try, without checking it (``--dry-run``)."""
+    if python is not None:
+        return Path(python).expanduser()
+    named_env = os.environ.get(ENV_VAR)
+    return Path(named_env).expanduser() if named_env else default_env_dir() / "bin" / "python"
+
+
 _FOUND: dict[Path, VllmEnv] = {}
 
 
 def find_vllm(python: Path | None = None) -> VllmEnv:
     """The environment a vLLM mode runs (see the module docstring); ConfigError with the
     command that installs it when there is none, or it cannot import vLLM."""
-    named_env = os.environ.get(ENV_VAR)
-    if python is not None:
-        candidate, source = Path(python).expanduser(), "setting"
-    elif named_env:
-        candidate, source = Path(named_env).expanduser(), "env"
-    else:
-        candidate, source = default_env_dir() / "bin" / "python", "kvlab"
+    candidate = python_for_display(python)
+    source = "setting" if python is not None else \
+        "env" if os.environ.get(ENV_VAR) else "kvlab"
     if candidate in _FOUND:  # importing vLLM takes seconds: once per process
         return _FOUND[candidate]
     version = _probe(candidate)
