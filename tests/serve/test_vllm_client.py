@@ -1,8 +1,9 @@
 """vLLM's own benchmark client (``vllm bench serve``) against kvlab serve.
 
 Runs where vLLM's environment exists (``kvlab vllm setup``, which ``make test`` runs, or
-``KVLAB_VLLM_PYTHON``); it takes about a minute, most of it importing vLLM. Where it does not, tests/bench/peers/test_peers.py checks the recorded exchange
-(a result file of this same command against the real Gemma 3 270M).
+``KVLAB_VLLM_PYTHON``); it takes about a minute, most of it importing vLLM. Where it
+does not, tests/bench/peers/test_peers.py checks the recorded exchange (a result file
+of this same command against the real Gemma 3 270M).
 
 The client is given the bundled Gemma's tokenizer (kvlab's own conversion of the
 GGUF's vocabulary) and the server is the toy model, whose tokenizer is bytes: the
