@@ -21,10 +21,11 @@ from pydantic import Field
 
 from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import DatasetSettings
+from kvlab.bench.plan.repeated import RepeatedDataset
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 DatasetSettingsUnion = Annotated[
-    BuiltinDataset,
+    BuiltinDataset | RepeatedDataset,
     Field(discriminator="kind"),
 ]
 
