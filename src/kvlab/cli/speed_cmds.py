@@ -140,21 +140,27 @@ def engine_batch(
         ["1,2,4,8,16"], "--batch-sizes", metavar=LIST_METAVAR,
         help="Decode rows per step. " + list_help("--batch-sizes", "1", "8")),
     context: int = typer.Option(64, "--context", help="Tokens each row already holds."),
+    fidelity_tokens: int = typer.Option(
+        400, "--fidelity-tokens",
+        help="Tokens of real text each format is compared with float32 on (0: skip)."),
     repeats: int = typer.Option(5, "--repeats", help="Rounds over the batch sizes; medians."),
     threads: int = typer.Option(1, "--threads", help="torch threads."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Decode step time by batch size for each weight format, with the bytes it reads
     and the GB/s achieved against this machine's copy bandwidth: why batching is
-    nearly free while a step is memory-bound (a benchmark, never a test)."""
+    nearly free while a step is memory-bound (a benchmark, never a test). Each format's
+    fidelity: how often its greedy token is float32's on real text, and the mean KL."""
     import copy
 
     import torch
 
     from kvlab.engine import roofline
+    from kvlab.engine.gguf_tokenizer import load_gguf_tokenizer
     from kvlab.engine.gguf_weights import load_gemma
     from kvlab.engine.models import model_path
-    from kvlab.engine.weights import to_format, weight_format
+    from kvlab.engine.prove import gemma_prompt
+    from kvlab.engine.weights import fidelity, to_format, weight_format
     from kvlab.errors import ConfigError
 
     formats = [weight_format(d.strip()) for value in dtypes for d in value.split(",")
@@ -164,12 +170,21 @@ def engine_batch(
         raise ConfigError("--threads, --repeats, --context and --batch-sizes must be "
                           "positive")
     torch.set_num_threads(threads)
-    path, _ = model_path(model)
+    path, sha = model_path(model)
     base = load_gemma(path, torch.float32)
+    text = torch.tensor([gemma_prompt(load_gguf_tokenizer(path, sha256=sha),
+                                      fidelity_tokens)]) if fidelity_tokens else None
+    with torch.inference_mode():
+        reference = base(text)[0] if text is not None else None  # (T, V)
     bandwidth = roofline.copy_bandwidth()
     rows: list[dict[str, Any]] = []
+    fidelities: dict[str, dict[str, float]] = {}
     for fmt in formats:
         served = to_format(copy.deepcopy(base), fmt.name)
+        if text is not None and reference is not None:
+            with torch.inference_mode():
+                f = fidelity(served(text)[0], reference)
+            fidelities[fmt.name] = {"top1": f.top1, "kl": f.kl}
         steps = roofline.time_steps(served, sizes, context, repeats)
         one = steps[0].step_ms
         rows += [{"dtype": fmt.name, "batch": s.batch, "step_ms": s.step_ms,
@@ -179,7 +194,8 @@ def engine_batch(
         del served
     document = {"model": model, "threads": threads, "context": context,
                 "repeats": repeats, "copy_gb_per_s": bandwidth / 1e9,
-                "load_average": _load_average(), "torch": torch.__version__, "rows": rows}
+                "load_average": _load_average(), "torch": torch.__version__, "rows": rows,
+                "fidelity": {"tokens": fidelity_tokens, "formats": fidelities}}
     if json_out:
         print_json(document)
         return
@@ -194,6 +210,10 @@ def engine_batch(
                       f"{r['bytes_per_step'] / 1e6:,.0f}", f"{r['gb_per_s']:.1f}",
                       f"{r['gb_per_s'] / (bandwidth / 1e9):.0%}")
     console.print(table)
+    for name, close in fidelities.items():
+        console.print(f"{name}: greedy token = float32's at {close['top1']:.1%} of "
+                      f"{fidelity_tokens} positions of real text; mean KL "
+                      f"{close['kl']:.4f} nats", highlight=False)
     console.print(f"copy bandwidth (STREAM-like, {threads} thread(s)): "
                   f"{bandwidth / 1e9:.1f} GB/s; load average: {document['load_average']}",
                   highlight=False)

@@ -42,9 +42,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()  # (..., dim)
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (x32 * (1.0 + self.weight.float())).to(x.dtype)  # (..., dim)
+        # x / sqrt(mean(x²) + eps) * (1 + weight), in one fused torch op
+        scale = 1.0 + self.weight.float()  # (dim,)
+        return F.rms_norm(x.float(), scale.shape, scale, self.eps).to(x.dtype)  # (..., dim)
 
 
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float,

@@ -108,7 +108,7 @@ class Int8Linear(nn.Module):
         y = torch.ops.onednn.qlinear_pointwise(
             qx, 1.0, 128, self.packed, self.scale, self.zero, None, 1.0, 0,
             torch.float32, "none", [], "")  # (2M, out): W·hi, then W·lo
-        y = y[M:].div_(254).add_(y[:M]).mul_(step)  # (M, out): W·x
+        y = y[:M].add_(y[M:], alpha=1 / 254).mul_(step)  # (M, out): W·x
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
 
@@ -126,10 +126,13 @@ def _split_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if seen is not None and seen[0] is x:
         return seen[1], seen[2]
     rows = x.reshape(-1, x.shape[-1]).float()  # (M, in)
-    step = rows.abs().amax(dim=-1, keepdim=True).clamp_(min=1e-30) / 127  # (M, 1)
-    hi = torch.round(rows / step)  # (M, in) in -127..127
-    lo = torch.round((rows - hi * step) * (254 / step))  # (M, in) in -127..127
-    qx = torch.cat([hi, lo]).add_(128).to(torch.uint8)  # (2M, in)
+    step = rows.abs().amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(127)  # (M, 1)
+    M = rows.shape[0]
+    parts = torch.empty((2 * M, rows.shape[1]))  # hi above lo
+    t = rows / step  # (M, in) in -127..127
+    hi = torch.round(t, out=parts[:M])  # (M, in)
+    torch.round(t.sub_(hi).mul_(254), out=parts[M:])  # lo: (M, in) in -127..127
+    qx = parts.add_(128).to(torch.uint8)  # (2M, in)
     _last_split.entry = (x, qx, step)
     return qx, step
 
@@ -166,3 +169,20 @@ def weight_nbytes(model: nn.Module) -> int:
         elif isinstance(module, nn.Linear):
             total += module.weight.numel() * module.weight.element_size()
     return total
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How close a format's logits stay to float32's on the same tokens."""
+
+    top1: float  # fraction of positions whose greedy token is float32's
+    kl: float  # mean KL(float32 || format) per position, in nats
+
+
+def fidelity(logits: torch.Tensor, reference: torch.Tensor) -> Fidelity:
+    """Compare logits (T, V) of a served format with the float32 ``reference`` (T, V)
+    computed on the same tokens (teacher-forced: each position sees the same past)."""
+    got, ref = logits.float().log_softmax(-1), reference.float().log_softmax(-1)
+    top1 = float((got.argmax(-1) == ref.argmax(-1)).float().mean())
+    kl = float((ref.exp() * (ref - got)).sum(-1).mean())
+    return Fidelity(top1, kl)
