@@ -181,3 +181,25 @@ def test_a_preempted_request_recomputes_from_its_own_cached_blocks() -> None:
                                alone.logits, model.config, len(prompt) + 10)
     _accounted(pool)
     assert all(pool.used(g) == 0 for g in range(2))
+
+
+@pytest.mark.slow
+def test_a_shared_prefix_past_the_window_on_gemma_270m(gemma_model) -> None:  # type: ignore[no-untyped-def]
+    # 600 shared tokens: past the 512-token window, so the second request takes every
+    # full-attention block below 592 but only the sliding blocks its window still sees.
+    shared = _ids(1000, 600, 8)
+    prompts = [shared + _ids(1000, 7, 9), shared + _ids(1000, 20, 10)]
+    pool = BlockPool(gemma_model.config, n_blocks=96, block_size=16, prefix_caching=True)
+    scheduler = Scheduler(gemma_model, pool, token_budget=256)
+    requests = []
+    for prompt in prompts:
+        requests.append(scheduler.submit(_greedy(prompt, 4)))
+        scheduler.run()
+    assert [r.prompt_hit for r in requests] == [0, 592]
+    sliding = pool.windows.index(512)
+    assert pool.cached(sliding) > 0  # blocks that left the window were kept, not freed
+    for req, prompt in zip(requests, prompts, strict=True):
+        alone = generate(gemma_model, prompt, 4, keep_logits=True)
+        assert_same_generation(req.tokens, torch.stack(req.logits), alone.tokens,
+                               alone.logits, gemma_model.config, len(prompt) + 4)
+    _accounted(pool)
