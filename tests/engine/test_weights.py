@@ -34,17 +34,19 @@ def _data(rows: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("rows", [1, 3, 16])
-def test_int8_product_is_within_its_activation_rounding(rows: int) -> None:
+@pytest.mark.parametrize(("parts", "error"), [(2, 1 / 508), (1, 1 / 2)])
+def test_int8_product_is_within_its_activation_rounding(rows: int, parts: int,
+                                                         error: float) -> None:
     # The weights are rounded once (one scale per output row); the activations are
-    # sent as step * (hi + lo / 254), off by at most step / 508 each.
+    # sent as step * (hi + lo / 254), off by at most step / 508 each (step / 2 as hi).
     w, x = _data(rows)
     scale = w.abs().amax(dim=1) / 127
     wq = torch.round(w / scale[:, None]) * scale[:, None]  # the int8 weights, as floats
-    got = Int8Linear(w)(x)
+    got = Int8Linear(w, parts)(x)
     exact = F.linear(x.double(), wq.double())
     step = x.abs().amax(dim=1, keepdim=True).double() / 127  # (rows, 1)
     magnitude = x.abs().double() @ wq.abs().double().T  # (rows, out)
-    bound = step / 508 * wq.abs().double().sum(dim=1) + 40 * F32_EPS * magnitude
+    bound = step * error * wq.abs().double().sum(dim=1) + 40 * F32_EPS * magnitude
     assert ((got.double() - exact).abs() <= bound).all()
     assert (w - wq).abs().max() <= scale.max() / 2
 
@@ -60,7 +62,7 @@ def test_packed_bfloat16_product_is_bfloat16_rounding_of_the_float32_sum() -> No
     assert ((got.double() - exact).abs() <= bound).all()
 
 
-@pytest.mark.parametrize("name", ["bfloat16", "int8"])
+@pytest.mark.parametrize("name", ["bfloat16", "int8", "w8a8"])
 def test_every_matrix_is_converted_and_its_bytes_counted(name: str) -> None:
     model = to_format(build_gemma(TINY, seed=3), name)
     assert not any(isinstance(m, nn.Linear) for m in model.modules())
@@ -96,5 +98,5 @@ def test_fidelity_counts_agreement_and_divergence() -> None:
 
 
 def test_an_unknown_format_names_the_choices() -> None:
-    with pytest.raises(ConfigError, match="float32, bfloat16, int8"):
+    with pytest.raises(ConfigError, match="float32, bfloat16, int8, w8a8"):
         weight_format("fp8")

@@ -21,8 +21,9 @@ def serve(
              "Gemma 3 GGUF path. Loading takes ~20 s; /health answers 503 until then."),
     dtype: str = typer.Option(
         "float32", help="--model weight format: float32 (exact), bfloat16 (half the bytes "
-                        "a decode step reads) or int8 (a quarter); the KV cache follows the "
-                        "activations (kvlab engine-batch compares them)."),
+                        "a decode step reads), int8 (a quarter) or w8a8 (int8 with 8-bit "
+                        "activations: flatter in batch size, less faithful); the KV cache "
+                        "follows the activations (kvlab engine-batch compares them)."),
     ctx_size: int | None = typer.Option(
         None, "--ctx-size", "-c", show_default=False,
         help="Context capacity in tokens (default: the model's max_len; at most that)."),

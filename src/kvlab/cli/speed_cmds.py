@@ -35,7 +35,7 @@ def engine_speed(
     repeats: int = typer.Option(2, "--repeats", help="Timed runs per runner; medians."),
     threads: int = typer.Option(2, "--threads", help="torch and llama-server threads."),
     dtype: str = typer.Option("float32", "--dtype",
-                              help="The engine's weights: float32, bfloat16 or int8."),
+                              help="The engine's weights: float32, bfloat16, int8 or w8a8."),
     against: list[str] = typer.Option(["transformers", "llama-server"], "--against",
                                       help="Other runners beside the engine (none: only "
                                            "the engine)."),
@@ -134,7 +134,7 @@ def engine_batch(
     model: str = typer.Option("gemma-3-270m", "--model",
                               help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),
     dtypes: list[str] = typer.Option(
-        ["float32,bfloat16,int8"], "--dtypes", metavar="NAME[,NAME...]",
+        ["float32,bfloat16,int8,w8a8"], "--dtypes", metavar="NAME[,NAME...]",
         help="Weight formats compared. " + list_help("--dtypes", "float32", "int8")),
     batch_sizes: list[str] = typer.Option(
         ["1,2,4,8,16"], "--batch-sizes", metavar=LIST_METAVAR,

@@ -19,9 +19,13 @@ keeps it flat. The forms (``FORMATS``), all through torch's own operators:
   use, which costs more than the bytes it saves from 4 rows on; an integer product
   keeps 8 rows at about the cost of 1. Its activations must be integers too, and 8 bits
   per token (llama.cpp's Q8 activations, but with one scale per 640 values, not per 32)
-  lose too much on Gemma (a quarter of the greedy tokens change), so each row is sent
-  twice: its 8-bit rounding and the 8-bit rounding of what that missed, about 16 bits
-  in all, for 2 x rows in one product (the weights are still read once).
+  lose too much on Gemma, so each row is sent twice: its 8-bit rounding and the 8-bit
+  rounding of what that missed, about 16 bits in all, for 2 x rows in one product (the
+  weights are still read once);
+- ``w8a8``: the same int8 weights with each row sent once, in 8 bits: the product of 8
+  rows costs nearly what 1 row costs, but about one greedy token in five differs from
+  float32's on real text (``kvlab engine-batch`` measures both). The flat end of the
+  trade-off, for the lesson; ``int8`` serves.
 
 The output head of Gemma 3 (tied to the 262,144 x 640 embeddings, 63 % of the
 weights) is converted like every other matrix: it is the largest read of a decode
@@ -60,6 +64,8 @@ FORMATS = {
                              "bf16, packed for oneDNN's matmul"),
     "int8": WeightFormat("int8", torch.float32, 1,
                          "int8 per row, activations in two 8-bit parts (oneDNN u8 x s8)"),
+    "w8a8": WeightFormat("w8a8", torch.float32, 1,
+                         "int8 per row, activations in one 8-bit part (oneDNN u8 x s8)"),
 }
 
 
@@ -89,11 +95,13 @@ class PackedLinear(nn.Module):
 
 
 class Int8Linear(nn.Module):
-    """y = x Wᵀ with W in int8 (one scale per output row) and x in two 8-bit parts per
-    token (see the module docstring): an integer product, rescaled to float32."""
+    """y = x Wᵀ with W in int8 (one scale per output row) and x in ``parts`` 8-bit parts
+    per token (2: ~16 bits, 1: 8 bits; see the module docstring): an integer product,
+    rescaled to float32."""
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(self, weight: torch.Tensor, parts: int = 2) -> None:
         super().__init__()
+        self.parts = parts
         self.out_features, self.in_features = weight.shape
         self.weight_nbytes = weight.numel()
         w = weight.detach().float()
@@ -103,12 +111,14 @@ class Int8Linear(nn.Module):
         self.zero = torch.zeros(self.out_features, dtype=torch.long)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        qx, step = _split_rows(x)  # (2M, in) uint8, (M, 1)
+        qx, step = _split_rows(x, self.parts)  # (parts*M, in) uint8, (M, 1)
         M = step.shape[0]
         y = torch.ops.onednn.qlinear_pointwise(
             qx, 1.0, 128, self.packed, self.scale, self.zero, None, 1.0, 0,
-            torch.float32, "none", [], "")  # (2M, out): W·hi, then W·lo
-        y = y[:M].add_(y[M:], alpha=1 / 254).mul_(step)  # (M, out): W·x
+            torch.float32, "none", [], "")  # (parts*M, out): W·hi, then W·lo
+        if self.parts == 2:
+            y = y[:M].add_(y[M:], alpha=1 / 254)
+        y = y.mul_(step)  # (M, out): W·x
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
 
@@ -118,29 +128,31 @@ class Int8Linear(nn.Module):
 _last_split = threading.local()
 
 
-def _split_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row of x (..., in) as two 8-bit parts, stacked (2M, in) and offset by 128 as
-    oneDNN's uint8 wants: hi = round(x / step), lo = round((x - hi*step) * 254 / step),
-    with step = max|row| / 127, so x = step * (hi + lo / 254) to about 16 bits."""
+def _split_rows(x: torch.Tensor, n_parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of x (..., in) as ``n_parts`` 8-bit parts, stacked (n_parts*M, in) and
+    offset by 128 as oneDNN's uint8 wants: hi = round(x / step) and, with 2 parts,
+    lo = round((x - hi*step) * 254 / step), with step = max|row| / 127, so
+    x = step * (hi + lo / 254) to about 16 bits (8 with hi alone)."""
     seen = getattr(_last_split, "entry", None)
-    if seen is not None and seen[0] is x:
-        return seen[1], seen[2]
+    if seen is not None and seen[0] is x and seen[1] == n_parts:
+        return seen[2], seen[3]
     rows = x.reshape(-1, x.shape[-1]).float()  # (M, in)
     step = rows.abs().amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(127)  # (M, 1)
     M = rows.shape[0]
-    parts = torch.empty((2 * M, rows.shape[1]))  # hi above lo
+    parts = torch.empty((n_parts * M, rows.shape[1]))  # hi above lo
     t = rows / step  # (M, in) in -127..127
     hi = torch.round(t, out=parts[:M])  # (M, in)
-    torch.round(t.sub_(hi).mul_(254), out=parts[M:])  # lo: (M, in) in -127..127
-    qx = parts.add_(128).to(torch.uint8)  # (2M, in)
-    _last_split.entry = (x, qx, step)
+    if n_parts == 2:
+        torch.round(t.sub_(hi).mul_(254), out=parts[M:])  # lo: (M, in) in -127..127
+    qx = parts.add_(128).to(torch.uint8)  # (n_parts*M, in)
+    _last_split.entry = (x, n_parts, qx, step)
     return qx, step
 
 
 def _converted(linear: nn.Linear, fmt: WeightFormat) -> nn.Module:
     if fmt.name == "bfloat16":
         return PackedLinear(linear.weight)
-    return Int8Linear(linear.weight)
+    return Int8Linear(linear.weight, parts=1 if fmt.name == "w8a8" else 2)
 
 
 def to_format(model: M, name: str) -> M:

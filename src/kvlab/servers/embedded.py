@@ -33,7 +33,7 @@ class EmbeddedSettings(ServerSettings):
     block_size: int | None = Field(default=None, ge=1)
     # The engine's serving path (kvlab serve --dtype/--prefill-budget/--no-prefix-cache):
     # None keeps kvlab serve's default.
-    dtype: Literal["float32", "bfloat16", "int8"] | None = None
+    dtype: Literal["float32", "bfloat16", "int8", "w8a8"] | None = None
     prefill_budget: int | None = Field(default=None, ge=1)
     prefix_cache: bool = True
 
