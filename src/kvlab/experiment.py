@@ -52,8 +52,8 @@ from kvlab.servers.llamacpp import LlamaCppSettings
 
 __all__ = [
     "EmbeddedSettings", "Experiment", "ExternalSettings", "LoadSettings", "Mode",
-    "Protocol", "SloSettings", "Workload", "load_experiment", "parse_experiment",
-    "with_queries",
+    "Protocol", "SearchSettings", "SloSettings", "Workload", "load_experiment",
+    "parse_experiment", "with_queries",
 ]
 
 
@@ -120,14 +120,17 @@ class Protocol(_Strict):
 class LoadSettings(_Strict):
     """How requests are offered (``[load]``): a sweep of load points, see bench.plan.schedule."""
 
-    kind: Literal["sequential", "concurrency", "rate"] = "sequential"
-    values: list[float] = Field(default_factory=list)  # users (concurrency) or requests/s
-    arrival: Literal["poisson", "constant"] = "poisson"  # rate points
-    max_concurrency: int | None = Field(default=None, ge=1)  # rate points: in-flight cap
+    kind: Literal["sequential", "concurrency", "rate", "trace"] = "sequential"
+    # users (concurrency), requests/s (rate) or replay speeds (trace: 2.0 = twice as fast)
+    values: list[float] = Field(default_factory=list)
+    arrival: Literal["poisson", "constant", "gamma"] = "poisson"  # rate points
+    burstiness: float = Field(default=1.0, gt=0)  # gamma: 1 Poisson, < 1 bursts, > 1 even
+    ramp_up_s: float | None = Field(default=None, gt=0)  # rate: from 0 to the rate over it
+    max_concurrency: int | None = Field(default=None, ge=1)  # rate/trace: in-flight cap
     requests: int | None = Field(default=None, ge=1)  # per point (default: queries x reps)
     duration_s: float | None = Field(default=None, gt=0)  # per point, instead of requests
     slip_threshold_ms: float = Field(default=50.0, gt=0)  # p95 send lag above: slipped
-    seed: int = 42  # poisson arrivals
+    seed: int = 42  # poisson and gamma arrivals
     # load workers sharing each point (kvlab run --workers N): Ray actors, see bench.workers
     workers: int | None = Field(default=None, ge=1)
 
@@ -141,16 +144,21 @@ class LoadSettings(_Strict):
                                  "which one process sends; workers share concurrency or "
                                  "rate points")
             return self
-        if not self.values:
-            raise ValueError(f"values: a {self.kind} load needs values, e.g. [1, 2, 4]")
         if any(v <= 0 for v in self.values):
             raise ValueError("values: every value must be positive")
         if self.kind == "concurrency" and any(v != int(v) for v in self.values):
             raise ValueError("values: concurrency values are whole numbers of users")
         if self.requests is not None and self.duration_s is not None:
             raise ValueError("give requests or duration_s per point, not both")
-        if self.max_concurrency is not None and self.kind != "rate":
-            raise ValueError("max_concurrency applies to rate loads only")
+        if self.max_concurrency is not None and self.kind not in ("rate", "trace"):
+            raise ValueError("max_concurrency applies to rate and trace loads only")
+        if self.kind != "rate" and (self.arrival != "poisson" or self.ramp_up_s is not None):
+            raise ValueError("arrival and ramp_up_s shape rate loads only")
+        if self.burstiness != 1.0 and self.arrival != "gamma":
+            raise ValueError('burstiness shapes gamma arrivals: set arrival = "gamma"')
+        if self.kind == "trace" and (self.requests is not None or self.duration_s is not None):
+            raise ValueError("a trace load sends the trace's requests: no requests or "
+                             "duration_s")
         if self.workers is not None and self.max_concurrency is not None \
                 and self.max_concurrency < self.workers:
             raise ValueError(f"max_concurrency {self.max_concurrency} is split over the "
@@ -163,11 +171,20 @@ class LoadSettings(_Strict):
 
         if self.kind == "sequential":
             return [LoadPoint()]
+        return [self.point(v, default_requests) for v in self.values]
+
+    def point(self, value: float, default_requests: int, repetition: int = 0) -> Any:
+        """One ``bench.plan.schedule.LoadPoint`` of this load at ``value`` (``repetition``
+        > 0: a capacity search's repeat of a rate); a trace point gets its times when its
+        prompts are known (``LoadPoint.with_trace``)."""
+        from kvlab.bench.plan.schedule import LoadPoint
+
         requests = self.requests if self.requests or self.duration_s else default_requests
-        return [LoadPoint(kind=self.kind, value=v, requests=requests,
-                          duration_s=self.duration_s, arrival=self.arrival,
-                          max_concurrency=self.max_concurrency, seed=self.seed)
-                for v in self.values]
+        return LoadPoint(kind=self.kind, value=value, requests=requests,
+                         duration_s=self.duration_s, arrival=self.arrival,
+                         max_concurrency=self.max_concurrency, seed=self.seed + repetition,
+                         burstiness=self.burstiness, ramp_up_s=self.ramp_up_s,
+                         repetition=repetition)
 
 
 class SloSettings(_Strict):
@@ -176,6 +193,34 @@ class SloSettings(_Strict):
     ttft_ms: float | None = Field(default=None, gt=0)
     itl_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
+
+
+class SearchSettings(_Strict):
+    """The highest request rate at which every objective holds (``[search]``): rate
+    points of ``[load]`` (arrival, requests or duration_s, max_concurrency, slip
+    threshold) chosen by bisection between ``low`` and ``high`` requests/s, each run
+    ``repetitions`` times; see bench.analysis.capacity. Objectives: the ``percentile``
+    of TTFT, effective ITL and e2e at most the given ms, and the share of requests
+    meeting every ``[slo]`` at least ``goodput`` (0.95: 95 %)."""
+
+    low: float = Field(gt=0)  # requests/s
+    high: float = Field(gt=0)  # requests/s
+    precision: float = Field(default=0.05, gt=0, lt=1)  # stop once (high - low) / low <= it
+    repetitions: int = Field(default=2, ge=1)  # load points per rate tried
+    max_rates: int = Field(default=10, ge=2)  # rates tried at most (low and high included)
+    percentile: float = Field(default=95.0, gt=0, lt=100)
+    ttft_ms: float | None = Field(default=None, gt=0)
+    itl_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+    goodput: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SearchSettings:
+        if self.low >= self.high:
+            raise ValueError(f"low {self.low:g} must be below high {self.high:g}")
+        if (self.ttft_ms, self.itl_ms, self.e2e_ms, self.goodput) == (None,) * 4:
+            raise ValueError("give at least one objective: ttft_ms, itl_ms, e2e_ms or goodput")
+        return self
 
 
 class Mode(_Strict):
@@ -252,12 +297,32 @@ class Experiment(_Strict):
     order: Literal["blocked", "abba", "interleaved"] = "blocked"  # see bench.plan.order
     load: LoadSettings = Field(default_factory=LoadSettings)
     slo: SloSettings = Field(default_factory=SloSettings)
+    search: SearchSettings | None = None  # the highest rate meeting objectives
 
     @model_validator(mode="after")
     def _order_needs_sequential(self) -> Experiment:
         if self.order != "blocked" and self.load.kind != "sequential":
             raise ValueError(f"order: {self.order!r} alternates sequential requests; "
                              f"use order = \"blocked\" with a {self.load.kind} load")
+        return self
+
+    @model_validator(mode="after")
+    def _load_fits_workload(self) -> Experiment:
+        load, search = self.load, self.search
+        if search is not None:
+            if load.kind != "rate" or load.values:
+                raise ValueError('search: a search picks its own rates: set [load] kind = '
+                                 '"rate" without values')
+            if search.goodput is not None and SloSettings() == self.slo:
+                raise ValueError("search.goodput: the share of requests meeting [slo]; set "
+                                 "[slo] ttft_ms, itl_ms or e2e_ms")
+        elif load.kind != "sequential" and not load.values:
+            raise ValueError(f"load.values: a {load.kind} load needs values, e.g. "
+                             + ("[1.0] (the trace's own pace)" if load.kind == "trace"
+                                else "[1, 2, 4]"))
+        if load.kind == "trace" and self.workload.dataset.kind != "trace":
+            raise ValueError('load: a trace load replays a trace\'s times; set '
+                             '[workload.dataset] kind = "trace"')
         return self
 
     def repeat_aa(self, name: str) -> Experiment:
@@ -396,6 +461,7 @@ def load_experiment(path: Path | str) -> Experiment:
         queries = Path(experiment.workload.queries_file)
         if not queries.is_absolute():
             experiment.workload.queries_file = str((path.parent / queries).resolve())
+    experiment.workload.dataset = experiment.workload.dataset.resolved(path.parent)
     if experiment.workload.tokenizer is not None:
         tokenizer = Path(experiment.workload.tokenizer).expanduser()
         if not tokenizer.is_absolute():
