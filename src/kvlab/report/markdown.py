@@ -13,7 +13,7 @@ from kvlab.bench.analysis.evaluate import METRIC_DEFINITIONS, Evaluation
 from kvlab.bench.analysis.load import LoadSummary
 from kvlab.bench.analysis.saturation import ClientCheck
 from kvlab.experiment import Experiment
-from kvlab.report.prompts import prompt_rule
+from kvlab.report.prompts import output_rule, workload_rule
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -104,9 +104,9 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         f"- Queries per (mode, capacity): {manifest_queries(manifest, w.queries)} "
         f"× {w.repetitions} repetition(s); {w.warmup} warm-up request(s) per server, "
         "recorded and flagged, never aggregated.",
-        f"- {prompt_rule(w.prompt_fraction)} How tokens were counted, and what the server "
+        f"- {workload_rule(w)} How tokens were counted, and what the server "
         "counted: section Prompts.",
-        f"- Output forced to {w.output_tokens} tokens (ignore_eos={p.ignore_eos}), "
+        f"- {output_rule(w)} (ignore_eos={p.ignore_eos}), "
         f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}, "
         f"cache_salt={p.cache_salt}.",
         f"- Requests sequential; request timeout {p.request_timeout_s:g} s; readiness "

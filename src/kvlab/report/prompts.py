@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
+from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.sizing import Sizing
 from kvlab.bench.records import Outcome, Record
+from kvlab.experiment import Workload
 
 
 def prompt_rule(fraction: float) -> str:
@@ -24,6 +26,28 @@ def prompt_rule(fraction: float) -> str:
             f"tokens (f = {fraction:g}, C = capacity), so the longest query's prompt is "
             f"about {fraction:.0%} of the capacity and the others a few tokens less; the "
             "same prompts for every mode at a capacity.")
+
+
+def workload_rule(workload: Workload) -> str:
+    """How the prompts are made, in words: the padding rule of the builtin kind, or the
+    dataset kind's own description."""
+    if isinstance(workload.dataset, BuiltinDataset):
+        return prompt_rule(workload.prompt_fraction)
+    return f"Prompts: {workload.dataset.describe()}."
+
+
+def dataset_rule(workload: Workload) -> str | None:
+    """A dataset kind's description for the Prompts section (None: the builtin kind,
+    whose padding rule the section states itself)."""
+    return None if isinstance(workload.dataset, BuiltinDataset) else workload_rule(workload)
+
+
+def output_rule(workload: Workload) -> str:
+    """The output length asked of each row, in words."""
+    if isinstance(workload.dataset, BuiltinDataset):
+        return f"Output forced to {workload.output_tokens} tokens"
+    return (f"Output forced to each row's own length (the dataset's; "
+            f"[workload] output_tokens = {workload.output_tokens} where a row gives none)")
 
 
 def prompt_token_spread(records: Sequence[Record]) -> dict[int, tuple[int, float, int, int]]:
@@ -37,20 +61,22 @@ def prompt_token_spread(records: Sequence[Record]) -> dict[int, tuple[int, float
 
 
 def prompts_markdown(manifest: dict[str, Any], records: Sequence[Record],
-                     fraction: float) -> str:
-    """The "Prompts" section of report.md ("" when nothing was prepared or measured)."""
-    body = prompts_body(manifest, records, fraction)
+                     fraction: float, rule: str | None = None) -> str:
+    """The "Prompts" section of report.md ("" when nothing was prepared or measured);
+    ``rule``: a dataset kind's description (None: the builtin padding rule)."""
+    body = prompts_body(manifest, records, fraction, rule)
     return f"\n## Prompts\n\n{body}" if body else ""
 
 
-def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: float) -> str:
+def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: float,
+                 rule: str | None = None) -> str:
     """The section's text without its heading (report.html renders it too)."""
     sizing = manifest.get("prompt_sizing") or {}
     spread = prompt_token_spread(records)
     capacities = sorted({int(c) for c in sizing} | set(spread))
     if not capacities:
         return ""
-    lines = [prompt_rule(fraction), "",
+    lines = [rule or prompt_rule(fraction), "",
              "| capacity | target f·C | sized with | server-counted prompt tokens "
              "min / mean / max | rows |", "|---|---|---|---|---|"]
     for capacity in capacities:
@@ -61,7 +87,8 @@ def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: 
             counted, n = f"{low} / {mean:.1f} / {high}", str(rows)
         else:
             counted, n = "— (no record states them)", "0"
-        lines.append(f"| {capacity} | {int(fraction * capacity)} | {how} | {counted} | {n} |")
+        target = "each row's own" if rule else str(int(fraction * capacity))
+        lines.append(f"| {capacity} | {target} | {how} | {counted} | {n} |")
     methods = {f.get("method") for f in sizing.values()}
     if methods - {"server-tokenize"}:
         lines += ["", "A tokenizer file counts the prompt text (no chat template); a "

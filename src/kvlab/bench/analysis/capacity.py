@@ -265,9 +265,11 @@ class CapacityResult:
     interval: Interval | None = None
     bracket: tuple[float, float] | None = None
     notes: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)  # each objective's metric, in order
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "capacity": self.capacity, "objectives": self.objectives,
+                "metrics": self.metrics,
                 "status": self.status, "rate": self.rate,
                 "interval": self.interval.to_dict() if self.interval else None,
                 "bracket": list(self.bracket) if self.bracket else None,
@@ -322,7 +324,8 @@ def capacity_search(records: Iterable[Record], objectives: Objectives, plan: Sea
             kept[rate] = rows
         status, rate, found = estimate(probes, objectives)
         result = CapacityResult(mode, capacity, [o.describe() for o in objectives.items],
-                                probes, status, rate, bracket=found)
+                                probes, status, rate, bracket=found,
+                                metrics=[o.metric for o in objectives.items])
         if status == "found":
             result.interval = bootstrap_rate(probes, kept, objectives, resamples)
         if found and (found[1] - found[0]) / found[0] > plan.precision:
