@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +242,20 @@ class PreparedPrompt:
     def asked_output(self, default: int) -> int:
         """The output tokens this row asks for (``default``: the workload's)."""
         return self.output_tokens if self.output_tokens is not None else default
+
+
+WARMUP_MARK = "~warm-up~ "  # opens a warm-up prompt where prefixes may be reused
+
+
+def warmup_prompt(first: PreparedPrompt, reuse: bool) -> PreparedPrompt:
+    """The prompt a warm-up request sends: the first row's, or, where the protocol lets
+    a server reuse prefixes (``cache_prompt``), the same text with its opening replaced
+    by :data:`WARMUP_MARK`, about as long but sharing no prefix with any row, so no
+    measured row finds the warm-up's prompt in the server's cache."""
+    if not reuse:
+        return first
+    text = WARMUP_MARK + first.prompt[len(WARMUP_MARK):]
+    return replace(first, prompt=text, sha256=sha256(text))
 
 
 _ALWAYS = ("query_id", "query", "prompt", "sha256", "tokens")

@@ -4,7 +4,9 @@ A :class:`Session` walks the run order (blocked, ABBA shares or interleaved, see
 :mod:`kvlab.bench.plan.order`): for each (mode, capacity) it starts the server (or checks
 the endpoint), prepares the capacity's prompts on first use (``prepared.json``), warms
 up, then sends the rows not done yet, one after another or as whole load points
-(:mod:`kvlab.bench.plan.schedule`). The session owns the run's state
+(:mod:`kvlab.bench.plan.schedule`); where the protocol allows prefix reuse, the warm-up
+prompt shares no prefix with any row (:func:`~kvlab.bench.plan.workload.warmup_prompt`).
+The session owns the run's state
 (:class:`~kvlab.bench.store.state.RunState`) in memory and saves it, and every Record
 as it lands, through the run's one writer (:class:`~kvlab.bench.store.writer.RunWriter`,
 off the event loop; synced to the disk at the end of each load point and on every
@@ -34,7 +36,7 @@ from kvlab.bench.plan.order import (
     split,
 )
 from kvlab.bench.plan.schedule import LoadPoint
-from kvlab.bench.plan.workload import Prepared, PreparedPrompt, Query
+from kvlab.bench.plan.workload import Prepared, PreparedPrompt, Query, warmup_prompt
 from kvlab.bench.records import Outcome, Record, RunClock
 from kvlab.bench.run.reporter import Reporter
 from kvlab.bench.run.rundir import now_iso
@@ -183,7 +185,8 @@ class Session:
                 await asyncio.to_thread(check_models, endpoint)
             prompts = {p.query_id: p for p in await self.prompts(
                 capacity, endpoint, self.experiment.request_params(mode))}
-            first = next(iter(prompts.values()))
+            first = warmup_prompt(next(iter(prompts.values())),
+                                  self.experiment.protocol.cache_prompt)
             for i in range(self.experiment.workload.warmup):
                 await self.send(client, endpoint, mode, capacity, first, i, server,
                                 warmup=True)
