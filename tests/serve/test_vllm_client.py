@@ -1,9 +1,9 @@
 """vLLM's own benchmark client (``vllm bench serve``) against kvlab serve.
 
-Runs where vLLM's environment exists (``KVLAB_VLLM_PYTHON``, or the one kvlab's vLLM
-set-up makes under ~/.cache/kvlab/vllm); it takes about a minute, most of it importing
-vLLM. Where it does not, tests/bench/peers/test_peers.py checks the recorded exchange
-(a result file of this same command against the real Gemma 3 270M).
+Runs where vLLM's environment exists (``kvlab vllm setup``, which ``make test`` runs, or
+``KVLAB_VLLM_PYTHON``); it takes about a minute, most of it importing vLLM. Where it
+does not, tests/bench/peers/test_peers.py checks the recorded exchange (a result file
+of this same command against the real Gemma 3 270M).
 
 The client is given the bundled Gemma's tokenizer (kvlab's own conversion of the
 GGUF's vocabulary) and the server is the toy model, whose tokenizer is bytes: the
@@ -23,22 +23,24 @@ from pathlib import Path
 import pytest
 
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
-from tests.conftest import llama_server_missing
+from tests.conftest import llama_server_missing, vllm_missing
 from tests.serve.conftest import wait_ready
 
 
 def vllm_python() -> Path | None:
-    """The Python of an environment with vLLM in it, if there is one."""
-    named = os.environ.get("KVLAB_VLLM_PYTHON")
-    if named:
-        return Path(named)
-    found = sorted(Path.home().glob(".cache/kvlab/vllm/*/lib/python3*/site-packages/vllm"))
-    return found[-1].parents[3] / "bin" / "python" if found else None
+    """The Python of vLLM's environment (``kvlab vllm setup`` or KVLAB_VLLM_PYTHON);
+    None where there is none (make test requires it: KVLAB_REQUIRE_VLLM=1)."""
+    if vllm_missing():
+        return None
+    from kvlab.servers.vllm_env import find_vllm
+
+    return find_vllm().python
 
 
 PYTHON = vllm_python()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    PYTHON is None, reason="no vLLM environment (KVLAB_VLLM_PYTHON or ~/.cache/kvlab/vllm)")]
+pytestmark = [pytest.mark.slow, pytest.mark.vllm,
+              pytest.mark.skipif(PYTHON is None, reason="no vLLM environment (kvlab vllm "
+                                                        "setup, or KVLAB_VLLM_PYTHON)")]
 
 
 @pytest.fixture(scope="module")

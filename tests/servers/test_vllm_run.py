@@ -1,0 +1,108 @@
+"""Whole ``kvlab run``s that launch the real vLLM: a run whose vLLM has its prefix
+cache on (its rows are refused and named), and Ctrl-C in the middle of a run (no vLLM
+process is left). Each launches its own vLLM (``--enforce-eager``: 40-60 s here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kvlab.servers.vllm import descendants, start_ticks
+from tests.conftest import vllm_missing
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def experiment(path: Path, prefix_caching: bool, queries: int = 3) -> Path:
+    """A small vLLM experiment: prompts of ~512 tokens sharing their padding (four of
+    vLLM's 128-token blocks), 8 forced tokens."""
+    path.write_text(textwrap.dedent(f"""
+        name = "vllm-{'cached' if prefix_caching else 'plain'}"
+        [workload]
+        queries = {queries}
+        capacities = [1024]
+        prompt_fraction = 0.5
+        output_tokens = 8
+        warmup = 1
+        [[modes]]
+        name = "vllm"
+        server = "vllm"
+        api = "openai-completion"
+        [modes.vllm]
+        enforce_eager = true
+        kv_cache_space_gib = 1
+        threads = 1
+        prefix_caching = {str(prefix_caching).lower()}
+    """))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _needs_vllm() -> None:
+    reason = vllm_missing()
+    if reason:
+        pytest.skip(reason)
+
+
+def test_a_vllm_with_its_prefix_cache_on_gets_its_rows_refused(tmp_path: Path) -> None:
+    from kvlab.bench.run.runner import run_experiment
+
+    result = run_experiment(experiment(tmp_path / "cached.toml", prefix_caching=True),
+                            out=tmp_path / "runs")
+    evaluation = result.evaluation
+    manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
+    (entry,) = manifest["servers"]
+    assert "--enable-prefix-caching" in entry["facts"]["argv"]
+    assert entry["facts"]["version_endpoint"] == {"version": "0.32.0"}
+    refused = [v for v in evaluation.violations if v.reason == "prefix_reuse"]
+    # the warm-up computed the shared padding; every measured row then hit it
+    assert len(refused) == 3, [str(v) for v in evaluation.violations]
+    assert all("from its prefix cache under cache_prompt = false" in v.detail
+               for v in refused)
+    (reuse,) = evaluation.prefix_reuse
+    assert reuse.reused == 3 and reuse.counted == 3
+    report = (result.run_dir.path / "report.md").read_text()
+    assert "reused a prefix and were refused" in report
+
+
+def test_ctrl_c_mid_run_leaves_no_vllm_process(tmp_path: Path) -> None:
+    path = experiment(tmp_path / "plain.toml", prefix_caching=False, queries=30)
+    process = subprocess.Popen([sys.executable, "-m", "kvlab", "run", str(path), "--out",
+                                str(tmp_path / "runs"), "-q"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        seen: dict[int, int] = {}
+        while time.monotonic() < deadline:  # until the first measured answer
+            for pid in descendants(process.pid):
+                started = start_ticks(pid)
+                if started is not None:
+                    seen.setdefault(pid, started)
+            records = list((tmp_path / "runs").glob("*/records.jsonl"))
+            rows = records[0].read_text().splitlines() if records else []
+            if any(not json.loads(row)["warmup"] for row in rows):
+                break
+            assert process.poll() is None, process.communicate()[1]
+            time.sleep(0.2)
+        assert len(seen) >= 3, "vLLM's processes were never seen"
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr
+    assert "resume with: kvlab run --resume" in stderr
+    time.sleep(0.5)
+    left = [pid for pid, started in seen.items() if start_ticks(pid) == started]
+    assert not left, f"processes left after Ctrl-C: {left}"
+    assert not any(start_ticks(pid) for pid in descendants(os.getpid())
+                   if pid != process.pid and pid in seen)
