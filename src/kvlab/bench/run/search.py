@@ -49,10 +49,11 @@ async def search_capacity(session: Session, mode: Mode, capacity: int, endpoint:
         by_point: dict[str, list[Record]] = {}
         for k in range(1, experiment.search.repetitions + 1):
             point = load.point(rate, requests, repetition=k)
-            if session.state.point_done(mode.name, capacity, point.label):
-                by_point[point.label] = earlier.get(point.label, [])
+            label = point.label or ""  # a rate point always has one
+            if session.state.point_done(mode.name, capacity, label):
+                by_point[label] = earlier.get(label, [])
             else:
-                by_point[point.label] = await session.run_load_point(
+                by_point[label] = await session.run_load_point(
                     mode, capacity, endpoint, prompts, server, point)
         probe, _ = judge(rate, by_point, objectives, load.slip_threshold_ms)
         probes.append(probe)

@@ -58,7 +58,6 @@ def queries_of(experiment: Experiment) -> list[Query]:
     return experiment.workload.source().queries()
 
 
-
 class ServerDied(Exception):
     """A managed server exited mid-run (its rows failed); the session stops."""
 
@@ -72,10 +71,8 @@ class Session:
         self.experiment = experiment
         self.reporter = reporter
         self.attach = attach  # --no-launch: the user's servers instead of launching
-        if run.state.dataset_file:  # the file as resolved when the run began
-            dataset = experiment.workload.dataset.with_file(run.state.dataset_file)
-            experiment.workload.dataset = dataset
-        self.dataset = experiment.workload.source()
+        # the dataset's file as resolved when the run began (a resume reads it again)
+        self.dataset = experiment.workload.source(run.state.dataset_file)
         self.queries = self.dataset.queries()
         self.state = run.state  # owned here, in memory; saved through self.writer
         existing = run.records
