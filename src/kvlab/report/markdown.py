@@ -12,7 +12,7 @@ from typing import Any
 from kvlab.bench.analysis.evaluate import METRIC_DEFINITIONS, Evaluation
 from kvlab.bench.analysis.load import LoadSummary
 from kvlab.bench.analysis.saturation import ClientCheck
-from kvlab.experiment import Experiment
+from kvlab.experiment import Experiment, Workload
 from kvlab.report.prompts import output_rule, workload_rule
 
 
@@ -101,7 +101,7 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         out += [experiment.description, ""]
     out += [
         "## Protocol", "",
-        f"- Queries per (mode, capacity): {manifest_queries(manifest, w.queries)} "
+        f"- Queries per (mode, capacity): {queries_line(w, manifest)} "
         f"× {w.repetitions} repetition(s); {w.warmup} warm-up request(s) per server, "
         "recorded and flagged, never aggregated.",
         f"- {workload_rule(w)} How tokens were counted, and what the server "
@@ -185,6 +185,14 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
 
 def manifest_queries(manifest: dict[str, Any], default: int) -> int:
     return int(manifest.get("queries", default))
+
+
+def queries_line(workload: Workload, manifest: dict[str, Any]) -> str:
+    """How many queries each (mode, capacity) measures: the built-in count, or the
+    dataset's rows (``prepared.json`` lists them)."""
+    if workload.dataset.kind == "builtin":
+        return str(manifest_queries(manifest, workload.queries))
+    return f"the rows of the {workload.dataset.kind!r} dataset (prepared.json)"
 
 
 def load_markdown(summaries: Sequence[LoadSummary]) -> str:

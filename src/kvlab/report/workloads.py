@@ -49,11 +49,11 @@ def capacity_body(results: Sequence[CapacityResult]) -> str:
         "and the lowest rate missed; its 95 % interval is a bootstrap over the rows of "
         "every rate tried.", ""]
     for r in results:
-        head = f"**{r.mode} @ {r.capacity}**: " + "; ".join(r.objectives) + ". "
+        head = f"{r.mode} @ {r.capacity}: " + "; ".join(r.objectives) + ". "
         if r.status == "found" and r.rate is not None and r.bracket is not None:
             interval = (f" (95 % interval {r.interval.low:.4g}–{r.interval.high:.4g})"
                         if r.interval else "")
-            head += (f"Capacity **{r.rate:.4g} requests/s**{interval}, between "
+            head += (f"Capacity {r.rate:.4g} requests/s{interval}, between "
                      f"{r.bracket[0]:g} (met) and {r.bracket[1]:g} (missed).")
         elif r.status == "below_low":
             head += "Missed already at the lowest rate tried: the capacity is below it."

@@ -11,7 +11,10 @@ turns are skipped). Each conversation gives:
 - ``turns = 1`` (the default): one row, its first human turn as the prompt; the token
   count of the answer that follows is the row's output length (at least
   ``min_output_tokens``, 2 by default since ITL needs two tokens; at most
-  ``max_output_tokens``).
+  ``max_output_tokens``). The answer is counted by the run's token counter: with the
+  server's ``/tokenize`` or a tokenizer file that is the answer's own text; with
+  calibration on ``usage`` it includes what the server adds to every request (a chat
+  template), a few tokens more.
 - ``turns = k``: up to k rows, turn ``j`` sending the earlier turns and their answers,
   then its own question, joined by blank lines (``h1 + "\\n\\n" + a1 + "\\n\\n" + h2``);
   its output length is the token count of answer ``j``. The earlier answers are the
