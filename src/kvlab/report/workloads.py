@@ -77,6 +77,25 @@ def capacity_body(results: Sequence[CapacityResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def capacity_lines(results: Sequence[CapacityResult]) -> list[str]:
+    """One line per search: the answer and what it is the answer to (a terminal's)."""
+    out = []
+    for r in results:
+        what = "; ".join(r.objectives)
+        if r.status == "found" and r.rate is not None and r.bracket is not None:
+            interval = (f" (95 % interval {r.interval.low:.4g}–{r.interval.high:.4g})"
+                        if r.interval else "")
+            out.append(f"capacity: {r.mode} @ {r.capacity}: {r.rate:.4g} requests/s"
+                       f"{interval} for {what}; met at {r.bracket[0]:g}, missed at "
+                       f"{r.bracket[1]:g}")
+        else:
+            words = {"below_low": "below the lowest rate tried",
+                     "above_high": "above the highest rate tried"}
+            out.append(f"capacity: {r.mode} @ {r.capacity}: "
+                       f"{words.get(r.status, 'not found')} for {what}")
+    return out
+
+
 def cache_body(splits: Sequence[CacheSplit]) -> str:
     """Cached tokens per row and TTFT split by cache hit ("" when no row allowed reuse)."""
     if not splits:
