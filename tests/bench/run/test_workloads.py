@@ -192,3 +192,24 @@ def test_bursty_arrivals_follow_their_gamma_schedule(tmp_path) -> None:
         assert [(r.t_scheduled or 0) - start for r in mine] == arrival_offsets_ns(point, 60)
     assert result.evaluation.counts["refused_rows"] == 0
     assert {s.load for s in result.evaluation.load} == {"rate=8.0", "rate=14.0"}
+
+
+@pytest.mark.slow
+def test_an_interrupted_dataset_run_resumes_from_the_file_it_began_with(tmp_path) -> None:
+    """The run dir's copy of the experiment names the file relative to the original
+    experiment; a resume reads the file recorded in the manifest instead."""
+    from kvlab.errors import RunInterrupted
+    from tests.bench.run.test_runner import StopAfter
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prompts.jsonl").write_text(
+        (EXPERIMENTS / "data" / "prompts.jsonl").read_text())
+    path = tmp_path / "dataset-jsonl.toml"
+    path.write_text((EXPERIMENTS / "dataset-jsonl.toml").read_text())
+    with pytest.raises(RunInterrupted):
+        run_experiment(path, out=tmp_path / "runs", reporter=StopAfter(2), html=False)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    result = run_experiment(None, resume=run_dir, html=False)
+    rows = measured(result)
+    assert sorted(r.query_id for r in rows) == ["kv1", "kv2", "kv3", "kv4", "kv5", "kv6"]
+    assert result.evaluation.counts["refused_rows"] == 0
