@@ -35,7 +35,8 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
     records = run.records
     report = render_report(evaluation, experiment, manifest,
                            intervals=pairs_markdown(evaluation.pairs, evaluation.named_pairs))
-    report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction)
+    report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction,
+                               experiment.workload.dataset)
     report += order_markdown(evaluation.order)
     report += load_markdown(evaluation.load)
     report += workers_markdown(manifest, records)

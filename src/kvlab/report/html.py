@@ -112,7 +112,7 @@ def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
             ["capacities", ", ".join(map(str, experiment.all_capacities()))],
             ["output tokens (forced)", f"{w.output_tokens} (ignore_eos={p.ignore_eos})"],
             ["warm-up per (mode, capacity)", f"{w.warmup}, recorded, never aggregated"],
-            ["prompt", prompt_rule(w.prompt_fraction)],
+            ["prompt", prompt_rule(w.prompt_fraction, w.dataset)],
             ["temperature / seed / cache_prompt / cache_salt",
              f"{p.temperature:g} / {p.seed} / {p.cache_prompt} / {p.cache_salt}"],
             ["timeouts", f"request {p.request_timeout_s:g} s, readiness {p.ready_timeout_s:g} s"],
@@ -310,7 +310,8 @@ def _server_counters(evaluation: Evaluation) -> str:
 def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     """How the prompts were sized and what the server counted (report.md's section)."""
     experiment = run.known_experiment
-    body = prompts_body(run.manifest(), rows, experiment.workload.prompt_fraction) \
+    body = prompts_body(run.manifest(), rows, experiment.workload.prompt_fraction,
+                        experiment.workload.dataset) \
         if experiment is not None else ""
     return f"<h2>Prompts</h2>\n{_markdown_block(body)}" if body else ""
 

@@ -54,3 +54,9 @@ class DatasetSettings(BaseModel):
     def build(self, workload: WorkloadFacts) -> Dataset:
         """The dataset of an experiment whose ``[workload]`` is ``workload``."""
         raise NotImplementedError
+
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, in one paragraph for the reports."""
+        kind = type(self).model_fields["kind"].default
+        return f"Prompts come from the {kind!r} dataset; the same prompts for every mode " \
+               "at a capacity."
