@@ -20,7 +20,7 @@ from kvlab.report.markdown import (
     render_report,
 )
 from kvlab.report.peer_definitions import definitions_markdown
-from kvlab.report.prompts import dataset_rule, prompts_markdown
+from kvlab.report.prompts import prompts_markdown
 from kvlab.report.server_counters import server_counters_markdown
 from kvlab.report.verdicts import pairs_markdown
 from kvlab.report.workers import workers_markdown
@@ -38,7 +38,7 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
     report = render_report(evaluation, experiment, manifest,
                            intervals=pairs_markdown(evaluation.pairs, evaluation.named_pairs))
     report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction,
-                               dataset_rule(experiment.workload))
+                               experiment.workload.dataset)
     report += order_markdown(evaluation.order)
     report += load_markdown(evaluation.load)
     report += workers_markdown(manifest, records)

@@ -34,7 +34,7 @@ from kvlab.bench.records import GaugeSample, Record
 from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import RunDir, load_run
 from kvlab.report import plots
-from kvlab.report.prompts import dataset_rule, output_rule, prompts_body, workload_rule
+from kvlab.report.prompts import output_rule, prompt_rule, prompts_body
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
 from kvlab.report.workloads import sections as workload_sections
 
@@ -113,7 +113,7 @@ def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
             ["capacities", ", ".join(map(str, experiment.all_capacities()))],
             ["output tokens (forced)", f"{output_rule(w)} (ignore_eos={p.ignore_eos})"],
             ["warm-up per (mode, capacity)", f"{w.warmup}, recorded, never aggregated"],
-            ["prompt", workload_rule(w)],
+            ["prompt", prompt_rule(w.prompt_fraction, w.dataset)],
             ["temperature / seed / cache_prompt / cache_salt",
              f"{p.temperature:g} / {p.seed} / {p.cache_prompt} / {p.cache_salt}"],
             ["timeouts", f"request {p.request_timeout_s:g} s, readiness {p.ready_timeout_s:g} s"],
@@ -312,7 +312,8 @@ def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     """How the prompts were sized and what the server counted (report.md's section)."""
     experiment = run.known_experiment
     body = prompts_body(run.manifest(), rows, experiment.workload.prompt_fraction,
-                        dataset_rule(experiment.workload)) if experiment is not None else ""
+                        experiment.workload.dataset) \
+        if experiment is not None else ""
     return f"<h2>Prompts</h2>\n{_markdown_block(body)}" if body else ""
 
 

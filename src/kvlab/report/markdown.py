@@ -13,7 +13,7 @@ from kvlab.bench.analysis.evaluate import METRIC_DEFINITIONS, Evaluation
 from kvlab.bench.analysis.load import LoadSummary
 from kvlab.bench.analysis.saturation import ClientCheck
 from kvlab.experiment import Experiment, Workload
-from kvlab.report.prompts import output_rule, workload_rule
+from kvlab.report.prompts import output_rule, prompt_rule
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -104,8 +104,8 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         f"- Queries per (mode, capacity): {queries_line(w, manifest)} "
         f"× {w.repetitions} repetition(s); {w.warmup} warm-up request(s) per server, "
         "recorded and flagged, never aggregated.",
-        f"- {workload_rule(w)} How tokens were counted, and what the server "
-        "counted: section Prompts.",
+        f"- {prompt_rule(w.prompt_fraction, w.dataset)} How tokens were counted, and what "
+        "the server counted: section Prompts.",
         f"- {output_rule(w)} (ignore_eos={p.ignore_eos}), "
         f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}, "
         f"cache_salt={p.cache_salt}.",
@@ -178,7 +178,8 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         if facts.get("launched") is False:  # kvlab run --no-launch
             argv = f"not launched by kvlab: {facts.get('base_url')}"
         out.append(f"- `{entry['mode']}` @ {entry['capacity']}: `{argv}` "
-                   f"({facts.get('version', '')}; log {facts.get('log', '—')}; "
+                   f"({facts.get('version', '')}; "
+                   f"log {facts.get('log') or facts.get('log_path') or '—'}; "
                    f"{entry.get('started')} → {entry.get('stopped')})")
     return "\n".join(out) + "\n"
 

@@ -59,7 +59,7 @@ def test_jsonl_rows_ask_for_their_own_output_lengths(tmp_path) -> None:
                                 f"{short.requested_tokens} requested")
     manifest = result.run_dir.manifest()
     assert manifest["dataset_file"] == str(EXPERIMENTS / "data" / "prompts.jsonl")
-    assert "Prompts: the prompts of" in result.run_dir.report_path.read_text()
+    assert "Prompts = the rows of" in result.run_dir.report_path.read_text()
 
 
 @pytest.mark.slow

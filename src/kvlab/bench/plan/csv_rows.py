@@ -34,6 +34,9 @@ class CsvDataset(FileDatasetSettings):
         rows = read_csv(Path(self.path), self.delimiter)
         return TextRows(mapped_rows(rows, self.columns, self.rows))
 
-    def describe(self) -> str:
-        return (f"the prompts of {self.path} (column {self.columns.prompt!r}), sent as "
-                f"written; {self.columns.output_rule()}")
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, for the reports (``prompt_fraction`` does not
+        apply)."""
+        return (f"Prompts = the rows of {self.path} (column {self.columns.prompt!r}), sent "
+                f"as written; {self.columns.output_rule()}. The same prompts for every "
+                "mode at a capacity.")

@@ -56,9 +56,11 @@ class DatasetSettings(BaseModel):
         """The dataset of an experiment whose ``[workload]`` is ``workload``."""
         raise NotImplementedError
 
-    def describe(self) -> str:
-        """One sentence for a report: where the prompts come from and how they are made."""
-        return f"dataset kind {self.model_fields['kind'].default!r}"
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, in one paragraph for the reports."""
+        kind = type(self).model_fields["kind"].default
+        return f"Prompts come from the {kind!r} dataset; the same prompts for every mode " \
+               "at a capacity."
 
     def data_file(self) -> str | None:
         """The file the rows are read from (None: the kind reads none)."""

@@ -32,6 +32,9 @@ class JsonlDataset(FileDatasetSettings):
     def build(self, workload: WorkloadFacts) -> TextRows:
         return TextRows(mapped_rows(read_jsonl(Path(self.path)), self.columns, self.rows))
 
-    def describe(self) -> str:
-        return (f"the prompts of {self.path} (key {self.columns.prompt!r}), sent as "
-                f"written; {self.columns.output_rule()}")
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, for the reports (``prompt_fraction`` does not
+        apply)."""
+        return (f"Prompts = the rows of {self.path} (key {self.columns.prompt!r}), sent "
+                f"as written; {self.columns.output_rule()}. The same prompts for every "
+                "mode at a capacity.")

@@ -75,15 +75,17 @@ class RandomDataset(DatasetSettings):
             shared = (self.prefix_tokens, self.group_size)
         return RandomRows(rows, shared)
 
-    def describe(self) -> str:
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, for the reports (``prompt_fraction`` does not
+        apply)."""
         output = (f"output tokens {self.output.describe()}" if self.output is not None
                   else "output tokens [workload] output_tokens")
         prefix = ("every prompt starts with its own tag" if self.prefix == "unique" else
                   f"groups of {self.group_size} rows share a {self.prefix_tokens}-token "
                   "prefix")
-        return (f"{self.rows} random rows (seed {self.seed}): prompt tokens "
+        return (f"Prompts = {self.rows} random rows (seed {self.seed}): prompt tokens "
                 f"{self.input.describe()}, {output}, each prompt sized to its length "
-                f"exactly; {prefix}")
+                f"exactly; {prefix}. The same prompts for every mode at a capacity.")
 
 
 @dataclass(frozen=True)

@@ -67,12 +67,15 @@ class ShareGptDataset(FileDatasetSettings):
         unique_ids(ids)
         return TextRows(rows, OutputBounds(self.min_output_tokens, self.max_output_tokens))
 
-    def describe(self) -> str:
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, for the reports (``prompt_fraction`` does not
+        apply)."""
         turns = ("the first human turn of each conversation" if self.turns == 1 else
                  f"up to {self.turns} turns of each conversation, each sending the earlier "
                  "turns and the file's answers")
-        return (f"{turns} of {self.path}, sent as written; each row's output length is the "
-                "token count of the answer that follows it")
+        return (f"Prompts = {turns} of {self.path}, sent as written; each row's output "
+                "length is the token count of the answer that follows it. The same prompts "
+                "for every mode at a capacity.")
 
 
 def _turns(row: FileRow) -> list[tuple[bool, str]]:

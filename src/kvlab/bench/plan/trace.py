@@ -58,11 +58,13 @@ class TraceDataset(FileDatasetSettings):
             requests.append(request)
         return TraceRows(requests, self.block_tokens)
 
-    def describe(self) -> str:
-        return (f"the requests of the trace {self.path}, each prompt sized to its "
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, for the reports (``prompt_fraction`` does not
+        apply)."""
+        return (f"Prompts = the requests of the trace {self.path}, each sized to its "
                 f"input_length exactly, with the same text for equal hash_ids (blocks of "
                 f"{self.block_tokens} tokens); each row's output length is its "
-                "output_length")
+                "output_length. The same prompts for every mode at a capacity.")
 
 
 @dataclass(frozen=True)
