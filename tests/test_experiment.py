@@ -129,3 +129,53 @@ def test_with_queries_refuses_a_layout_it_cannot_edit() -> None:
 
     with pytest.raises(ExperimentError, match=r"cannot set workload\.queries"):
         with_queries('name = "x"\nworkload = { queries = 4 }\n[[modes]]\nname = "a"\n', 2)
+
+
+def test_arrivals_and_ramp_reach_the_load_points() -> None:
+    e = parse_experiment(MINIMAL + '[load]\nkind = "rate"\nvalues = [2, 4]\n'
+                         'arrival = "gamma"\nburstiness = 0.5\nramp_up_s = 3\nseed = 9\n')
+    first, second = e.load.points(10)
+    assert (first.arrival, first.burstiness, first.ramp_up_s, first.seed) == (
+        "gamma", 0.5, 3.0, 9)
+    assert second.label == "rate=4.0" and second.requests == 10
+    again = e.load.point(4.0, 10, repetition=2)
+    assert again.label == "rate=4.0#2" and again.seed == 11  # a repeat draws anew
+
+
+@pytest.mark.parametrize(("load", "message"), [
+    ('kind = "rate"\nvalues = [1]\nburstiness = 0.5',
+     'load: burstiness shapes gamma arrivals: set arrival = "gamma"'),
+    ('kind = "concurrency"\nvalues = [2]\narrival = "gamma"',
+     "load: arrival and ramp_up_s shape rate loads only"),
+    ('kind = "rate"', "load.values: a rate load needs values, e.g. [1, 2, 4]"),
+    ('kind = "trace"\nvalues = [1.0]', "load: a trace load replays a trace's times; set "
+     '[workload.dataset] kind = "trace"'),
+    ('kind = "rate"\nvalues = [1]\nramp_up_s = 0', "load.ramp_up_s: Input should be "
+     "greater than 0"),
+])
+def test_bad_load_settings_are_one_line(load: str, message: str) -> None:
+    assert error_of(MINIMAL + f"[load]\n{load}\n") == f"experiments/x.toml: {message}"
+
+
+SEARCH = MINIMAL + '[load]\nkind = "rate"\narrival = "constant"\n[search]\nlow = 1\nhigh = 8\n'
+
+
+def test_a_search_takes_its_rates_from_the_bisection() -> None:
+    e = parse_experiment(SEARCH + "ttft_ms = 200\n")
+    assert e.search is not None and e.load.values == []
+    assert (e.search.percentile, e.search.repetitions, e.search.precision) == (95.0, 2, 0.05)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("", "search: give at least one objective: ttft_ms, itl_ms, e2e_ms or goodput"),
+    ("goodput = 0.95", "search.goodput: the share of requests meeting [slo]"),
+    ("ttft_ms = 100\nlow = 9", "search: low 9 must be below high 8"),
+])
+def test_bad_search_settings_are_one_line(extra: str, message: str) -> None:
+    text = SEARCH.replace("low = 1\n", "" if "low" in extra else "low = 1\n") + extra + "\n"
+    assert error_of(text).startswith(f"experiments/x.toml: {message}")
+
+
+def test_a_search_needs_a_rate_load_without_values() -> None:
+    text = SEARCH.replace('arrival = "constant"', "values = [1, 2]") + "ttft_ms = 100\n"
+    assert "search: a search picks its own rates" in error_of(text)

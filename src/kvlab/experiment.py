@@ -43,6 +43,7 @@ from pydantic_core import ErrorDetails
 from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import Dataset
 from kvlab.bench.plan.datasets import DATASET_KINDS, DatasetSettingsUnion
+from kvlab.bench.plan.load_settings import LoadSettings, SearchSettings, SloSettings
 from kvlab.bench.records import ApiKind
 from kvlab.errors import ExperimentError
 from kvlab.servers.embedded import EmbeddedSettings
@@ -52,8 +53,8 @@ from kvlab.servers.llamacpp import LlamaCppSettings
 
 __all__ = [
     "EmbeddedSettings", "Experiment", "ExternalSettings", "LoadSettings", "Mode",
-    "Protocol", "SloSettings", "Workload", "load_experiment", "parse_experiment",
-    "with_queries",
+    "Protocol", "SearchSettings", "SloSettings", "Workload", "load_experiment",
+    "parse_experiment", "with_queries",
 ]
 
 
@@ -96,9 +97,11 @@ class Workload(_Strict):
                 )
         return self
 
-    def source(self) -> Dataset:
-        """The dataset this workload's ``[workload.dataset]`` kind builds."""
-        return self.dataset.build(self)
+    def source(self, data_file: str | None = None) -> Dataset:
+        """The dataset this workload's ``[workload.dataset]`` kind builds; ``data_file``:
+        the file to read instead of the table's (a resumed run's, as resolved when it
+        began)."""
+        return (self.dataset.with_file(data_file) if data_file else self.dataset).build(self)
 
 
 class Protocol(_Strict):
@@ -115,67 +118,6 @@ class Protocol(_Strict):
     cache_salt: bool = False
     request_timeout_s: float = Field(default=120.0, gt=0)
     ready_timeout_s: float = Field(default=180.0, gt=0)
-
-
-class LoadSettings(_Strict):
-    """How requests are offered (``[load]``): a sweep of load points, see bench.plan.schedule."""
-
-    kind: Literal["sequential", "concurrency", "rate"] = "sequential"
-    values: list[float] = Field(default_factory=list)  # users (concurrency) or requests/s
-    arrival: Literal["poisson", "constant"] = "poisson"  # rate points
-    max_concurrency: int | None = Field(default=None, ge=1)  # rate points: in-flight cap
-    requests: int | None = Field(default=None, ge=1)  # per point (default: queries x reps)
-    duration_s: float | None = Field(default=None, gt=0)  # per point, instead of requests
-    slip_threshold_ms: float = Field(default=50.0, gt=0)  # p95 send lag above: slipped
-    seed: int = 42  # poisson arrivals
-    # load workers sharing each point (kvlab run --workers N): Ray actors, see bench.workers
-    workers: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> LoadSettings:
-        if self.kind == "sequential":
-            if self.values:
-                raise ValueError("values: a sequential load has no values; set kind")
-            if self.workers is not None:
-                raise ValueError("workers: a sequential load has one request in flight, "
-                                 "which one process sends; workers share concurrency or "
-                                 "rate points")
-            return self
-        if not self.values:
-            raise ValueError(f"values: a {self.kind} load needs values, e.g. [1, 2, 4]")
-        if any(v <= 0 for v in self.values):
-            raise ValueError("values: every value must be positive")
-        if self.kind == "concurrency" and any(v != int(v) for v in self.values):
-            raise ValueError("values: concurrency values are whole numbers of users")
-        if self.requests is not None and self.duration_s is not None:
-            raise ValueError("give requests or duration_s per point, not both")
-        if self.max_concurrency is not None and self.kind != "rate":
-            raise ValueError("max_concurrency applies to rate loads only")
-        if self.workers is not None and self.max_concurrency is not None \
-                and self.max_concurrency < self.workers:
-            raise ValueError(f"max_concurrency {self.max_concurrency} is split over the "
-                             f"{self.workers} workers: give each at least one")
-        return self
-
-    def points(self, default_requests: int) -> list[Any]:
-        """The sweep as ``bench.plan.schedule.LoadPoint`` objects, in the order given."""
-        from kvlab.bench.plan.schedule import LoadPoint
-
-        if self.kind == "sequential":
-            return [LoadPoint()]
-        requests = self.requests if self.requests or self.duration_s else default_requests
-        return [LoadPoint(kind=self.kind, value=v, requests=requests,
-                          duration_s=self.duration_s, arrival=self.arrival,
-                          max_concurrency=self.max_concurrency, seed=self.seed)
-                for v in self.values]
-
-
-class SloSettings(_Strict):
-    """Service-level objectives for goodput (``[slo]``, ms); unset ones are not checked."""
-
-    ttft_ms: float | None = Field(default=None, gt=0)
-    itl_ms: float | None = Field(default=None, gt=0)
-    e2e_ms: float | None = Field(default=None, gt=0)
 
 
 class Mode(_Strict):
@@ -252,12 +194,32 @@ class Experiment(_Strict):
     order: Literal["blocked", "abba", "interleaved"] = "blocked"  # see bench.plan.order
     load: LoadSettings = Field(default_factory=LoadSettings)
     slo: SloSettings = Field(default_factory=SloSettings)
+    search: SearchSettings | None = None  # the highest rate meeting objectives
 
     @model_validator(mode="after")
     def _order_needs_sequential(self) -> Experiment:
         if self.order != "blocked" and self.load.kind != "sequential":
             raise ValueError(f"order: {self.order!r} alternates sequential requests; "
                              f"use order = \"blocked\" with a {self.load.kind} load")
+        return self
+
+    @model_validator(mode="after")
+    def _load_fits_workload(self) -> Experiment:
+        load, search = self.load, self.search
+        if search is not None:
+            if load.kind != "rate" or load.values:
+                raise ValueError('search: a search picks its own rates: set [load] kind = '
+                                 '"rate" without values')
+            if search.goodput is not None and SloSettings() == self.slo:
+                raise ValueError("search.goodput: the share of requests meeting [slo]; set "
+                                 "[slo] ttft_ms, itl_ms or e2e_ms")
+        elif load.kind != "sequential" and not load.values:
+            raise ValueError(f"load.values: a {load.kind} load needs values, e.g. "
+                             + ("[1.0] (the trace's own pace)" if load.kind == "trace"
+                                else "[1, 2, 4]"))
+        if load.kind == "trace" and self.workload.dataset.kind != "trace":
+            raise ValueError('load: a trace load replays a trace\'s times; set '
+                             '[workload.dataset] kind = "trace"')
         return self
 
     def repeat_aa(self, name: str) -> Experiment:
@@ -396,6 +358,7 @@ def load_experiment(path: Path | str) -> Experiment:
         queries = Path(experiment.workload.queries_file)
         if not queries.is_absolute():
             experiment.workload.queries_file = str((path.parent / queries).resolve())
+    experiment.workload.dataset = experiment.workload.dataset.resolved(path.parent)
     if experiment.workload.tokenizer is not None:
         tokenizer = Path(experiment.workload.tokenizer).expanduser()
         if not tokenizer.is_absolute():

@@ -92,6 +92,10 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
     refused = evaluation.counts["refused_rows"]
     pairs = sum(1 for v in evaluation.violations if v.other_mode is not None)
     _print_load(evaluation)
+    from kvlab.report.workloads import capacity_lines
+
+    for line in capacity_lines(evaluation.capacity):
+        console.print(line, highlight=False, markup=False)
     console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
                   f"(details in {run_dir / 'report.md'})", highlight=False)
     client = evaluation.client

@@ -193,6 +193,9 @@ def serve_synthetic(
     tokens: int = typer.Option(64, help="Default tokens when the request sets none."),
     tokens_per_event: int = typer.Option(1, help="Tokens per SSE event."),
     events_per_write: int = typer.Option(1, help="SSE events per socket write."),
+    slots: int = typer.Option(0, min=0, help="Requests served at once; the others wait for "
+                              "a slot (0: no limit). One slot serves a request per "
+                              "ttft + (tokens - 1) * itl ms: a capacity known by hand."),
 ) -> None:
     """Serve tokens on an exact schedule and log the send times (see kvlab.serve.synthetic)."""
     from kvlab.serve.synthetic import Schedule
@@ -202,10 +205,10 @@ def serve_synthetic(
                           "--ttft-ms, --itl-ms >= 0")
     run_synthetic(host, port, Schedule(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens=tokens,
                                        tokens_per_event=tokens_per_event,
-                                       events_per_write=events_per_write))
+                                       events_per_write=events_per_write), slots)
 
 
-def run_synthetic(host: str, port: int, default: Any = None) -> None:
+def run_synthetic(host: str, port: int, default: Any = None, slots: int = 0) -> None:
     """Run the synthetic server in the foreground until Ctrl-C (``kvlab serve --synthetic``)."""
     import asyncio
     import contextlib
@@ -216,7 +219,7 @@ def run_synthetic(host: str, port: int, default: Any = None) -> None:
     check_port(port)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve(host, port, default or Schedule()))
+            asyncio.run(serve(host, port, default or Schedule(), slots))
     except OSError as exc:  # address in use, unknown host
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose "
                           "another --port (0 picks a free one) or --host") from None

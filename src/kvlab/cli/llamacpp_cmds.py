@@ -113,8 +113,8 @@ def dry_run_plan(experiment_path: Path | Any) -> list[dict[str, object]]:
 
     experiment = load_experiment(experiment_path) \
         if isinstance(experiment_path, str | Path) else experiment_path
-    n_requests = (experiment.workload.warmup
-                  + experiment.workload.queries * experiment.workload.repetitions)
+    rows = len(experiment.workload.source().queries())  # a bad dataset row: one line
+    n_requests = experiment.workload.warmup + rows * experiment.workload.repetitions
     plan: list[dict[str, object]] = []
     for mode in experiment.modes:
         for capacity in experiment.capacities(mode):

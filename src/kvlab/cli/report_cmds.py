@@ -47,24 +47,40 @@ def compare(
     requested_tokens: int | None = typer.Option(
         None, "--requested-tokens", min=1,
         help="Output tokens the peer requested, for files that do not say (vLLM)."),
+    fail_on: list[str] = typer.Option(
+        [], "--fail-on", metavar="slower[:METRIC[:THRESHOLD%]]",
+        help="Exit 1 when B is slower than A beyond doubt: its mean METRIC (default "
+             "e2e_ms; ttft_ms, itl_effective_ms, prefill_ms, decode_ms) above A's by more "
+             "than THRESHOLD % (default 0) over the whole 95 % interval, in some mode, "
+             "capacity and load. A difference the interval cannot separate from the "
+             "threshold passes (an A/A run exits 0). Repeat for several rules."),
 ) -> None:
     """Compare two runs: ratio A/B per metric with a 95 % interval and a verdict on B.
 
     A run may also be a GuideLLM benchmarks.json, a vLLM bench serve JSON saved with
     --save-detailed or an AIPerf profile_export.jsonl: its requests are read as kvlab
     records (imported; what the file lacks stays empty), refused if any request's
-    output tokens differ from the requested count."""
+    output tokens differ from the requested count.
+
+    In CI: kvlab compare runs/baseline runs/candidate --fail-on slower:e2e_ms:5%
+    exits 0 (no regression shown), 1 (B slower beyond 5 %, named) or 2 (the runs
+    cannot be compared)."""
     from rich import box
     from rich.table import Table
 
+    from kvlab.bench.analysis.gate import FailOn, gate
     from kvlab.bench.store.rundir import load_run_or_import
     from kvlab.report.compare_runs import compare_runs
     from kvlab.report.verdicts import comparison_rows, load_label
 
+    rules = [FailOn.parse(text) for text in fail_on]  # a bad rule: one line, exit 2
     result = compare_runs(load_run_or_import(run_a, requested_tokens),
                           load_run_or_import(run_b, requested_tokens))
+    verdict = gate(result.comparisons, rules) if rules else None
     if json_out:
-        print_json(result.to_dict())
+        print_json(result.to_dict() | ({"gate": verdict.to_dict()} if verdict else {}))
+        if verdict is not None and verdict.failed:
+            raise typer.Exit(1)
         return
     console.print(f"A = {result.run_a} ({result.path_a})\nB = {result.run_b} ({result.path_b})",
                   highlight=False, markup=False)
@@ -85,6 +101,17 @@ def compare(
     console.print("A/B > 1: B took less time; n: rows (p = paired on queries); the verdict "
                   "is read from the interval alone; --json adds reductions (1 − B/A).",
                   highlight=False, markup=False)
+    if verdict is None:
+        return
+    for rule in verdict.rules:
+        console.print(f"gate: fail when {rule.describe()}", highlight=False, markup=False)
+    for line in verdict.checks:
+        console.print(f"  {line.describe()}", highlight=False, markup=False)
+    failed = [c for c in verdict.checks if c.status == "fail"]
+    console.print(f"gate: {'FAILED' if failed else 'passed'} ({len(failed)} of "
+                  f"{len(verdict.checks)} checks failed)", highlight=False, markup=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -24,18 +24,21 @@ from kvlab.report.prompts import prompts_markdown
 from kvlab.report.server_counters import server_counters_markdown
 from kvlab.report.verdicts import pairs_markdown
 from kvlab.report.workers import workers_markdown
+from kvlab.report.workloads import workloads_markdown
 
 
 def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation) -> str:
     """report.md: protocol, definitions, validation, summaries, comparisons with their
     intervals, prompts, run order, load points, load workers and their clocks, client
-    load, KV check, server counters, other tools' definitions and, for an A/A run, the
+    load, KV check, server counters, capacity search, prefix cache, multi-turn growth,
+    other tools' definitions and, for an A/A run, the
     noise floor."""
     manifest = run.manifest()
     records = run.records
     report = render_report(evaluation, experiment, manifest,
                            intervals=pairs_markdown(evaluation.pairs, evaluation.named_pairs))
-    report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction)
+    report += prompts_markdown(manifest, records, experiment.workload.prompt_fraction,
+                               experiment.workload.dataset)
     report += order_markdown(evaluation.order)
     report += load_markdown(evaluation.load)
     report += workers_markdown(manifest, records)
@@ -43,6 +46,7 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
         report += client_markdown(evaluation.client)
     report += kv_check_markdown(manifest)
     report += server_counters_markdown(evaluation.server_counters)
+    report += workloads_markdown(evaluation)
     report += definitions_markdown(records, found=evaluation.definitions)
     if evaluation.repeat_aa:
         report += aa_markdown(evaluation, evaluation.repeat_aa)

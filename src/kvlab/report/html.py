@@ -34,8 +34,9 @@ from kvlab.bench.records import GaugeSample, Record
 from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import RunDir, load_run
 from kvlab.report import plots
-from kvlab.report.prompts import prompt_rule, prompts_body
+from kvlab.report.prompts import output_rule, prompt_rule, prompts_body
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
+from kvlab.report.workloads import sections as workload_sections
 
 HTML_FILE = "report.html"
 
@@ -110,9 +111,9 @@ def _protocol(run: RunDir, rows: Sequence[Record]) -> str:
         parts.append(_table(["setting", "value"], [
             ["queries × repetitions", f"{w.queries} × {w.repetitions}"],
             ["capacities", ", ".join(map(str, experiment.all_capacities()))],
-            ["output tokens (forced)", f"{w.output_tokens} (ignore_eos={p.ignore_eos})"],
+            ["output tokens (forced)", f"{output_rule(w)} (ignore_eos={p.ignore_eos})"],
             ["warm-up per (mode, capacity)", f"{w.warmup}, recorded, never aggregated"],
-            ["prompt", prompt_rule(w.prompt_fraction)],
+            ["prompt", prompt_rule(w.prompt_fraction, w.dataset)],
             ["temperature / seed / cache_prompt / cache_salt",
              f"{p.temperature:g} / {p.seed} / {p.cache_prompt} / {p.cache_salt}"],
             ["timeouts", f"request {p.request_timeout_s:g} s, readiness {p.ready_timeout_s:g} s"],
@@ -310,7 +311,8 @@ def _server_counters(evaluation: Evaluation) -> str:
 def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     """How the prompts were sized and what the server counted (report.md's section)."""
     experiment = run.known_experiment
-    body = prompts_body(run.manifest(), rows, experiment.workload.prompt_fraction) \
+    body = prompts_body(run.manifest(), rows, experiment.workload.prompt_fraction,
+                        experiment.workload.dataset) \
         if experiment is not None else ""
     return f"<h2>Prompts</h2>\n{_markdown_block(body)}" if body else ""
 
@@ -355,6 +357,8 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _workers(manifest, rows),
         _kv_check(manifest),
         _server_counters(evaluation),
+        *(f"<h2>{escape(title)}</h2>\n{_markdown_block(text)}"
+          for title, text in workload_sections(evaluation)),
         _peer_definitions(rows, evaluation.definitions),
         "<h2>Manifest</h2><details><summary>manifest.json</summary>"
         f"<pre>{escape(manifest_json)}</pre></details>",

@@ -12,8 +12,8 @@ from typing import Any
 from kvlab.bench.analysis.evaluate import METRIC_DEFINITIONS, Evaluation
 from kvlab.bench.analysis.load import LoadSummary
 from kvlab.bench.analysis.saturation import ClientCheck
-from kvlab.experiment import Experiment
-from kvlab.report.prompts import prompt_rule
+from kvlab.experiment import Experiment, Workload
+from kvlab.report.prompts import output_rule, prompt_rule
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -101,12 +101,12 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         out += [experiment.description, ""]
     out += [
         "## Protocol", "",
-        f"- Queries per (mode, capacity): {manifest_queries(manifest, w.queries)} "
+        f"- Queries per (mode, capacity): {queries_line(w, manifest)} "
         f"× {w.repetitions} repetition(s); {w.warmup} warm-up request(s) per server, "
         "recorded and flagged, never aggregated.",
-        f"- {prompt_rule(w.prompt_fraction)} How tokens were counted, and what the server "
-        "counted: section Prompts.",
-        f"- Output forced to {w.output_tokens} tokens (ignore_eos={p.ignore_eos}), "
+        f"- {prompt_rule(w.prompt_fraction, w.dataset)} How tokens were counted, and what "
+        "the server counted: section Prompts.",
+        f"- {output_rule(w)} (ignore_eos={p.ignore_eos}), "
         f"temperature {p.temperature:g}, seed {p.seed}, cache_prompt={p.cache_prompt}, "
         f"cache_salt={p.cache_salt}.",
         f"- Requests sequential; request timeout {p.request_timeout_s:g} s; readiness "
@@ -178,13 +178,22 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         if facts.get("launched") is False:  # kvlab run --no-launch
             argv = f"not launched by kvlab: {facts.get('base_url')}"
         out.append(f"- `{entry['mode']}` @ {entry['capacity']}: `{argv}` "
-                   f"({facts.get('version', '')}; log {facts.get('log', '—')}; "
+                   f"({facts.get('version', '')}; "
+                   f"log {facts.get('log') or facts.get('log_path') or '—'}; "
                    f"{entry.get('started')} → {entry.get('stopped')})")
     return "\n".join(out) + "\n"
 
 
 def manifest_queries(manifest: dict[str, Any], default: int) -> int:
     return int(manifest.get("queries", default))
+
+
+def queries_line(workload: Workload, manifest: dict[str, Any]) -> str:
+    """How many queries each (mode, capacity) measures: the built-in count, or the
+    dataset's rows (``prepared.json`` lists them)."""
+    if workload.dataset.kind == "builtin":
+        return str(manifest_queries(manifest, workload.queries))
+    return f"the rows of the {workload.dataset.kind!r} dataset (prepared.json)"
 
 
 def load_markdown(summaries: Sequence[LoadSummary]) -> str:

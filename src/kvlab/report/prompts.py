@@ -13,17 +13,25 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
+from kvlab.bench.plan.builtin import BuiltinDataset
+from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.sizing import Sizing
 from kvlab.bench.records import Outcome, Record
+from kvlab.experiment import Workload
 
 
-def prompt_rule(fraction: float) -> str:
-    """The padding rule in words, for prompt fraction ``fraction`` (f)."""
-    return (f"Prompt = padding + \"\\n\\n\" + one query. The padding is the longest "
-            f"word-aligned prefix of kvlab's text within f·C − max(query tokens) − 2 "
-            f"tokens (f = {fraction:g}, C = capacity), so the longest query's prompt is "
-            f"about {fraction:.0%} of the capacity and the others a few tokens less; the "
-            "same prompts for every mode at a capacity.")
+def prompt_rule(fraction: float, dataset: DatasetSettings | None = None) -> str:
+    """How the prompts were made, in words: ``dataset``'s rule (default: the builtin
+    padding rule) for prompt fraction ``fraction`` (f)."""
+    return (dataset or BuiltinDataset()).prompt_rule(fraction)
+
+
+def output_rule(workload: Workload) -> str:
+    """The output length asked of each row, in words."""
+    if isinstance(workload.dataset, BuiltinDataset):
+        return f"Output forced to {workload.output_tokens} tokens"
+    return (f"Output forced to each row's own length (the dataset's; "
+            f"[workload] output_tokens = {workload.output_tokens} where a row gives none)")
 
 
 def prompt_token_spread(records: Sequence[Record]) -> dict[int, tuple[int, float, int, int]]:
@@ -37,20 +45,22 @@ def prompt_token_spread(records: Sequence[Record]) -> dict[int, tuple[int, float
 
 
 def prompts_markdown(manifest: dict[str, Any], records: Sequence[Record],
-                     fraction: float) -> str:
+                     fraction: float, dataset: DatasetSettings | None = None) -> str:
     """The "Prompts" section of report.md ("" when nothing was prepared or measured)."""
-    body = prompts_body(manifest, records, fraction)
+    body = prompts_body(manifest, records, fraction, dataset)
     return f"\n## Prompts\n\n{body}" if body else ""
 
 
-def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: float) -> str:
+def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: float,
+                 dataset: DatasetSettings | None = None) -> str:
     """The section's text without its heading (report.html renders it too)."""
     sizing = manifest.get("prompt_sizing") or {}
     spread = prompt_token_spread(records)
     capacities = sorted({int(c) for c in sizing} | set(spread))
     if not capacities:
         return ""
-    lines = [prompt_rule(fraction), "",
+    padded = dataset is None or isinstance(dataset, BuiltinDataset)  # f·C is its target
+    lines = [prompt_rule(fraction, dataset), "",
              "| capacity | target f·C | sized with | server-counted prompt tokens "
              "min / mean / max | rows |", "|---|---|---|---|---|"]
     for capacity in capacities:
@@ -61,7 +71,8 @@ def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: 
             counted, n = f"{low} / {mean:.1f} / {high}", str(rows)
         else:
             counted, n = "— (no record states them)", "0"
-        lines.append(f"| {capacity} | {int(fraction * capacity)} | {how} | {counted} | {n} |")
+        target = str(int(fraction * capacity)) if padded else "each row's own"
+        lines.append(f"| {capacity} | {target} | {how} | {counted} | {n} |")
     methods = {f.get("method") for f in sizing.values()}
     if methods - {"server-tokenize"}:
         lines += ["", "A tokenizer file counts the prompt text (no chat template); a "

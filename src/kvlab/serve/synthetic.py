@@ -33,6 +33,12 @@ lateness against the schedule, which is how one checks it was not the bottleneck
 
 Deadlines are absolute (``t_received + ttft + k * itl``) so drift does not add up; a
 write that finds later deadlines already due sends them in the same write (catch-up).
+
+``--slots N`` (default 0: every request is answered at once, however many are in
+flight) makes it a server of N slots: a request waits for a free slot, its schedule
+starts when it gets one (``t_start + ttft + k * itl``) and it frees the slot after its
+last content write. One slot serves one request per ``ttft + (tokens − 1) * itl`` ms,
+so its capacity can be computed by hand (the capacity search's check).
 It runs on raw asyncio with a minimal HTTP/1.1 parser (keep-alive, chunked responses)
 because a framework's per-event cost would make it the limit at 1024 streams.
 """
@@ -101,8 +107,12 @@ class Schedule:
 class SyntheticServer:
     """The server state: default schedule, send log and statistics."""
 
-    def __init__(self, default: Schedule | None = None) -> None:
+    def __init__(self, default: Schedule | None = None, slots: int = 0) -> None:
         self.default = default or Schedule()
+        if slots < 0:
+            raise ValueError("slots must be >= 0 (0: no limit)")
+        self.slots = slots
+        self._free: asyncio.Semaphore | None = None  # made on start (the loop's)
         self.log: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.lateness_ns: list[int] = []  # per write: send time - its deadline
         self.requests = 0
@@ -116,6 +126,7 @@ class SyntheticServer:
         """Listen; return the bound port."""
         loop = asyncio.get_running_loop()
         self._loop_offset_s = loop.time() - time.perf_counter()
+        self._free = asyncio.Semaphore(self.slots) if self.slots else None
         self._server = await loop.create_server(
             lambda: Conn(self.handle), host, port, backlog=4096, reuse_address=True
         )
@@ -222,7 +233,12 @@ class SyntheticServer:
                                  "delta": {"role": "assistant", "content": None}}],
                     "created": created, "id": ridb.decode(), "model": MODEL_ID,
                     "system_fingerprint": "synthetic", "object": "chat.completion.chunk"}))
-        await self._emit(conn, api, sched, t_recv, ridb, created, stream, sends, tokens)
+        if self._free is None:
+            await self._emit(conn, api, sched, t_recv, ridb, created, stream, sends, tokens)
+        else:
+            async with self._free:  # the schedule starts when a slot is free
+                await self._emit(conn, api, sched, time.perf_counter_ns(), ridb, created,
+                                 stream, sends, tokens)
         if conn.closed:
             return
         entry = {"id": rid, "api": api, "t_recv_ns": t_recv, "send_ns": sends,
@@ -296,9 +312,9 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def serve(host: str, port: int, default: Schedule) -> None:
+async def serve(host: str, port: int, default: Schedule, slots: int = 0) -> None:
     """Run until cancelled; print one ``listening on http://host:port`` line first."""
-    server = SyntheticServer(default)
+    server = SyntheticServer(default, slots)
     bound = await server.start(host, port)
     print(f"kvlab synthetic server listening on http://{host}:{bound}", flush=True)
     try:
@@ -312,12 +328,13 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="kvlab-synthetic", description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--slots", type=int, default=0, help="requests served at once (0: any)")
     for f in fields(Schedule):
         ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
     args = ap.parse_args(argv)
     default = Schedule(**{f.name: getattr(args, f.name) for f in fields(Schedule)})
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.host, args.port, default))
+        asyncio.run(serve(args.host, args.port, default, args.slots))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvlab.bench.analysis.cache_hits import CacheSplit, cache_splits
+from kvlab.bench.analysis.capacity import (
+    CapacityResult,
+    Objectives,
+    SearchPlan,
+    capacity_search,
+)
 from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
 from kvlab.bench.analysis.definitions import Cell, cells, evaluation_block
 from kvlab.bench.analysis.load import (
@@ -44,6 +51,7 @@ from kvlab.bench.analysis.summaries import (
     summarize,
     summarize_group,
 )
+from kvlab.bench.analysis.turns import ConversationCheck, TurnPlan, turn_growth
 from kvlab.bench.analysis.validate import Violation, check_rows
 from kvlab.bench.records import GaugeSample, Record
 
@@ -179,6 +187,9 @@ class Evaluation:
     schema_version: int = SCHEMA_VERSION
     prefix_reuse: list[PrefixReuse] = field(default_factory=list)  # per mode: verifiable?
     server_counters: list[PointCounters] = field(default_factory=list)  # /metrics deltas
+    prefix_cache: list[CacheSplit] = field(default_factory=list)  # reuse asked: hits, TTFT
+    turns: list[ConversationCheck] = field(default_factory=list)  # multi-turn growth
+    capacity: list[CapacityResult] = field(default_factory=list)  # [search]'s answers
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -201,6 +212,9 @@ class Evaluation:
                           "pairs": [p.to_dict() for p in self.pairs]},
             "prefix_reuse": [p.to_dict() for p in self.prefix_reuse],
             "server_counters": [c.to_dict() for c in self.server_counters],
+            "prefix_cache": [c.to_dict() for c in self.prefix_cache],
+            "turns": [t.to_dict() for t in self.turns],
+            "capacity_search": [c.to_dict() for c in self.capacity],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -237,6 +251,8 @@ def evaluate(
     repeat_aa: str | None = None,
     workers: int | None = None,
     gauges: Sequence[GaugeSample] = (),
+    turns: Sequence[TurnPlan] = (),
+    search: tuple[Objectives, SearchPlan] | None = None,
 ) -> Evaluation:
     """The complete evaluation of a run's records.
 
@@ -248,7 +264,10 @@ def evaluate(
     limit it must be); cells under every tool's definitions (``definition_sets``: the
     other tools' sets evaluation.json keeps); the server counters of each point from
     ``gauges`` (the run's ``/metrics`` readings) and whether prefix reuse can be
-    verified. ``order`` and ``repeat_aa`` are the run's, kept as they are.
+    verified; where reuse was allowed, the cached tokens of each row and TTFT split by
+    cache hit; the growth of multi-turn prompts against ``turns`` (the prepared
+    multi-turn rows); and, with ``search`` (objectives and plan), the highest rate
+    meeting the objectives. ``order`` and ``repeat_aa`` are the run's, kept as they are.
     """
     rows = current_rows(records)
     violations = check_rows(rows)
@@ -291,6 +310,10 @@ def evaluate(
         order=dict(order) if order is not None else None,
         repeat_aa=repeat_aa,
         definition_sets=tuple(definition_sets),
+        prefix_cache=cache_splits(rows),
+        turns=turn_growth(rows, turns),
+        capacity=capacity_search(records, search[0], search[1], slip_threshold_ms,
+                                 resamples=min(resamples, 1000)) if search else [],
     )
 
 

@@ -68,22 +68,34 @@ class Slo:
         return self.ttft_ms is None and self.itl_ms is None and self.e2e_ms is None
 
 
+_LABEL = re.compile(r"(c|rate|trace)=([0-9.eE+-]+)(?:#([0-9]+))?")
+_RANK = {"sequential": 0, "concurrency": 1, "rate": 2, "trace": 3}
+
+
 def parse_label(load: str | None) -> tuple[str, float | None]:
-    """("sequential", None), ("concurrency", 8.0) for "c=8", ("rate", 4.0) for "rate=4.0"."""
+    """("sequential", None), ("concurrency", 8.0) for "c=8", ("rate", 4.0) for "rate=4.0"
+    or "rate=4.0#2" (the second repetition of a capacity search's point), ("trace", 2.0)
+    for "trace=2.0" (a trace replayed twice as fast)."""
     if load is None:
         return ("sequential", None)
-    match = re.fullmatch(r"(c|rate)=([0-9.eE+-]+)", load)
+    match = _LABEL.fullmatch(load)
     if not match:
         return (load, None)
-    return ("concurrency" if match[1] == "c" else "rate", float(match[2]))
+    kind = {"c": "concurrency"}.get(match[1], match[1])
+    return (kind, float(match[2]))
 
 
-def load_order(load: str | None) -> tuple[int, float, str]:
-    """Sort key of load labels: sequential first, then concurrency points, then rate
-    points, each by value ("c=2" < "c=16"); unknown labels last."""
+def label_repetition(load: str | None) -> int:
+    """The repetition of a load point label ("rate=4.0#2" -> 2); 0 without one."""
+    match = _LABEL.fullmatch(load or "")
+    return int(match[3]) if match and match[3] else 0
+
+
+def load_order(load: str | None) -> tuple[int, float, int, str]:
+    """Sort key of load labels: sequential first, then concurrency, rate and trace
+    points, each by value ("c=2" < "c=16") then repetition; unknown labels last."""
     kind, value = parse_label(load)
-    rank = {"sequential": 0, "concurrency": 1, "rate": 2}.get(kind, 3)
-    return (rank, value or 0.0, load or "")
+    return (_RANK.get(kind, len(_RANK)), value or 0.0, label_repetition(load), load or "")
 
 
 def send_lags_ms(rows: Iterable[Record]) -> list[float]:
@@ -118,9 +130,9 @@ def span_s(rows: Sequence[Record]) -> float | None:
 
 
 def has_rate(kind: str, value: float | None, requests: int) -> bool:
-    """Whether a load point has an achieved rate: a rate load does; a closed loop only
-    when it sends more requests than it has users (else all leave at t = 0)."""
-    if kind == "rate":
+    """Whether a load point has an achieved rate: a rate or trace load does; a closed
+    loop only when it sends more requests than it has users (else all leave at t = 0)."""
+    if kind in ("rate", "trace"):
         return True
     return kind == "concurrency" and value is not None and requests > value
 
@@ -204,8 +216,6 @@ def load_summaries(records: Iterable[Record], slo: Slo | None = None,
         groups.setdefault((r.mode, r.capacity, r.load), []).append(r)
 
     def order(key: tuple[str, int, str | None]) -> tuple[Any, ...]:
-        kind, value = parse_label(key[2])
-        rank = {"sequential": 0, "concurrency": 1, "rate": 2}.get(kind, 3)
-        return (modes[key[0]], key[1], rank, value or 0.0, key[2] or "")
+        return (modes[key[0]], key[1], *load_order(key[2]))
 
     return [summarize_load(groups[k], slo, slip_threshold_ms) for k in sorted(groups, key=order)]

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -24,12 +24,15 @@ from kvlab.errors import ServerLaunchError
 
 @contextlib.contextmanager
 def synthetic_process(host: str = "127.0.0.1", timeout_s: float = 20.0,
-                      cpus: set[int] | None = None) -> Iterator[str]:
+                      cpus: set[int] | None = None,
+                      options: Sequence[str] = ()) -> Iterator[str]:
     """Start ``python -m kvlab.serve.synthetic`` on a free port; yield its base URL.
 
-    ``cpus``: the CPUs the server may run on (None: wherever the OS likes)."""
+    ``cpus``: the CPUs the server may run on (None: wherever the OS likes); ``options``:
+    more of its command-line options (``["--slots", "1"]``)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kvlab.serve.synthetic", "--host", host, "--port", "0"],
+        [sys.executable, "-m", "kvlab.serve.synthetic", "--host", host, "--port", "0",
+         *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

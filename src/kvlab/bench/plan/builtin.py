@@ -27,6 +27,14 @@ class BuiltinDataset(DatasetSettings):
 
     kind: Literal["builtin"] = "builtin"
 
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """The padding rule in words, for prompt fraction ``prompt_fraction`` (f)."""
+        return (f"Prompt = padding + \"\\n\\n\" + one query. The padding is the longest "
+                f"word-aligned prefix of kvlab's text within f·C − max(query tokens) − 2 "
+                f"tokens (f = {prompt_fraction:g}, C = capacity), so the longest query's "
+                f"prompt is about {prompt_fraction:.0%} of the capacity and the others a few "
+                "tokens less; the same prompts for every mode at a capacity.")
+
     def build(self, workload: WorkloadFacts) -> PaddedQueries:
         if workload.queries_file:
             return PaddedQueries(load_queries(Path(workload.queries_file)))

@@ -10,9 +10,10 @@ lists the kinds.
 
 from __future__ import annotations
 
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from kvlab.bench.plan.workload import PreparedPrompt, Query, Tokenizer
 
@@ -54,3 +55,43 @@ class DatasetSettings(BaseModel):
     def build(self, workload: WorkloadFacts) -> Dataset:
         """The dataset of an experiment whose ``[workload]`` is ``workload``."""
         raise NotImplementedError
+
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """How this kind makes its prompts, in one paragraph for the reports."""
+        kind = type(self).model_fields["kind"].default
+        return f"Prompts come from the {kind!r} dataset; the same prompts for every mode " \
+               "at a capacity."
+
+    def data_file(self) -> str | None:
+        """The file the rows are read from (None: the kind reads none)."""
+        return None
+
+    def resolved(self, base: Path) -> Self:
+        """This table with a relative file path made absolute against ``base`` (the
+        experiment file's folder)."""
+        return self
+
+    def with_file(self, path: str) -> Self:
+        """This table reading ``path`` instead (a resumed run reads the file as resolved
+        when the run began); unchanged for a kind that reads no file."""
+        return self
+
+
+class FileDatasetSettings(DatasetSettings):
+    """A kind whose rows come from a file: ``path`` (relative to the experiment file)
+    and ``rows``, how many of them to measure (the first N; default all)."""
+
+    path: str = Field(min_length=1)
+    rows: int | None = Field(default=None, ge=1)
+
+    def data_file(self) -> str | None:
+        return self.path
+
+    def resolved(self, base: Path) -> Self:
+        path = Path(self.path).expanduser()
+        if path.is_absolute():
+            return self
+        return self.model_copy(update={"path": str((base / path).resolve())})
+
+    def with_file(self, path: str) -> Self:
+        return self.model_copy(update={"path": path})

@@ -20,12 +20,18 @@ from typing import Annotated, get_args
 from pydantic import Field
 
 from kvlab.bench.plan.builtin import BuiltinDataset
+from kvlab.bench.plan.csv_rows import CsvDataset
 from kvlab.bench.plan.dataset import DatasetSettings
+from kvlab.bench.plan.jsonl import JsonlDataset
+from kvlab.bench.plan.random_lengths import RandomDataset
 from kvlab.bench.plan.repeated import RepeatedDataset
+from kvlab.bench.plan.sharegpt import ShareGptDataset
+from kvlab.bench.plan.trace import TraceDataset
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 DatasetSettingsUnion = Annotated[
-    BuiltinDataset | RepeatedDataset,
+    BuiltinDataset | RepeatedDataset | JsonlDataset | CsvDataset | ShareGptDataset
+    | RandomDataset | TraceDataset,
     Field(discriminator="kind"),
 ]
 

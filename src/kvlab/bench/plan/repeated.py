@@ -41,6 +41,12 @@ class RepeatedDataset(DatasetSettings):
                 raise ValueError(f"times[{capacity}] must be at least 1, got {count}")
         return value
 
+    def prompt_rule(self, prompt_fraction: float) -> str:
+        """The prompt of each capacity, in words."""
+        times = ", ".join(f"× {n} at {c}" for c, n in sorted(self.times.items()))
+        return (f"Prompt = one text repeated ({times}), no padding: {self.text!r}. The "
+                "same prompt for every mode at a capacity.")
+
     def build(self, workload: WorkloadFacts) -> RepeatedText:
         return RepeatedText(self.text, self.times)
 

@@ -1,15 +1,19 @@
 """Load: when each request of a load point leaves, and how many are in flight.
 
-Three kinds of load point:
+Four kinds of load point:
 
 - ``sequential``: one request after the other (the protocol's default).
 - ``concurrency`` (closed loop): N users; each sends its next request as soon as its
   previous one returned, so at most N requests are ever in flight. ``t_scheduled`` is
   the moment the user was free to send.
 - ``rate`` (open loop): arrivals at ``rate`` requests/s, ``poisson`` (exponential gaps,
-  seeded, so reproducible) or ``constant`` (1/rate apart), whatever the server does.
-  ``t_scheduled`` is the arrival time. An optional ``max_concurrency`` caps requests in
-  flight: an arrival that finds the cap full waits, and leaves late.
+  seeded, so reproducible), ``constant`` (1/rate apart) or ``gamma`` (bursts, see
+  :mod:`kvlab.bench.plan.arrivals`), optionally ramped up from 0 over ``ramp_up_s``,
+  whatever the server does. ``t_scheduled`` is the arrival time. An optional
+  ``max_concurrency`` caps requests in flight: an arrival that finds the cap full waits,
+  and leaves late.
+- ``trace`` (open loop): the arrival times of a trace (the ``trace`` dataset kind),
+  replayed ``value`` times as fast; otherwise as ``rate``.
 
 Precision: arrivals are absolute deadlines on the run's :class:`RunClock` (offsets from
 the point's start), never relative sleeps, so one late wake-up does not push every
@@ -32,17 +36,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.client.gcpause import paused_gc
+from kvlab.bench.plan.arrivals import Arrival, rate_offsets_ns, trace_offsets_ns
 from kvlab.bench.records import Record, RunClock
 
-LoadKind = Literal["sequential", "concurrency", "rate"]
-Arrival = Literal["poisson", "constant"]
+LoadKind = Literal["sequential", "concurrency", "rate", "trace"]
 SendFn = Callable[[RequestSpec], Awaitable[Record]]
 RecordFn = Callable[[Record], None]
 
@@ -57,12 +60,16 @@ class LoadPoint:
     """One load point of a sweep: its kind, its value (N users or requests/s), size."""
 
     kind: LoadKind = "sequential"
-    value: float | None = None  # users (concurrency) or requests/s (rate)
+    value: float | None = None  # users (concurrency), requests/s (rate), speed (trace)
     requests: int | None = None  # requests in the point (None: use duration_s)
     duration_s: float | None = None  # rate: arrivals within it; concurrency: stop sending
     arrival: Arrival = "poisson"
-    max_concurrency: int | None = None  # rate only: cap on requests in flight
-    seed: int = 42  # poisson arrivals
+    max_concurrency: int | None = None  # rate and trace: cap on requests in flight
+    seed: int = 42  # poisson and gamma arrivals
+    burstiness: float = 1.0  # gamma arrivals: the gaps' shape (1: Poisson; < 1: bursts)
+    ramp_up_s: float | None = None  # rate: rise linearly from 0 to the rate over this
+    trace_ms: tuple[float, ...] = ()  # trace: each request's arrival time (ms, in order)
+    repetition: int = 0  # > 0: a repeat of the same point (a capacity search's), "#k"
 
     def __post_init__(self) -> None:
         if self.kind != "sequential" and (self.value is None or self.value <= 0):
@@ -71,16 +78,23 @@ class LoadPoint:
             raise ValueError(f"concurrency must be a whole number of users, got {self.value}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
+        if self.burstiness <= 0:
+            raise ValueError("burstiness must be positive")
+        if self.ramp_up_s is not None and self.ramp_up_s <= 0:
+            raise ValueError("ramp_up_s must be positive")
 
     @property
     def label(self) -> str | None:
-        """The Record's ``load`` label: None (sequential), ``c=8`` or ``rate=4.0``."""
+        """The Record's ``load`` label: None (sequential), ``c=8``, ``rate=4.0`` or
+        ``trace=2.0`` (a trace replayed twice as fast); a repetition adds ``#k``
+        (``rate=4.0#2``)."""
         if self.kind == "sequential":
             return None
         assert self.value is not None
+        repeat = f"#{self.repetition}" if self.repetition else ""
         if self.kind == "concurrency":
-            return f"c={int(self.value)}"
-        return f"rate={float(self.value)!r}"  # shortest exact form: 4.0, 0.5, 2.5
+            return f"c={int(self.value)}{repeat}"
+        return f"{self.kind}={float(self.value)!r}{repeat}"  # shortest exact: 4.0, 0.5
 
     @property
     def target_rate(self) -> float | None:
@@ -95,6 +109,10 @@ class LoadPoint:
             return int(self.value or 1)
         return max(1, min(self.max_concurrency or n_requests, n_requests))
 
+    def with_trace(self, times_ms: Sequence[float]) -> LoadPoint:
+        """This trace point with its arrival times (ms): one request per time."""
+        return dataclasses.replace(self, trace_ms=tuple(times_ms), requests=len(times_ms))
+
     def planned_requests(self, available: int) -> int:
         """How many specs this point needs up front (``available`` when by duration
         and not a rate point: closed loops stop by time, not count)."""
@@ -106,22 +124,14 @@ class LoadPoint:
 
 
 def arrival_offsets_ns(point: LoadPoint, n: int | None) -> list[int]:
-    """Send deadlines of a rate point, ns from its start: ``n`` arrivals, or those
-    before ``point.duration_s`` when ``n`` is None. The first arrival is at 0."""
-    assert point.kind == "rate" and point.value
-    rate = point.value
-    rng = random.Random(point.seed)
-    limit_ns = None if n is not None else int((point.duration_s or 0.0) * _NS_PER_S)
-    offsets: list[int] = []
-    t = 0.0  # seconds (poisson: a running sum of exponential gaps)
-    while True:
-        i = len(offsets)
-        # constant: i / rate exactly, so no rounding drifts over a long point
-        at = round(t * _NS_PER_S) if point.arrival == "poisson" else round(i * _NS_PER_S / rate)
-        if (n is not None and i >= n) or (limit_ns is not None and at >= limit_ns):
-            return offsets
-        offsets.append(at)
-        t += rng.expovariate(rate)
+    """Send deadlines of a rate or trace point, ns from its start: ``n`` arrivals, or
+    those before ``point.duration_s`` when ``n`` is None. The first arrival is at 0."""
+    assert point.kind in ("rate", "trace") and point.value
+    if point.kind == "trace":
+        return trace_offsets_ns(point.trace_ms, point.value)[:n]
+    return rate_offsets_ns(point.value, n, point.duration_s, arrival=point.arrival,
+                           burstiness=point.burstiness, seed=point.seed,
+                           ramp_up_s=point.ramp_up_s)
 
 
 async def sleep_until(clock: RunClock, deadline_ns: int) -> None:

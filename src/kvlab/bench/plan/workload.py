@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,14 +162,15 @@ def build_prompt(padding: str, query: Query) -> str:
 Tokenizer = Callable[[str], Awaitable[int]]  # text -> its token count (see bench.plan.sizing)
 
 
-async def size_padding(tokenizer: Tokenizer, target_tokens: int) -> tuple[str, int]:
-    """The longest word-aligned prefix of the padding with at most ``target_tokens``
-    tokens, and its token count.
+async def size_padding(tokenizer: Tokenizer, target_tokens: int,
+                       full: str | None = None) -> tuple[str, int]:
+    """The longest word-aligned prefix of the padding (or of ``full``) with at most
+    ``target_tokens`` tokens, and its token count.
 
     The first cut is estimated from the whole text's tokens per character, then a
     bracket around it is widened (doubling steps) and bisected: about 10 counts instead
     of 14 for a plain bisection, which matters when each count is a probe request."""
-    full = padding_text()
+    full = padding_text() if full is None else full
     cuts = [i for i, ch in enumerate(full) if ch == " "] + [len(full)]
     full_tokens = await tokenizer(full)
     if full_tokens <= target_tokens:
@@ -215,13 +216,54 @@ async def size_padding(tokenizer: Tokenizer, target_tokens: int) -> tuple[str, i
 
 @dataclass
 class PreparedPrompt:
-    """One prompt as sent: query id, text, SHA-256 and the tokenizer's count."""
+    """One prompt as sent: query id, text, SHA-256 and the tokenizer's count.
+
+    A dataset row also says what it asks for, where it came from and where it sits:
+    ``output_tokens`` (None: the workload's ``output_tokens``), ``target_tokens`` (the
+    prompt length it asked for, tokens; None: none), ``source`` (``file:line``),
+    ``arrival_ms`` (a trace's arrival time), ``conversation`` and ``turn`` (a
+    multi-turn row: turn 1, 2, ... of one conversation), ``prefix_group`` (the rows
+    sharing one prefix) and ``prefix_tokens`` (its length, tokens)."""
 
     query_id: str
     query: str
     prompt: str
     sha256: str
     tokens: int
+    output_tokens: int | None = None
+    target_tokens: int | None = None
+    source: str | None = None
+    arrival_ms: float | None = None
+    conversation: str | None = None
+    turn: int | None = None
+    prefix_group: str | None = None
+    prefix_tokens: int | None = None
+
+    def asked_output(self, default: int) -> int:
+        """The output tokens this row asks for (``default``: the workload's)."""
+        return self.output_tokens if self.output_tokens is not None else default
+
+
+WARMUP_MARK = "~warm-up~ "  # opens a warm-up prompt where prefixes may be reused
+
+
+def warmup_prompt(first: PreparedPrompt, reuse: bool) -> PreparedPrompt:
+    """The prompt a warm-up request sends: the first row's, or, where the protocol lets
+    a server reuse prefixes (``cache_prompt``), the same text with its opening replaced
+    by :data:`WARMUP_MARK`, about as long but sharing no prefix with any row, so no
+    measured row finds the warm-up's prompt in the server's cache."""
+    if not reuse:
+        return first
+    text = WARMUP_MARK + first.prompt[len(WARMUP_MARK):]
+    return replace(first, prompt=text, sha256=sha256(text))
+
+
+_ALWAYS = ("query_id", "query", "prompt", "sha256", "tokens")
+
+
+def _prompt_json(prompt: PreparedPrompt) -> dict[str, Any]:
+    """A prompt's JSON: a dataset row's facts only where it has them."""
+    return {k: v for k, v in asdict(prompt).items() if k in _ALWAYS or v is not None}
 
 
 @dataclass
@@ -241,7 +283,8 @@ class Prepared:
         data = asdict(self)
         data["padding_tokens"] = {str(k): v for k, v in self.padding_tokens.items()}
         data["sizing"] = {str(k): v for k, v in self.sizing.items()}
-        data["prompts"] = {str(k): [asdict(p) for p in v] for k, v in self.prompts.items()}
+        data["prompts"] = {str(k): [_prompt_json(p) for p in v]
+                           for k, v in self.prompts.items()}
         return data
 
     @classmethod

@@ -65,6 +65,7 @@ def initial_state(run: RunDir, experiment: Experiment, verbatim: str,
         host=host_facts(),
         calibration=calibration.to_dict() if calibration else None,
         overrides=dict(overrides) if overrides else None,
+        dataset_file=experiment.workload.dataset.data_file(),
     )
 
 

@@ -66,6 +66,11 @@ class RunResult:
 
 def check_queries(experiment: Experiment, queries: int) -> None:
     """``--queries N`` must pick 1..available built-in queries (ConfigError otherwise)."""
+    kind = experiment.workload.dataset.kind
+    if kind != "builtin":
+        raise ConfigError(f"--queries limits the built-in queries; {experiment.name} reads "
+                          f"its rows from the {kind!r} dataset kind: set its rows (or "
+                          "shorten its file) instead")
     if experiment.workload.queries_file is not None:
         raise ConfigError(f"--queries limits the built-in queries; {experiment.name} reads "
                           f"its queries from {experiment.workload.queries_file}: shorten that "

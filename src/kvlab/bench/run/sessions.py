@@ -4,7 +4,9 @@ A :class:`Session` walks the run order (blocked, ABBA shares or interleaved, see
 :mod:`kvlab.bench.plan.order`): for each (mode, capacity) it starts the server (or checks
 the endpoint), prepares the capacity's prompts on first use (``prepared.json``), warms
 up, then sends the rows not done yet, one after another or as whole load points
-(:mod:`kvlab.bench.plan.schedule`). The session owns the run's state
+(:mod:`kvlab.bench.plan.schedule`); where the protocol allows prefix reuse, the warm-up
+prompt shares no prefix with any row (:func:`~kvlab.bench.plan.workload.warmup_prompt`).
+The session owns the run's state
 (:class:`~kvlab.bench.store.state.RunState`) in memory and saves it, and every Record
 as it lands, through the run's one writer (:class:`~kvlab.bench.store.writer.RunWriter`,
 off the event loop; synced to the disk at the end of each load point and on every
@@ -33,10 +35,12 @@ from kvlab.bench.plan.order import (
     server_sessions,
     split,
 )
-from kvlab.bench.plan.workload import Prepared, PreparedPrompt, Query
+from kvlab.bench.plan.schedule import LoadPoint
+from kvlab.bench.plan.workload import Prepared, PreparedPrompt, Query, warmup_prompt
 from kvlab.bench.records import Outcome, Record, RunClock
 from kvlab.bench.run.reporter import Reporter
 from kvlab.bench.run.rundir import now_iso
+from kvlab.bench.run.search import SEARCH_DONE, search_capacity
 from kvlab.bench.run.targets import Attach, AttachedServer, endpoint_for, make_server, redact_url
 from kvlab.bench.run.workers import RunWorkers
 from kvlab.bench.store.rundir import PREPARED_FILE, RunDir
@@ -54,7 +58,6 @@ def queries_of(experiment: Experiment) -> list[Query]:
     return experiment.workload.source().queries()
 
 
-
 class ServerDied(Exception):
     """A managed server exited mid-run (its rows failed); the session stops."""
 
@@ -68,7 +71,8 @@ class Session:
         self.experiment = experiment
         self.reporter = reporter
         self.attach = attach  # --no-launch: the user's servers instead of launching
-        self.dataset = experiment.workload.source()
+        # the dataset's file as resolved when the run began (a resume reads it again)
+        self.dataset = experiment.workload.source(run.state.dataset_file)
         self.queries = self.dataset.queries()
         self.state = run.state  # owned here, in memory; saved through self.writer
         existing = run.records
@@ -146,6 +150,9 @@ class Session:
         ]
         if blocks:
             rows = [r for b in blocks for r in split(rows, b.part, b.parts)]
+        if self.experiment.search is not None:
+            done = self.state.point_done(mode.name, capacity, SEARCH_DONE)
+            return [] if done else [(0, SEARCH_DONE)]
         if self.experiment.load.kind != "sequential":
             return self.points_todo(mode, capacity)
         return [
@@ -175,7 +182,8 @@ class Session:
                 await asyncio.to_thread(check_models, endpoint)
             prompts = {p.query_id: p for p in await self.prompts(
                 capacity, endpoint, self.experiment.request_params(mode))}
-            first = next(iter(prompts.values()))
+            first = warmup_prompt(next(iter(prompts.values())),
+                                  self.experiment.protocol.cache_prompt)
             for i in range(self.experiment.workload.warmup):
                 await self.send(client, endpoint, mode, capacity, first, i, server,
                                 warmup=True)
@@ -195,6 +203,9 @@ class Session:
         if not todo:
             return
         async with self.server_up(mode, capacity, client) as (endpoint, prompts, server):
+            if self.experiment.search is not None:
+                await search_capacity(self, mode, capacity, endpoint, prompts, server)
+                return
             if self.experiment.load.kind != "sequential":
                 await self.measure_points(mode, capacity, endpoint, prompts, server)
                 return
@@ -237,45 +248,58 @@ class Session:
                              ) -> None:
         """Each load point not completed yet, whole (a partial point reruns entirely;
         its new rows supersede the earlier attempt's)."""
-        from kvlab.bench.plan.schedule import run_point
-
         pending = {label for _, label in self.points_todo(mode, capacity)}
         for point in self.points():
-            if point.label not in pending:
-                continue
-            n = point.planned_requests(5000 if point.duration_s else 0)
-            first = self.position
-            specs = [self.spec(mode, capacity, prompts[self.queries[i % len(self.queries)].id],
-                               i // len(self.queries), position=first + i)
-                     for i in range(n)]
-            self.position += n
-            self.reporter.begin(f"{mode.name} {point.label}", capacity, len(specs)
-                                if not point.duration_s else point.planned_requests(len(specs)))
+            if point.label in pending:
+                await self.run_load_point(mode, capacity, endpoint, prompts, server, point)
 
-            def landed(record: Record) -> None:
-                self.writer.append(record)
-                self.written += 1
-                if not record.warmup:
-                    self.reporter.advance(record)
+    async def run_load_point(self, mode: Mode, capacity: int, endpoint: Endpoint,
+                             prompts: dict[str, PreparedPrompt], server: Server | None,
+                             point: LoadPoint) -> list[Record]:
+        """Send one load point whole (a trace point at its rows' arrival times), enter
+        it in the state as done, and return its measured records."""
+        from kvlab.bench.plan.schedule import run_point
 
-            async with self.gauges(mode, capacity, point.label, endpoint, first, first + n):
-                if self.workers is not None:
-                    records = await self.workers.send_point(
-                        mode.name, capacity, point, specs, endpoint, self.clock, landed)
-                else:
-                    async with HarnessClient(max_connections=point.max_in_flight(n)) as pool:
-                        async def send(spec: RequestSpec) -> Record:
-                            return await pool.send(endpoint, spec, self.clock)
+        if point.kind == "trace":
+            point = point.with_trace([prompts[q.id].arrival_ms or 0.0 for q in self.queries])
+        n = point.planned_requests(5000 if point.duration_s else 0)
+        first = self.position
+        specs = [self.spec(mode, capacity, prompts[self.queries[i % len(self.queries)].id],
+                           i // len(self.queries), position=first + i)
+                 for i in range(n)]
+        self.position += n
+        self.reporter.begin(f"{mode.name} {point.label}", capacity, len(specs)
+                            if not point.duration_s else point.planned_requests(len(specs)))
 
-                        records = await run_point(point, specs, send, self.clock, landed)
-            await self.writer.synced()  # the point's rows are on the disk
-            self.reporter.end(f"{mode.name} {point.label}", capacity)
-            if any(r.outcome != Outcome.OK for r in records) and server is not None \
-                    and not server.is_alive():
-                raise ServerDied(self.died(mode, capacity, server))
-            done = self.state.points_done = self.state.points_done or []
-            done.append((mode.name, capacity, point.label))
-            self.writer.save(self.state)
+        def landed(record: Record) -> None:
+            self.writer.append(record)
+            self.written += 1
+            if not record.warmup:
+                self.reporter.advance(record)
+
+        async with self.gauges(mode, capacity, point.label, endpoint, first, first + n):
+            if self.workers is not None:
+                records = await self.workers.send_point(
+                    mode.name, capacity, point, specs, endpoint, self.clock, landed)
+            else:
+                async with HarnessClient(max_connections=point.max_in_flight(n)) as pool:
+                    async def send(spec: RequestSpec) -> Record:
+                        return await pool.send(endpoint, spec, self.clock)
+
+                    records = await run_point(point, specs, send, self.clock, landed)
+        await self.writer.synced()  # the point's rows are on the disk
+        self.reporter.end(f"{mode.name} {point.label}", capacity)
+        if any(r.outcome != Outcome.OK for r in records) and server is not None \
+                and not server.is_alive():
+            raise ServerDied(self.died(mode, capacity, server))
+        self.mark_done(mode, capacity, point.label or "")
+        return records
+
+    def mark_done(self, mode: Mode, capacity: int, label: str) -> None:
+        """Enter a load point (or a whole search, ``SEARCH_DONE``) as completed."""
+        done = self.state.points_done = self.state.points_done or []
+        done.append((mode.name, capacity, label))
+        self.writer.save(self.state)
 
     @asynccontextmanager
     async def gauges(self, mode: Mode, capacity: int, load: str | None, endpoint: Endpoint,
@@ -305,7 +329,7 @@ class Session:
         """The request of one row (identity included)."""
         return RequestSpec(
             prompt=prompt.prompt,
-            max_tokens=self.experiment.workload.output_tokens,
+            max_tokens=prompt.asked_output(self.experiment.workload.output_tokens),
             stream=mode.stream,
             params=self.experiment.request_params(mode, request_salt(self.run.run_id, position)),
             run_id=self.run.run_id,

@@ -7,12 +7,40 @@ call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from kvlab.bench.analysis.capacity import Objectives, SearchPlan
 from kvlab.bench.analysis.evaluate import Evaluation, evaluate
 from kvlab.bench.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
 from kvlab.bench.analysis.saturation import load_calibration
 from kvlab.bench.analysis.summaries import modes_in_order
+from kvlab.bench.analysis.turns import TurnPlan
 from kvlab.bench.store.rundir import RunDir
+from kvlab.experiment import Experiment
+
+
+def search_of(experiment: Experiment) -> tuple[Objectives, SearchPlan] | None:
+    """The objectives and plan of the experiment's ``[search]`` (None: it has none)."""
+    search = experiment.search
+    if search is None:
+        return None
+    slo = Slo(**experiment.slo.model_dump())
+    objectives = Objectives.of(search.percentile, ttft_ms=search.ttft_ms,
+                               itl_ms=search.itl_ms, e2e_ms=search.e2e_ms,
+                               goodput=search.goodput, slo=None if slo.empty else slo)
+    return objectives, SearchPlan(search.low, search.high, search.precision,
+                                  search.max_rates)
+
+
+def turn_plans(prepared: dict[str, Any] | None) -> list[TurnPlan]:
+    """The multi-turn rows of prepared.json (a conversation and a turn), per capacity."""
+    plans = []
+    for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
+        for p in prompts:
+            if p.get("conversation") is not None and p.get("turn") is not None:
+                plans.append(TurnPlan(int(capacity), p["query_id"], p["conversation"],
+                                      int(p["turn"]), int(p["tokens"])))
+    return plans
 
 
 def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
@@ -42,5 +70,6 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
         slo=Slo(**experiment.slo.model_dump()),
         slip_threshold_ms=experiment.load.slip_threshold_ms, calibration=calibration,
         definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
-        workers=workers, gauges=run.gauges,
+        workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
+        search=search_of(experiment),
     )

@@ -130,6 +130,18 @@ class RunDir:
                 from None
 
     @cached_property
+    def prepared(self) -> dict[str, Any] | None:
+        """prepared.json's JSON data (the prompts of each capacity; None when there is
+        none or it does not read as JSON)."""
+        import json
+
+        try:
+            data = json.loads(self.prepared_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    @cached_property
     def gauges(self) -> list[GaugeSample]:
         """The server's /metrics samples (gauges.jsonl; [] when there is none)."""
         return read_gauges(self.gauges_path)

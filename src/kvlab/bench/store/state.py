@@ -77,7 +77,7 @@ class PointClocks(_Facts):
 
 
 # Keys written only once they have a value (a manifest without them is as before).
-_OPTIONAL = ("overrides", "tokenizer", "repeat_aa", "no_launch", "prompt_sizing",
+_OPTIONAL = ("overrides", "tokenizer", "dataset_file", "repeat_aa", "no_launch", "prompt_sizing",
              "points_done", "order", "workers", "worker_clocks", "worker_calibration")
 
 
@@ -96,6 +96,7 @@ class RunState(_Facts):
     calibration: dict[str, Any] | None = None  # kvlab calibrate's limits when the run began
     overrides: dict[str, Any] | None = None  # {"queries": N} from kvlab run --queries
     tokenizer: str | None = None  # the tokenizer file counting prompt tokens
+    dataset_file: str | None = None  # the dataset's file, resolved when the run began
     repeat_aa: str | None = None  # the mode measured twice (kvlab run --repeat-aa)
     no_launch: NoLaunch | None = None
     # capacity (as a string) -> bench.plan.sizing.Sizing.to_json()

@@ -1,0 +1,83 @@
+"""kvlab compare --fail-on as a CI pipeline runs it: real runs on the synthetic server.
+
+A/A: the same experiment run twice passes the gate. A/B: the candidate's ITL is 30 ms
+instead of 10 (e2e at least 470 ms instead of about 170), so it is slower beyond any
+threshold under its slowdown and the gate fails, naming the cells; a rule kvlab cannot
+read is exit 2.
+
+Both thresholds come from the noise this machine can put between two runs, measured in
+the same test: a request's e2e waits for the CPU about four times (the server's wake-up
+for the request, its first and last writes, the client's read), each late by up to the
+worst wake-up lateness w seen. The A/A threshold is 4w over 170 ms. The candidate's
+deadlines are absolute, so it is never faster than its schedule (470 ms) while the
+base is at most 170 + 4w ms: its gate threshold is half that guaranteed slowdown.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvlab.bench.calibrate.server import synthetic_process
+from kvlab.bench.run.runner import run_experiment
+from kvlab.cli import main
+from tests.lateness import LatenessProbe
+
+SHIPPED = Path(__file__).parents[2] / "experiments" / "synthetic-endpoint.toml"
+E2E_MS = 20 + 15 * 10  # the schedule: TTFT 20 ms, then 15 gaps of 10 ms
+SLOW_E2E_MS = 20 + 15 * 30  # the candidate's: 15 gaps of 30 ms
+
+
+def run(tmp_path: Path, url: str, name: str, itl_ms: int) -> Path:
+    path = tmp_path / f"{name}.toml"
+    text = SHIPPED.read_text().replace("http://127.0.0.1:8090", url)
+    path.write_text(text.replace("body]\n", f"body]\nsynthetic = {{ ttft_ms = 20, itl_ms = "
+                                 f"{itl_ms} }}\n"))
+    return run_experiment(path, out=tmp_path / name, html=False).run_dir.path
+
+
+def compare(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(sys, "argv", ["kvlab", "compare", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.slow
+def test_an_aa_run_passes_and_a_slower_candidate_fails(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    with synthetic_process() as url, LatenessProbe() as probe:
+        base = run(tmp_path, url, "base", 10)
+        again = run(tmp_path, url, "again", 10)
+        slower = run(tmp_path, url, "slower", 30)
+    noise = 100 * probe.lateness_ms(hops=4) / E2E_MS  # percent
+    guaranteed = SLOW_E2E_MS / (E2E_MS + probe.lateness_ms(hops=4))  # B/A at least
+    threshold = 100 * (guaranteed - 1) / 2  # percent
+    code, out, err = compare([str(base), str(again), "--fail-on",
+                              f"slower:e2e_ms:{noise:.3f}%", "--fail-on",
+                              f"slower:itl_effective_ms:{noise:.3f}%"], monkeypatch, capsys)
+    assert code == 0, (out, err, probe)
+    assert "gate: passed (0 of 4 checks failed)" in out
+
+    code, out, _ = compare([str(base), str(slower), "--fail-on",
+                            f"slower:e2e_ms:{threshold:.3f}%", "--json"], monkeypatch, capsys)
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert code == 1 and doc["gate"]["failed"], (doc["gate"], probe)
+    assert {(c["capacity"], c["status"]) for c in doc["gate"]["checks"]} == {
+        (512, "fail"), (2048, "fail")}
+    assert all(c["b_over_a"] > guaranteed for c in doc["gate"]["checks"])
+
+    code, out, err = compare([str(base), str(slower), "--fail-on", "slower:e2e_ms"],
+                             monkeypatch, capsys)
+    assert code == 1 and "gate: FAILED (2 of 2 checks failed)" in out
+    assert "synthetic-chat @ 512 sequential e2e_ms: B/A = " in out
+
+    code, out, err = compare([str(base), str(again), "--fail-on", "quicker"], monkeypatch,
+                             capsys)
+    assert code == 2 and out == "" and err.startswith("error: --fail-on 'quicker'")
