@@ -23,6 +23,7 @@ LIST_OPTIONS = {
     "kv-bench": {"--contexts"},
     "engine-check": {"--capacities"},
     "engine-speed": {"--contexts"},
+    "engine-batch": {"--dtypes", "--batch-sizes"},
     "calibrate": {"--concurrency", "--ramp"},
 }
 

@@ -46,7 +46,7 @@ def write_tiny_gguf(path: Path, model: Gemma3, extra: dict[str, np.ndarray] | No
     writer.add_rope_freq_base(c.rope_base_global)
     writer.add_sliding_window(c.window)
     writer.add_sliding_window_pattern(3)
-    for name, param in model.state_dict().items():
+    for name, param in model.named_parameters():  # the tied head once, as embed.weight
         values = param.float().numpy()
         if name.endswith("norm.weight"):
             values = values + 1.0

@@ -8,7 +8,8 @@ import torch
 from kvlab.engine import build_model, get_preset
 from kvlab.engine.gemma import build_gemma
 from kvlab.engine.generate import generate
-from kvlab.engine.paged import BlockPool, PagedBatch, blocks_held
+from kvlab.engine.paged import BlockPool, blocks_held
+from kvlab.engine.ragged import RaggedBatch
 from kvlab.errors import CacheOverflowError, EngineError
 from tests.engine.test_gemma import TINY
 from tests.rounding import assert_close_up_to_rounding
@@ -92,27 +93,27 @@ def _check_paged_equals_contiguous(model, vocab: int, lengths: list[int],
         for seq, prompt in enumerate(prompts):  # one prefill per sequence
             pool.add(seq)
             pool.grow(seq, len(prompt))
-            batch = PagedBatch(pool, [seq], len(prompt))
+            batch = RaggedBatch(pool, [(seq, len(prompt))])
             logits = model(torch.tensor([prompt]), batch, last_only=True)
-            batch.advance(len(prompt))
+            batch.advance()
             assert_close_up_to_rounding(logits[0, -1], refs[seq].logits[0], model.config,
                                         n_keys)
         rows = list(range(len(prompts)))
         for step in range(1, steps):  # then every sequence decodes in one batch
             for seq in rows:
                 pool.grow(seq, 1)
-            batch = PagedBatch(pool, rows, 1)
-            ids = torch.tensor([[refs[seq].tokens[step - 1]] for seq in rows])
-            logits = model(ids, batch)
-            batch.advance(1)
+            batch = RaggedBatch(pool, [(seq, 1) for seq in rows])
+            ids = torch.tensor([[refs[seq].tokens[step - 1] for seq in rows]])  # (1, R)
+            logits = model(ids, batch)  # (1, R, V)
+            batch.advance()
             for seq in rows:
-                assert_close_up_to_rounding(logits[seq, -1], refs[seq].logits[step],
+                assert_close_up_to_rounding(logits[0, seq], refs[seq].logits[step],
                                             model.config, n_keys)
 
 
-def test_a_paged_batch_refuses_a_start_position() -> None:
+def test_a_ragged_batch_refuses_a_start_position() -> None:
     pool = BlockPool(TOY, n_blocks=4, block_size=16)
     pool.add(0)
     pool.grow(0, 2)
     with pytest.raises(EngineError, match="own position"):
-        PagedBatch(pool, [0], 2).positions(2, start_pos=0)
+        RaggedBatch(pool, [(0, 2)]).positions(2, start_pos=0)

@@ -145,3 +145,34 @@ def test_generation_stops_at_a_stop_token() -> None:
     scheduler.run()
     first = alone.tokens.index(stop)
     assert req.tokens == alone.tokens[:first + 1] and req.stop_type == "eos"
+
+
+class _Counting:
+    """A model that counts its forwards and the tokens of each."""
+
+    def __init__(self, model) -> None:
+        self.model, self.config, self.calls = model, model.config, []
+
+    def __call__(self, ids, cache=None, **kwargs):
+        self.calls.append(ids.shape)
+        return self.model(ids, cache, **kwargs)
+
+    def parameters(self):
+        return self.model.parameters()
+
+
+def test_each_step_is_one_forward_of_rows_and_chunks() -> None:
+    model = _Counting(build_model(get_preset("toy")))
+    scheduler = Scheduler(model, BlockPool(model.config, n_blocks=32, block_size=16),
+                          token_budget=16)
+    first = scheduler.submit(_greedy(_prompts(256, [5])[0], 4))
+    scheduler.step()  # its whole prompt
+    second = scheduler.submit(_greedy(_prompts(256, [40])[0], 4))
+    steps = 0
+    while not scheduler.idle:
+        scheduler.step()
+        steps += 1
+    assert len(model.calls) == steps + 1  # one forward per step, never one per sequence
+    # Step 2: first's decode row and second's first chunk of 16 tokens, flattened.
+    assert model.calls[1] == (1, 17)
+    assert first.n_out == second.n_out == 4

@@ -106,8 +106,8 @@ def test_props_say_how_requests_share_the_engine(batched_url: str) -> None:
     props = httpx.get(batched_url + "/props").json()
     assert props["total_slots"] == 8
     assert props["kvlab"]["paged_kv"] == {"blocks": 12, "block_size": 16,
-                                          "prefill_budget": 256}
-    assert props["kvlab"]["prompt_reuse"] is False
+                                          "prefill_budget": 256, "prefix_caching": True}
+    assert props["kvlab"]["prompt_reuse"] is True
 
 
 def test_batching_needs_the_kv_cache() -> None:
@@ -120,3 +120,44 @@ def test_batching_needs_the_kv_cache() -> None:
 def test_zero_slots_is_refused() -> None:
     with pytest.raises(ConfigError, match="--slots must be >= 1, got 0"):
         create_app(ServeSettings(slots=0))
+
+
+def _complete(base_url: str, prompt: list[int], **fields: object) -> dict:
+    body = {"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True,
+            **fields}
+    response = httpx.post(base_url + "/v1/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_repeated_prompt_starts_from_its_cached_blocks() -> None:
+    prompt = [(5 * j) % 250 + 1 for j in range(40)]  # 2 full blocks of 16 + 8 tokens
+    assert_no_near_tie(SERVED_TOY, prompt, 8)
+    with serving(n_ctx=128, slots=4) as url:
+        first = _complete(url, prompt)
+        again = _complete(url, prompt)
+        not_asked = _complete(url, prompt, cache_prompt=False)
+        metrics = _metrics(url)
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == 32
+    assert again["timings"]["cache_n"] == 32 and again["timings"]["prompt_n"] == 8
+    assert not_asked["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert first["choices"][0]["text"] == again["choices"][0]["text"] \
+        == not_asked["choices"][0]["text"]
+    # vLLM's counters: tokens looked up (the two requests that allowed it) and found.
+    assert metrics["prefix_cache_queries_total"] == 80
+    assert metrics["prefix_cache_hits_total"] == 32
+    assert metrics["prompt_tokens_total"] == 40 + 8 + 40  # computed, not reused
+    assert metrics['kv_blocks_cached{model_name="toy",window="full"}'] > 0
+
+
+def test_no_prefix_cache_reuses_nothing_and_counts_nothing() -> None:
+    prompt = [(3 * j) % 250 + 1 for j in range(40)]
+    with serving(n_ctx=128, slots=4, prefix_cache=False) as url:
+        _complete(url, prompt)
+        again = _complete(url, prompt)
+        metrics = _metrics(url)
+        props = httpx.get(url + "/props").json()
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert "prefix_cache_hits_total" not in metrics and metrics["prompt_tokens_total"] == 80
+    assert props["kvlab"]["prompt_reuse"] is False

@@ -39,6 +39,19 @@ def test_argv_serves_a_model_instead_of_the_preset() -> None:
     assert "--preset" in EmbeddedServer(capacity=512).argv()
 
 
+def test_the_engines_serving_path_reaches_the_command_line() -> None:
+    from kvlab.servers.embedded import EmbeddedSettings
+
+    settings = EmbeddedSettings(model="gemma-3-270m", slots=8, dtype="int8",
+                                prefill_budget=512, prefix_cache=False)
+    argv = settings.build(256).argv()
+    assert argv[argv.index("--dtype") + 1] == "int8"
+    assert argv[argv.index("--prefill-budget") + 1] == "512"
+    assert "--no-prefix-cache" in argv
+    plain = EmbeddedSettings(model="gemma-3-270m").build(256).argv()
+    assert not {"--dtype", "--prefill-budget", "--no-prefix-cache"} & set(plain)
+
+
 @pytest.mark.slow
 def test_gemma_by_recomputation_as_a_managed_process(tmp_path) -> None:
     from kvlab.errors import KvlabError

@@ -19,8 +19,11 @@ def serve(
         None, "--model", "-m", show_default=False,
         help="Serve a real model instead of the toy: gemma-3-270m (the bundled GGUF) or a "
              "Gemma 3 GGUF path. Loading takes ~20 s; /health answers 503 until then."),
-    dtype: str = typer.Option("float32", help="--model weights and KV cache: float32 or "
-                                              "bfloat16."),
+    dtype: str = typer.Option(
+        "float32", help="--model weight format: float32 (exact), bfloat16 (half the bytes "
+                        "a decode step reads), int8 (a quarter) or w8a8 (int8 with 8-bit "
+                        "activations: flatter in batch size, less faithful); the KV cache "
+                        "follows the activations (kvlab engine-batch compares them)."),
     ctx_size: int | None = typer.Option(
         None, "--ctx-size", "-c", show_default=False,
         help="Context capacity in tokens (default: the model's max_len; at most that)."),
@@ -39,6 +42,10 @@ def serve(
     prefill_budget: int = typer.Option(
         256, "--prefill-budget",
         help="Most prompt tokens computed per scheduler step (chunked prefill)."),
+    no_prefix_cache: bool = typer.Option(
+        False, "--no-prefix-cache",
+        help="With --slots: never reuse cached KV blocks of earlier prompts (on by "
+             "default; a request that sends cache_prompt: false never reuses them)."),
     seed: int = typer.Option(42, help="Sampling seed of requests that send none (-1: random)."),
     threads: int = typer.Option(2, "--threads", "-t", help="torch CPU threads."),
     synthetic: bool = typer.Option(
@@ -48,11 +55,12 @@ def serve(
     """Serve the reference engine: /completion, /v1/chat/completions, /v1/completions...
 
     One slot serializes requests; --slots N (or --kv-blocks M) batches up to N
-    sequences continuously over a paged KV pool and preempts the youngest when the
-    pool runs out. GET /metrics shows running and waiting requests, KV blocks and
-    token counters (vLLM's names). The model loads after the listener starts;
-    /health answers 503 until it is ready. A model that fails to load stops the server
-    with one line naming the file.
+    sequences continuously over a paged KV pool (decode rows and prompt chunks in one
+    forward), preempts the youngest when the pool runs out, and reuses the KV blocks of
+    prompts it has seen (prefix caching). GET /metrics shows running and waiting
+    requests, KV blocks and token counters (vLLM's names). The model loads after the
+    listener starts; /health answers 503 until it is ready. A model that fails to load
+    stops the server with one line naming the file.
     """
     from kvlab.serve.runner import check_port
 
@@ -68,7 +76,8 @@ def serve(
     settings = ServeSettings(preset=preset, n_ctx=ctx_size, use_cache=not no_cache,
                              seed=seed, threads=threads, api_key=api_key, model=model,
                              dtype=dtype, slots=slots, kv_blocks=kv_blocks,
-                             block_size=block_size, prefill_budget=prefill_budget)
+                             block_size=block_size, prefill_budget=prefill_budget,
+                             prefix_cache=not no_prefix_cache)
     application = create_app(settings)  # ConfigError (exit 2) before binding anything
 
     def announce(url: str) -> None:

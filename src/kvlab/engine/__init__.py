@@ -3,8 +3,9 @@
 Two architectures share one cache interface and one generate loop: the toy
 (:class:`TinyLM`, random weights, byte tokenizer) and Gemma 3 (:class:`Gemma3`, read
 from a GGUF by :func:`load_model`). The cache is contiguous (:class:`KVCache`, one
-sequence or a batch of equal ones) or paged (:class:`BlockPool` and its
-:class:`PagedBatch`), which the continuous-batching :class:`Scheduler` drives.
+sequence or a batch of equal ones) or paged (:class:`BlockPool`, with prefix caching,
+and the flattened :class:`RaggedBatch` of one step), which the continuous-batching
+:class:`Scheduler` drives.
 """
 
 from kvlab.engine.cache import KVCache
@@ -15,7 +16,8 @@ from kvlab.engine.generate import Generation, generate, iter_generate, make_samp
 from kvlab.engine.masks import causal_mask
 from kvlab.engine.model import TinyLM, build_model
 from kvlab.engine.models import LoadedModel, load_model
-from kvlab.engine.paged import BlockPool, PagedBatch
+from kvlab.engine.paged import BlockPool
+from kvlab.engine.ragged import RaggedBatch
 from kvlab.engine.scheduler import Request, RequestTooLarge, Scheduler
 from kvlab.engine.tokenizer import EOS_ID, ByteTokenizer, IncrementalDecoder
 
@@ -31,7 +33,7 @@ __all__ = [
     "KVCache",
     "LoadedModel",
     "ModelConfig",
-    "PagedBatch",
+    "RaggedBatch",
     "Request",
     "RequestTooLarge",
     "Scheduler",

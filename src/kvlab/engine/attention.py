@@ -2,8 +2,9 @@
 
 Shapes: B sequences, nh query heads, kvh KV heads (nh is a multiple of kvh), T new
 tokens, S keys, hd head dim. The mask comes from the cache
-(:meth:`kvlab.engine.cache.KVCache.attn_mask` or the paged batch's): None means one
-new token that sees every key, or plain causal attention without a past.
+(:meth:`kvlab.engine.cache.KVCache.attn_mask`, or one row group of the flattened
+paged batch, :mod:`kvlab.engine.ragged`): None means one new token that sees every
+key, or plain causal attention without a past.
 """
 
 from __future__ import annotations

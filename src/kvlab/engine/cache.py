@@ -6,12 +6,13 @@ keeps token ``p`` in cell ``p``. A sliding-window layer (window W, Gemma 3's loc
 layers) has only W cells, used as a ring: token ``p`` goes to cell ``p % W`` and
 overwrites the token W positions earlier, which no later query can see any more.
 
-The interface both caches keep (this one and the paged batch of
-:mod:`kvlab.engine.paged`): the model asks :meth:`KVCache.positions` where its new
-tokens sit; each layer writes its new keys and values with :meth:`KVCache.update`,
-attends over what it returns, masked by :meth:`KVCache.attn_mask`; the engine, not a
-layer, calls :meth:`KVCache.advance` once every layer has written. Nothing grows as
-the sequence grows.
+The interface both caches keep (:class:`KVStore`: this one and the flattened paged
+batch of :mod:`kvlab.engine.ragged`): the model asks :meth:`KVCache.positions` where
+its new tokens sit; each layer hands its new queries, keys and values to
+:meth:`KVCache.attend`, which stores the keys and values (:meth:`KVCache.update`)
+and attends over what each query may see (:meth:`KVCache.attn_mask`); the engine,
+not a layer, calls :meth:`KVCache.advance` once every layer has written. Nothing grows
+as the sequence grows.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Protocol
 
 import torch
 
+from kvlab.engine.attention import attend
 from kvlab.engine.masks import contiguous_mask
 from kvlab.errors import CacheOverflowError, ConfigError, EngineError, PromptTooLongError
 
@@ -47,20 +49,21 @@ class CacheLayout(Protocol):
 
 
 class KVStore(Protocol):
-    """What a model's forward needs from a cache (contiguous or a paged batch)."""
+    """What a model's forward needs from a cache (contiguous or a flattened paged
+    batch)."""
 
     def positions(self, n_new: int, start_pos: int | None = None) -> torch.Tensor:
-        """Positions of the new tokens: (T,) for one sequence, (B, T) for a batch."""
+        """Positions of the new tokens: (T,) for one sequence (or a batch of equal
+        ones), (1, T) for a flattened batch of sequences."""
         ...
 
-    def update(
-        self, layer: int, k: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store the new K/V (B, kvh, T, hd); the keys and values to attend over."""
-        ...
-
-    def attn_mask(self, layer: int, n_new: int, n_keys: int) -> torch.Tensor | None:
-        """The boolean mask for those keys; None: no mask needed (see attention.py)."""
+    def attend(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+        scale: float | None = None,
+    ) -> torch.Tensor:
+        """Store the new K/V (B, kvh, T, hd) of ``layer``; return attention (B, nh, T, hd)
+        of the queries q (B, nh, T, hd) over the keys each may see, the new ones
+        included. ``scale`` None is 1/sqrt(hd)."""
         ...
 
 
@@ -167,6 +170,15 @@ class KVCache:
         """Mask (T, n_keys) for the keys :meth:`update` just returned, or None (one
         token seeing all, or plain causal)."""
         return contiguous_mask(n_new, self.length, self.windows[layer], n_keys)
+
+    def attend(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+        scale: float | None = None,
+    ) -> torch.Tensor:
+        """Store ``k``, ``v`` (B, kvh, T, hd), then attend: (B, nh, T, hd)."""
+        keys, values = self.update(layer, k, v)  # (B, kvh, S, hd): cached + new
+        mask = self.attn_mask(layer, q.shape[2], keys.shape[2])  # None or (T, S)
+        return attend(q, keys, values, mask, scale=scale)  # (B, nh, T, hd)
 
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor

@@ -42,15 +42,16 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()  # (..., dim)
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (x32 * (1.0 + self.weight.float())).to(x.dtype)  # (..., dim)
+        # x / sqrt(mean(x²) + eps) * (1 + weight), in one fused torch op
+        scale = 1.0 + self.weight.float()  # (dim,)
+        return F.rms_norm(x.float(), scale.shape, scale, self.eps).to(x.dtype)  # (..., dim)
 
 
-def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> tuple[
-        torch.Tensor, torch.Tensor]:
+def rope_angles(positions: torch.Tensor, head_dim: int, base: float,
+                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin (T, hd) of the rotation at ``positions`` (T,); (B, 1, T, hd) for
-    positions (B, T), one row per sequence of a batch.
+    positions (B, T), one row per sequence of a batch (or a flattened batch, B = 1).
+    Computed in float32, returned in ``dtype``.
 
     Pair i of a head (dims i and i + hd/2) turns by position * base^(-2i/hd).
     """
@@ -60,7 +61,7 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> tuple[
     angles = torch.cat([angles, angles], dim=-1)  # (T, hd) or (B, T, hd)
     if angles.dim() == 3:
         angles = angles[:, None]  # (B, 1, T, hd): the same angles for every head
-    return angles.cos(), angles.sin()
+    return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -68,7 +69,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     (B, 1, T, hd)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, heads, T, hd)
-    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+    return x * cos + rotated * sin
 
 
 class Attention(nn.Module):
@@ -79,7 +80,6 @@ class Attention(nn.Module):
         self.n_heads, self.n_kv_heads = config.n_heads, config.n_kv_heads
         self.head_dim = config.head_dim
         self.window = config.layer_windows[layer]  # None: a global layer
-        self.rope_base = config.rope_base(layer)
         self.scale = 1.0 / math.sqrt(config.head_dim)
         self.q = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
         self.k = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
@@ -89,21 +89,20 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, layer: int, cache: KVStore | None, positions: torch.Tensor
+        self, x: torch.Tensor, layer: int, cache: KVStore | None,
+        rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         B, T, _ = x.shape
         q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
         k = self.k(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
         v = self.v(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
-        cos, sin = rope_angles(positions, self.head_dim, self.rope_base)  # (T, hd) each
+        cos, sin = rope  # (T, hd) or (B, 1, T, hd): this layer's base at the new positions
         q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
         k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
-        if cache is not None:
-            k, v = cache.update(layer, k, v)  # (B, kvh, S, hd): cached + new
-            mask = cache.attn_mask(layer, T, k.shape[2])  # None, (T, S) or (B, 1, T, S)
+        if cache is not None:  # stores k, v; attends over what each query may see
+            y = cache.attend(layer, q, k, v, scale=self.scale)  # (B, nh, T, hd)
         else:  # the new tokens only: causal, cut by the window if it is shorter
-            mask = contiguous_mask(T, 0, self.window, T)
-        y = attend(q, k, v, mask, scale=self.scale)  # (B, nh, T, hd)
+            y = attend(q, k, v, contiguous_mask(T, 0, self.window, T), scale=self.scale)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, nh*hd)
         return self.o(y)  # (B, T, C)
 
@@ -135,9 +134,10 @@ class Block(nn.Module):
         self.post_mlp_norm = RMSNorm(config.d_model, config.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, layer: int, cache: KVStore | None, positions: torch.Tensor
+        self, x: torch.Tensor, layer: int, cache: KVStore | None,
+        rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
-        x = x + self.post_attn_norm(self.attn(self.pre_attn_norm(x), layer, cache, positions))
+        x = x + self.post_attn_norm(self.attn(self.pre_attn_norm(x), layer, cache, rope))
         return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))  # (B, T, C)
 
 
@@ -150,6 +150,8 @@ class Gemma3(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head.weight = self.embed.weight  # tied: one (V, C) matrix for both
         self.positions: torch.Tensor  # (max_len,) 0, 1, 2, ...
         self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
 
@@ -159,24 +161,30 @@ class Gemma3(nn.Module):
 
     def forward(
         self, ids: torch.Tensor, cache: KVStore | None = None, start_pos: int | None = None,
-        last_only: bool = False,
+        last_only: bool = False, logits_at: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, T, V) for token ids (B, T) placed where the cache says.
 
         Same contract as the toy's :meth:`kvlab.engine.model.TinyLM.forward`: the new
-        tokens follow the cache (a paged batch gives each row its own positions);
-        advancing it is the caller's job. ``last_only``: logits (B, 1, V) of the last
-        position only (the head is a 640 x 262,144 product, the largest in the model).
+        tokens follow the cache (a flattened paged batch gives each token its own
+        position); advancing it is the caller's job. ``last_only``: logits (B, 1, V) of
+        the last position only; ``logits_at`` (K,): of those token indices only,
+        (B, K, V). The head is a 640 x 262,144 product, the largest in the model.
         """
         T = ids.shape[1]  # ids: (B, T)
         positions = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
         x = self.embed(ids)  # (B, T, C)
         x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)  # (B, T, C)
+        c = self.config  # the rotation's cos and sin, once per base for every layer
+        rope = {base: rope_angles(positions, c.head_dim, base, x.dtype)
+                for base in (c.rope_base_local, c.rope_base_global)}
         for layer, block in enumerate(self.blocks):
-            x = block(x, layer, cache, positions)  # (B, T, C)
-        if last_only:
+            x = block(x, layer, cache, rope[c.rope_base(layer)])  # (B, T, C)
+        if logits_at is not None:
+            x = x[:, logits_at]  # (B, K, C): the tokens that sample
+        elif last_only:
             x = x[:, -1:]  # (B, 1, C)
-        return F.linear(self.norm(x), self.embed.weight)  # (B, T, V)
+        return self.head(self.norm(x))  # (B, T, V)
 
 
 def build_gemma(config: GemmaConfig, seed: int = 42, dtype: torch.dtype = torch.float32

@@ -135,6 +135,7 @@ def load_gemma(path: str | Path, dtype: torch.dtype = torch.float32) -> Gemma3:
             f"missing {missing[:3]}, wrong shape {wrong[:3]}"
         )
     model.load_state_dict(state, assign=True, strict=False)
+    model.head.weight = model.embed.weight  # assign replaced the tied parameter: tie again
     model.positions = torch.arange(config.max_len)  # the buffer was built on meta
     model.eval()
     model.requires_grad_(False)

@@ -266,7 +266,7 @@ def llamacpp_numerics(model: nn.Module, types: dict[str, str], threads: int
     apart from its KV cache (use :class:`F16KVCache`). ``types``: :func:`weight_types`."""
     handles = []
     for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
+        if isinstance(module, nn.Linear) and name != "head":  # the head: see below
             kind = VEC_DOT_TYPE.get(types.get(f"{name}.weight", ""), "")
             if not kind:
                 raise ConfigError(f"llama.cpp numerics: no weight type for {name}")

@@ -45,7 +45,8 @@ class LMConfig(CacheLayout, Protocol):
 
 
 class LanguageModel(Protocol):
-    """A causal LM called as ``model(ids, cache, start_pos=..., last_only=...)``."""
+    """A causal LM called as ``model(ids, cache, start_pos=..., last_only=...)`` (or
+    ``logits_at=...``)."""
 
     @property
     def config(self) -> LMConfig:
@@ -54,11 +55,12 @@ class LanguageModel(Protocol):
 
     def __call__(
         self, ids: torch.Tensor, cache: KVStore | None = None, start_pos: int | None = None,
-        last_only: bool = False,
+        last_only: bool = False, logits_at: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, T, vocab) for ids (B, T) at the positions the cache gives (or
         start_pos.. without one); (B, 1, vocab) of the last position with
-        ``last_only``. Writes K/V into ``cache``, never advances it."""
+        ``last_only``; (B, K, vocab) of the token indices ``logits_at`` (K,). Writes
+        K/V into ``cache``, never advances it."""
         ...
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:

@@ -41,11 +41,9 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
         k = k.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, T, hd)
         v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh, T, hd)
-        mask = None  # no cache: plain causal over the new tokens
-        if cache is not None:
-            k, v = cache.update(layer, k, v)  # (B, kvh, S, hd): cached + new
-            mask = cache.attn_mask(layer, T, k.shape[2])  # None, (T, S) or (B, 1, T, S)
-        y = attend(q, k, v, mask)  # (B, nh, T, hd)
+        # The cache stores k, v and attends over what each query may see; without one,
+        # plain causal attention over the new tokens.
+        y = cache.attend(layer, q, k, v) if cache is not None else attend(q, k, v, None)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         return self.out(y)  # (B, T, C)
 
@@ -99,7 +97,7 @@ class TinyLM(nn.Module):
 
     def forward(
         self, ids: torch.Tensor, cache: KVStore | None = None, start_pos: int | None = None,
-        last_only: bool = False,
+        last_only: bool = False, logits_at: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, T, vocab) for token ids (B, T) placed where the cache says.
 
@@ -107,14 +105,17 @@ class TinyLM(nn.Module):
         must equal ``cache.length``); a paged batch gives each row its own positions.
         The layers write their K/V into the cache; advancing it is the caller's job.
         Without a cache, positions start at ``start_pos`` (0 if None). ``last_only``:
-        logits (B, 1, vocab) of the last position only.
+        logits (B, 1, vocab) of the last position only; ``logits_at`` (K,): of those
+        token indices only, (B, K, vocab) (a flattened batch's sampling tokens).
         """
         T = ids.shape[1]  # ids: (B, T)
         pos = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
         x = self.tok_emb(ids) + self.pos_emb(pos)  # (B, T, C)
         for layer, block in enumerate(self.blocks):
             x = block(x, layer, cache)  # (B, T, C)
-        if last_only:
+        if logits_at is not None:
+            x = x[:, logits_at]  # (B, K, C): the tokens that sample
+        elif last_only:
             x = x[:, -1:]  # (B, 1, C)
         return self.lm_head(self.norm(x))  # (B, T, vocab)
 

@@ -14,7 +14,8 @@ import torch
 
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer, load_gguf_tokenizer
-from kvlab.engine.gguf_weights import load_gemma, torch_dtype
+from kvlab.engine.gguf_weights import load_gemma
+from kvlab.engine.weights import to_format, weight_format
 from kvlab.errors import ConfigError
 
 BUNDLED = "gemma-3-270m"
@@ -52,13 +53,15 @@ def model_path(name: str) -> tuple[Path, str]:
 
 
 def load_model(name: str, dtype: str = "float32") -> LoadedModel:
-    """Load ``name`` (see :func:`model_path`) in ``dtype`` ("float32" or "bfloat16").
+    """Load ``name`` (see :func:`model_path`) in the weight format ``dtype``: "float32",
+    "bfloat16" or "int8" (:mod:`kvlab.engine.weights`; the last two are for serving).
 
     About 20 s for Gemma 3 270M: ``gguf.GGUFReader`` parses the 262k-entry vocabulary
     before the tensors can be read.
     """
-    tdtype = torch_dtype(dtype)
+    fmt = weight_format(dtype)
     path, sha = model_path(name)
     tokenizer = load_gguf_tokenizer(path, sha256=sha)
-    model = load_gemma(path, tdtype)
+    model = load_gemma(path, fmt.activations)
+    to_format(model, fmt.name)
     return LoadedModel(name=name, path=path, sha256=sha, model=model, tokenizer=tokenizer)

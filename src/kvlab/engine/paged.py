@@ -13,22 +13,31 @@ as it is needed, one block of ``block_size`` tokens at a time (vLLM's PagedAtten
   positions, so a long sequence holds about ``window / block_size`` blocks there;
 - :meth:`BlockPool.release` returns every block of a finished sequence.
 
-:class:`PagedBatch` is the cache a model's forward sees for a batch of sequences at
-different lengths: it writes each row's new K/V into that row's blocks, gathers
-each row's keys back in position order, pads the rows to one length and masks the
-padding. The gather is a copy (the price of paging without a custom kernel; vLLM's
-kernel reads the blocks in place).
+With ``prefix_caching``, a block is shared, not copied (:mod:`kvlab.engine.prefix`):
+every full block is named by its tokens and position chain and carries a reference
+count; a block nobody holds any more keeps its K/V and its name, least recently used
+first in line to be taken, and :meth:`BlockPool.match` gives a new sequence the
+blocks of its longest cached prefix. Sliding groups: the blocks a sliding layer lets
+go while a sequence runs are kept the same way, and a hit of P tokens needs every
+block below P in the full-attention group but only the blocks of the window before P
+in a sliding group (the next query sees no further back); the longest P that every
+group can serve wins.
+
+:class:`kvlab.engine.ragged.RaggedBatch` is the cache a model's forward sees for a
+step over several sequences: it writes each token's K/V into its sequence's blocks
+and gathers each sequence's keys back in position order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from kvlab.engine.cache import CacheLayout
-from kvlab.engine.masks import position_mask
-from kvlab.errors import CacheOverflowError, EngineError, PromptTooLongError
+from kvlab.engine.prefix import ROOT, PrefixIndex, block_names
+from kvlab.errors import CacheOverflowError, EngineError
 
 DEFAULT_BLOCK_SIZE = 16
 
@@ -68,14 +77,21 @@ class _Seq:
 
     length: int = 0  # tokens whose K/V every layer holds
     tables: list[list[int | None]] = field(default_factory=list)  # per group; None: freed
+    tokens: Sequence[int] = ()  # its token ids (prompt, then output), for block names
+    names: list[bytes] = field(default_factory=list)  # names of its full blocks so far
 
 
 class BlockPool:
-    """K/V pools for every layer, free lists and block tables for every sequence."""
+    """K/V pools for every layer, free lists and block tables for every sequence.
+
+    ``prefix_caching``: full blocks are named and shared (see the module docstring);
+    off, a block goes back to the free list as soon as nobody holds it.
+    """
 
     def __init__(
         self, config: CacheLayout, n_blocks: int, block_size: int = DEFAULT_BLOCK_SIZE,
         dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+        prefix_caching: bool = False,
     ) -> None:
         if n_blocks <= 0 or block_size <= 0:
             raise EngineError(
@@ -93,9 +109,16 @@ class BlockPool:
         self.k = [torch.zeros((cells, config.n_kv_heads, config.head_dim), dtype=dtype,
                               device=device) for _ in windows]  # (cells, kvh, hd)
         self.v = [torch.zeros_like(k) for k in self.k]  # (cells, kvh, hd)
-        # Free block ids per group; popped from the end, so block 0 goes first.
+        # Free block ids per group (no cached K/V); popped from the end, block 0 first.
         self.free = [list(range(n_blocks - 1, -1, -1)) for _ in self.windows]
+        self.refs = [[0] * n_blocks for _ in self.windows]  # sequences holding each block
+        self.index = PrefixIndex(len(self.windows)) if prefix_caching else None
         self.seqs: dict[int, _Seq] = {}
+
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether full blocks are named, shared and kept once free."""
+        return self.index is not None
 
     @property
     def nbytes(self) -> int:
@@ -107,19 +130,84 @@ class BlockPool:
         """Bytes of one block on one layer, K and V."""
         return 2 * self.block_size * self.k[0][0].numel() * self.k[0].element_size()
 
+    def available(self, group: int = 0) -> int:
+        """Blocks of ``group`` that can be taken: free, or cached and held by nobody."""
+        parked = self.index.n_parked(group) if self.index is not None else 0
+        return len(self.free[group]) + parked
+
     def used(self, group: int = 0) -> int:
-        """Blocks in use on ``group`` (0: full attention, or the only group)."""
-        return self.n_blocks - len(self.free[group])
+        """Blocks held by sequences on ``group`` (0: full attention, or the only one)."""
+        return self.n_blocks - self.available(group)
+
+    def cached(self, group: int = 0) -> int:
+        """Blocks of ``group`` nobody holds whose K/V is kept for a prefix hit."""
+        return self.index.n_parked(group) if self.index is not None else 0
 
     def length(self, seq_id: int) -> int:
         """Tokens held for ``seq_id``."""
         return self.seqs[seq_id].length
 
-    def add(self, seq_id: int) -> None:
-        """Register an empty sequence."""
+    def add(self, seq_id: int, tokens: Sequence[int] = ()) -> None:
+        """Register an empty sequence; ``tokens`` is its token list (read, not copied,
+        as it grows) when its full blocks are to be named for prefix caching."""
         if seq_id in self.seqs:
             raise EngineError(f"sequence {seq_id} is already in the pool")
-        self.seqs[seq_id] = _Seq(tables=[[] for _ in self.windows])
+        self.seqs[seq_id] = _Seq(tables=[[] for _ in self.windows], tokens=tokens)
+
+    def match(self, seq_id: int) -> int:
+        """Give the empty sequence ``seq_id`` the cached blocks of its longest prefix that
+        every group can serve; the tokens found (a multiple of block_size, at most
+        ``len(tokens) - 1``: one token is always computed). 0 without prefix caching."""
+        seq = self.seqs[seq_id]
+        if self.index is None or seq.length or not seq.tokens:
+            return 0
+        index, bs = self.index, self.block_size
+        names = block_names(seq.tokens, bs, len(seq.tokens) - 1)
+        n = len(names)
+        for group, window in enumerate(self.windows):  # full groups bound the prefix
+            if window is None:
+                n = next((i for i, h in enumerate(names[:n]) if index.find(group, h) is None),
+                         n)
+        while n > 0 and not all(
+                index.find(g, h) is not None
+                for g, w in enumerate(self.windows)
+                for h in names[first_kept_block(n * bs, w, bs):n]):
+            n -= 1
+        for group, window in enumerate(self.windows):
+            first = first_kept_block(n * bs, window, bs)
+            table: list[int | None] = [None] * first
+            for name in names[first:n]:
+                block = index.find(group, name)
+                assert block is not None
+                self._hold(group, block)
+                table.append(block)
+            seq.tables[group] = table
+        seq.length, seq.names = n * bs, names[:n]
+        return n * bs
+
+    def _hold(self, group: int, block: int) -> None:
+        if self.refs[group][block] == 0 and self.index is not None:
+            self.index.unpark(group, block)
+        self.refs[group][block] += 1
+
+    def _take(self, group: int) -> int:
+        """A block nobody holds: a free one, else the least recently used cached one."""
+        if self.free[group]:
+            block = self.free[group].pop()
+        else:
+            evicted = self.index.evict(group) if self.index is not None else None
+            if evicted is None:
+                raise CacheOverflowError(f"no block left in group {group}")
+            block = evicted
+        self.refs[group][block] = 1
+        return block
+
+    def _drop(self, group: int, block: int) -> None:
+        """One holder fewer; at none, the block is kept cached (named) or freed."""
+        self.refs[group][block] -= 1
+        if self.refs[group][block] == 0 and not (
+                self.index is not None and self.index.park(group, block)):
+            self.free[group].append(block)
 
     def _missing(self, seq_id: int, n_new: int) -> list[int]:
         """New blocks per group for ``n_new`` more tokens."""
@@ -128,9 +216,9 @@ class BlockPool:
         return [max(0, wanted - len(table)) for table in seq.tables]
 
     def can_grow(self, seq_id: int, n_new: int) -> bool:
-        """Whether the free lists hold the blocks ``n_new`` more tokens need."""
+        """Whether the pool can give the blocks ``n_new`` more tokens need."""
         missing = self._missing(seq_id, n_new)
-        return all(m <= len(free) for m, free in zip(missing, self.free, strict=True))
+        return all(m <= self.available(g) for g, m in enumerate(missing))
 
     def grow(self, seq_id: int, n_new: int) -> None:
         """Give ``seq_id`` the blocks for ``n_new`` more tokens (CacheOverflowError if
@@ -138,31 +226,45 @@ class BlockPool:
         missing = self._missing(seq_id, n_new)
         if not self.can_grow(seq_id, n_new):
             raise CacheOverflowError(
-                f"the KV pool has {[len(f) for f in self.free]} free blocks per group, "
-                f"sequence {seq_id} needs {missing} more"
+                f"the KV pool has {[self.available(g) for g in range(len(self.windows))]} "
+                f"free blocks per group, sequence {seq_id} needs {missing} more"
             )
-        for table, free, m in zip(self.seqs[seq_id].tables, self.free, missing, strict=True):
-            table.extend(free.pop() for _ in range(m))
+        for group, (table, m) in enumerate(zip(self.seqs[seq_id].tables, missing,
+                                               strict=True)):
+            table.extend(self._take(group) for _ in range(m))
 
     def advance(self, seq_id: int, n: int) -> None:
-        """Commit ``n`` tokens written by every layer; sliding groups free what fell out
-        of their window."""
+        """Commit ``n`` tokens written by every layer: name the blocks they filled (with
+        prefix caching), then let sliding groups give back what left their window."""
         seq = self.seqs[seq_id]
         seq.length += n
         if seq.length > len(seq.tables[0]) * self.block_size:
             raise EngineError(f"sequence {seq_id} advanced past its blocks; grow() first")
-        for window, table, free in zip(self.windows, seq.tables, self.free, strict=True):
+        if self.index is not None and seq.tokens:
+            first = len(seq.names)
+            parent = seq.names[-1] if seq.names else ROOT
+            new = block_names(seq.tokens, self.block_size, seq.length, first, parent)
+            for i, name in enumerate(new, start=first):
+                for group, table in enumerate(seq.tables):
+                    block = table[i]
+                    if block is not None:
+                        self.index.register(group, block, name)
+            seq.names += new
+        for group, (window, table) in enumerate(zip(self.windows, seq.tables, strict=True)):
             for i in range(first_kept_block(seq.length, window, self.block_size)):
                 block = table[i]
                 if block is not None:
-                    free.append(block)
+                    self._drop(group, block)
                     table[i] = None
 
     def release(self, seq_id: int) -> None:
-        """Return every block of ``seq_id`` and forget it."""
+        """Forget ``seq_id``; its blocks go back last first, so that a prefix's first
+        blocks are the last of them to be evicted."""
         seq = self.seqs.pop(seq_id)
-        for table, free in zip(seq.tables, self.free, strict=True):
-            free.extend(b for b in table if b is not None)
+        for group, table in enumerate(seq.tables):
+            for block in reversed(table):
+                if block is not None:
+                    self._drop(group, block)
 
     def cells(self, seq_id: int, group: int, start: int, end: int) -> torch.Tensor:
         """Pool cell indices (end - start,) of positions start..end-1 of ``seq_id``."""
@@ -175,86 +277,3 @@ class BlockPool:
         blocks = torch.tensor(table[first:last], dtype=torch.long)  # physical ids
         positions = torch.arange(start, end)  # (end - start,)
         return blocks[positions // bs - first] * bs + positions % bs
-
-
-class PagedBatch:
-    """The cache of one forward over ``seq_ids``, each adding ``n_new`` tokens.
-
-    Keeps the contiguous cache's interface (positions, update, attn_mask, advance);
-    rows have their own lengths, so positions are (B, T) and masks (B, 1, T, S). The
-    blocks for the new tokens must be taken first (:meth:`BlockPool.grow`).
-    """
-
-    def __init__(self, pool: BlockPool, seq_ids: list[int], n_new: int) -> None:
-        self.pool = pool
-        self.seq_ids = seq_ids
-        self.n_new = n_new
-        starts = torch.tensor([pool.length(s) for s in seq_ids])  # (B,)
-        self.query_pos = starts[:, None] + torch.arange(n_new)  # (B, T)
-        self._write: list[torch.Tensor] = []  # per group: cells (B*T,) of the new tokens
-        self._read: list[torch.Tensor] = []  # per group: cells (B, S) to gather
-        self._masks: list[torch.Tensor] = []  # per group: (B, 1, T, S)
-        for group, window in enumerate(pool.windows):
-            self._plan(group, window, [int(s) for s in starts])
-
-    def _plan(self, group: int, window: int | None, starts: list[int]) -> None:
-        """Cells to write and to read for ``group``, and its mask, for every row."""
-        pool = self.pool
-        bs = pool.block_size
-        tables = [pool.seqs[s].tables[group] for s in self.seq_ids]
-        lows = torch.tensor([first_kept_block(s, window, bs) * bs for s in starts])  # (B,)
-        ends = self.query_pos[:, -1] + 1  # (B,)
-        width = int((ends - lows).max())  # S: the most keys a row attends over
-        # One row per sequence: its physical block ids (freed ones, never read, as 0).
-        n_cols = max(len(t) for t in tables)
-        table = torch.tensor([[b or 0 for b in t] + [0] * (n_cols - len(t)) for t in tables])
-        key_pos = lows[:, None] + torch.arange(width)  # (B, S)
-        valid = key_pos < ends[:, None]  # (B, S): False on padding
-        key_pos = torch.where(valid, key_pos, -1)
-        read = self._cells(table, key_pos.clamp(min=0))  # (B, S)
-        self._read.append(torch.where(valid, read, 0))  # padding reads cell 0
-        self._write.append(self._cells(table, self.query_pos).reshape(-1))  # (B*T,)
-        self._masks.append(position_mask(self.query_pos, key_pos, window))
-
-    def _cells(self, table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Pool cells (B, n) of positions (B, n), through each row's block table."""
-        bs = self.pool.block_size
-        return table.gather(1, positions // bs) * bs + positions % bs
-
-    def positions(self, n_new: int, start_pos: int | None = None) -> torch.Tensor:
-        """Positions (B, T) of the new tokens (each row follows its own sequence)."""
-        if start_pos is not None or n_new != self.n_new:
-            raise EngineError(
-                f"a paged batch was planned for {self.n_new} new tokens per row at each "
-                f"row's own position; got n_new={n_new}, start_pos={start_pos}"
-            )
-        end = int(self.query_pos[:, -1].max()) + 1
-        if end > self.pool.config.max_len:
-            raise PromptTooLongError(
-                f"positions up to {end} exceed the model's max_len "
-                f"{self.pool.config.max_len}; shorten the input"
-            )
-        return self.query_pos
-
-    def update(
-        self, layer: int, k: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write k, v (B, kvh, T, hd) into the rows' blocks; return every row's kept
-        keys and values (B, kvh, S, hd), in position order, padded at the end."""
-        group = self.pool.layer_group[layer]
-        pool_k, pool_v = self.pool.k[layer], self.pool.v[layer]  # (cells, kvh, hd)
-        B, kvh, T, hd = k.shape
-        cells = self._write[group]  # (B*T,)
-        pool_k[cells] = k.transpose(1, 2).reshape(B * T, kvh, hd)
-        pool_v[cells] = v.transpose(1, 2).reshape(B * T, kvh, hd)
-        read = self._read[group]  # (B, S)
-        return pool_k[read].transpose(1, 2), pool_v[read].transpose(1, 2)  # (B, kvh, S, hd)
-
-    def attn_mask(self, layer: int, n_new: int, n_keys: int) -> torch.Tensor:
-        """(B, 1, T, S): causal per row, within the layer's window, padding hidden."""
-        return self._masks[self.pool.layer_group[layer]]
-
-    def advance(self, n: int) -> None:
-        """Commit the new tokens of every row."""
-        for seq_id in self.seq_ids:
-            self.pool.advance(seq_id, n)

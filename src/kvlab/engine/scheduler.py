@@ -5,14 +5,16 @@ on a small batch costs about what it costs on one row: the weights are read once
 either way. The scheduler keeps that forward full. At every :meth:`Scheduler.step`:
 
 1. every running sequence gets the tokens it will compute, oldest first: one token
-   when it is decoding, a chunk of its prompt (within a per-step token budget) while
-   it is prefilling. When the pool cannot hold a sequence's new tokens, the youngest
-   running sequence is *preempted*: its blocks go back to the pool and it waits at
-   the head of the queue, to be recomputed (prompt + what it generated) later;
+   when it is decoding, a chunk of its prompt (within a per-step budget of prompt
+   tokens) while it is prefilling. When the pool cannot hold a sequence's new tokens,
+   the youngest running sequence is *preempted*: its blocks go back to the pool and it
+   waits at the head of the queue, to be recomputed (prompt + what it generated) later;
 2. if nothing was preempted, waiting requests are admitted while the running set, the
-   token budget and the free blocks allow;
-3. all one-token rows go through the model in one batched forward; each prefill chunk
-   gets its own forward;
+   budget and the free blocks allow. With prefix caching, an admitted request first
+   takes the cached blocks of its longest known prefix (unless it asked not to,
+   ``cache_prompt=False``) and computes only the rest;
+3. all of it goes through the model in one forward: decode rows and prefill chunks
+   flattened into one row of tokens (:class:`kvlab.engine.ragged.RaggedBatch`);
 4. a sequence whose context is all in the cache samples its next token; one that hits
    its limit or a stop token ends and its blocks return to the pool.
 
@@ -32,7 +34,8 @@ import torch
 
 from kvlab.engine.generate import Sampler, check_request
 from kvlab.engine.lm import LanguageModel
-from kvlab.engine.paged import BlockPool, PagedBatch, blocks_needed
+from kvlab.engine.paged import BlockPool, blocks_needed
+from kvlab.engine.ragged import RaggedBatch
 from kvlab.errors import EngineError
 
 DEFAULT_MAX_RUNNING = 16
@@ -47,8 +50,10 @@ class RequestTooLarge(EngineError):
 class Request:
     """One generation: its prompt, limits and what it produced so far.
 
-    ``on_token`` is called on the scheduler's thread with each sampled token id.
-    ``stop_ids``: tokens that end the generation (they are kept in ``tokens``).
+    ``token_ids`` is the sequence itself, the prompt followed by every sampled token
+    (the stop token included); the scheduler reads slices of it. ``on_token`` is called
+    on the scheduler's thread with each sampled token id. ``stop_ids``: tokens that
+    end the generation. ``cache_prompt`` False: never start from cached blocks.
     """
 
     prompt: list[int]
@@ -57,9 +62,11 @@ class Request:
     stop_ids: tuple[int, ...] = ()
     on_token: Callable[[int], None] | None = None
     keep_logits: bool = False
+    cache_prompt: bool = True
     id: int = -1
-    tokens: list[int] = field(default_factory=list)  # sampled, stop token included
-    cached: int = 0  # tokens of prompt + tokens whose K/V the pool holds
+    token_ids: list[int] = field(default_factory=list)  # prompt, then output
+    cached: int = 0  # leading tokens of token_ids whose K/V the pool holds
+    prompt_hit: int = -1  # prompt tokens found cached at the first admission (-1: not yet)
     admitted: int = -1  # admission order; the largest is the youngest
     admitted_ns: int = 0  # perf_counter_ns of the first admission (0: still waiting)
     preemptions: int = 0
@@ -67,10 +74,18 @@ class Request:
     cancelled: bool = False  # set from any thread; honoured at the next step
     logits: list[torch.Tensor] = field(default_factory=list)  # per sampled token (V,)
 
+    def __post_init__(self) -> None:
+        self.token_ids = list(self.prompt)
+
     @property
-    def context(self) -> list[int]:
-        """Every token whose K/V the sequence needs next: the prompt and the output."""
-        return self.prompt + self.tokens
+    def tokens(self) -> list[int]:
+        """The sampled tokens (a copy)."""
+        return self.token_ids[len(self.prompt):]
+
+    @property
+    def n_out(self) -> int:
+        """Tokens sampled so far."""
+        return len(self.token_ids) - len(self.prompt)
 
     @property
     def done(self) -> bool:
@@ -85,6 +100,8 @@ class Counters:
     prompt_tokens: int = 0  # prompt tokens computed, recomputation included
     generation_tokens: int = 0  # tokens sampled
     finished: int = 0
+    prefix_queries: int = 0  # tokens looked up in the prefix cache (vLLM's counter)
+    prefix_hits: int = 0  # of them, tokens found there
 
 
 class Scheduler:
@@ -151,14 +168,8 @@ class Scheduler:
         """Run one scheduling step; the requests that finished in it."""
         ended = self._drop_cancelled()
         plan = self._schedule()
-        decode = [req for req, n in plan if n == 1]
-        if decode:
-            ids = torch.tensor([[req.context[req.cached]] for req in decode])  # (B, 1)
-            self._forward(decode, ids, 1)
-        for req, n in plan:
-            if n > 1:
-                ids = torch.tensor([req.context[req.cached:req.cached + n]])  # (1, n)
-                self._forward([req], ids, n)
+        if plan:
+            self._forward(plan)
         for req, _ in plan:
             if req.done:
                 self._finish(req)
@@ -166,14 +177,15 @@ class Scheduler:
         return ended
 
     def _schedule(self) -> list[tuple[Request, int]]:
-        """Take blocks for this step's work: (request, tokens to compute) pairs."""
+        """Take blocks for this step's work: (request, tokens to compute) pairs, the
+        one-token rows first."""
         budget = self.token_budget
         plan: list[tuple[Request, int]] = []
         preempted = False
         for req in sorted(self.running, key=lambda r: r.admitted):
             if req not in self.running:  # preempted for an older one in this loop
                 continue
-            remaining = len(req.context) - req.cached
+            remaining = len(req.token_ids) - req.cached
             n = 1 if remaining == 1 else min(remaining, budget)
             if n == 0:
                 continue
@@ -190,10 +202,12 @@ class Scheduler:
         while (not preempted and self.waiting and budget > 0
                and len(self.running) < self.max_running):
             req = self.waiting[0]
-            n = min(len(req.context), budget)
-            self.pool.add(req.id)
+            self.pool.add(req.id, req.token_ids)
+            self._look_up(req)
+            n = min(len(req.token_ids) - req.cached, budget)
             if not self.pool.can_grow(req.id, n):
                 self.pool.release(req.id)
+                req.cached = 0
                 break
             self.waiting.popleft()
             self.pool.grow(req.id, n)
@@ -202,23 +216,39 @@ class Scheduler:
             self.running.append(req)
             plan.append((req, n))
             budget -= n
-        return plan
+        return sorted(plan, key=lambda work: work[1] > 1)  # stable: rows, then chunks
 
-    def _forward(self, rows: list[Request], ids: torch.Tensor, n: int) -> None:
-        batch = PagedBatch(self.pool, [req.id for req in rows], n)
+    def _look_up(self, req: Request) -> None:
+        """Start ``req`` from the cached blocks of its prefix, where allowed."""
+        hit = self.pool.match(req.id) if req.cache_prompt else 0
+        if self.pool.prefix_caching and req.cache_prompt:
+            self.counters.prefix_queries += len(req.token_ids)
+            self.counters.prefix_hits += hit
+        req.cached = hit
+        if req.prompt_hit < 0:
+            req.prompt_hit = min(hit, len(req.prompt))
+
+    def _forward(self, plan: list[tuple[Request, int]]) -> None:
+        """One forward over every row and chunk of ``plan``; sample where due."""
+        ids = torch.tensor([[t for req, n in plan
+                             for t in req.token_ids[req.cached:req.cached + n]]])  # (1, N)
+        batch = RaggedBatch(self.pool, [(req.id, n) for req, n in plan])
+        due = [(req, seg.last) for (req, n), seg in zip(plan, batch.segments, strict=True)
+               if req.cached + n == len(req.token_ids)]  # all in the cache after this
+        logits_at = torch.tensor([last for _, last in due], dtype=torch.long)  # (K,)
         with torch.inference_mode():
-            logits = self.model(ids, batch, last_only=True)  # (B, 1, V)
-        batch.advance(n)
-        for row, req in enumerate(rows):
+            logits = self.model(ids, batch, logits_at=logits_at)  # (1, K, V)
+        batch.advance()
+        for req, n in plan:
             self.counters.prompt_tokens += max(0, min(n, len(req.prompt) - req.cached))
             req.cached += n
-            if req.cached == len(req.context):  # all in the cache: choose the next token
-                self._sample(req, logits[row, -1])
+        for row, (req, _) in enumerate(due):
+            self._sample(req, logits[0, row])
 
     def _sample(self, req: Request, logits: torch.Tensor) -> None:
         with torch.inference_mode():
             token = req.sample(logits)
-        req.tokens.append(token)
+        req.token_ids.append(token)
         if req.keep_logits:
             req.logits.append(logits.clone())
         self.counters.generation_tokens += 1
@@ -226,7 +256,7 @@ class Scheduler:
             req.on_token(token)
         if token in req.stop_ids:
             req.stop_type = "eos"
-        elif len(req.tokens) >= req.max_new_tokens:
+        elif req.n_out >= req.max_new_tokens:
             req.stop_type = "limit"
 
     def _preempt(self, req: Request) -> None:

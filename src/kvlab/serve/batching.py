@@ -12,6 +12,13 @@ Timings keep llama.cpp's definitions per request: ``prompt_ms`` runs from the
 request's admission into the running batch (waiting in the queue is not counted) to
 its first token, ``predicted_ms`` from its first token to its last. A client that goes
 away marks its request cancelled; the worker returns its blocks at the next step.
+
+Prefix caching (on unless ``--no-prefix-cache``): a request starts from the cached
+blocks of its longest known prefix unless it sends ``cache_prompt: false`` (kvlab's
+harness always does, unless an experiment asks for reuse), and reports the prompt
+tokens it found as ``timings.cache_n`` and ``usage.prompt_tokens_details
+.cached_tokens``; ``/metrics`` counts the tokens looked up and found
+(``prefix_cache_queries``, ``prefix_cache_hits``, vLLM's names).
 """
 
 from __future__ import annotations
@@ -32,12 +39,14 @@ from kvlab.serve.source import ModelSource
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """The scheduler's limits: sequences in flight, KV blocks, prefill tokens per step."""
+    """The scheduler's limits: sequences in flight, KV blocks, prefill tokens per step;
+    and whether full blocks are cached for later prompts."""
 
     max_running: int = 16
     n_blocks: int = 1024
     block_size: int = 16
     token_budget: int = 256
+    prefix_caching: bool = True
 
 
 @dataclass
@@ -72,7 +81,8 @@ class _Job:
             n_prompt=len(req.prompt), tokens=list(req.tokens), pieces=self.pieces,
             tail=self.decoder.flush(), stop_type="eos" if req.stop_type == "eos" else "limit",
             room=self.room, tokens_cached=len(req.prompt) + max(len(req.tokens) - 1, 0),
-            cache_n=0, t_start=req.admitted_ns, t_first=self.t_first or None,
+            cache_n=max(req.prompt_hit, 0), t_start=req.admitted_ns,
+            t_first=self.t_first or None,
             t_last=self.t_last)
 
 
@@ -108,7 +118,8 @@ class BatchingSlot:
         served = self.source.load()
         self.model, self.tokenizer, self.chat = served.model, served.tokenizer, served.chat
         pool = BlockPool(self.model.config, self.batch.n_blocks, self.batch.block_size,
-                         dtype=model_dtype(self.model))
+                         dtype=model_dtype(self.model),
+                         prefix_caching=self.batch.prefix_caching)
         self.scheduler = Scheduler(self.model, pool, self.batch.max_running,
                                    self.batch.token_budget)
         self._worker = threading.Thread(target=self._loop, name="kvlab-batch", daemon=True)
@@ -148,7 +159,8 @@ class BatchingSlot:
         job.request = Request(
             prompt=list(prompt_ids), max_new_tokens=limit,
             sample=make_sampler(params.temperature, params.seed),
-            stop_ids=() if params.ignore_eos else self.eos_ids, on_token=job.on_token)
+            stop_ids=() if params.ignore_eos else self.eos_ids, on_token=job.on_token,
+            cache_prompt=params.cache_prompt)
         self._inbox.put(job)
         try:
             async for item in relay(events):
@@ -162,33 +174,40 @@ class BatchingSlot:
 
     def gauges(self) -> Gauges:
         """Running and waiting requests, KV blocks per window group, and counters
-        (all zero before the model is loaded)."""
+        (all zero before the model is loaded; prefix-cache counters only when it is on)."""
         sched = self.scheduler
         if sched is None:
             return Gauges(running=0, waiting=self._inbox.qsize(), prompt_tokens=0,
                           generation_tokens=0, finished=0)
-        pool = sched.pool
+        pool, counters = sched.pool, sched.counters
+        groups = {("full" if w is None else str(w)): g for g, w in enumerate(pool.windows)}
+        caching = pool.prefix_caching
         return Gauges(
             running=len(sched.running),
             waiting=len(sched.waiting) + self._inbox.qsize(),
-            prompt_tokens=sched.counters.prompt_tokens,
-            generation_tokens=sched.counters.generation_tokens,
-            finished=sched.counters.finished,
+            prompt_tokens=counters.prompt_tokens,
+            generation_tokens=counters.generation_tokens,
+            finished=counters.finished,
             pool=PoolGauges(
                 blocks_total=pool.n_blocks,
-                blocks_used={("full" if w is None else str(w)): pool.used(g)
-                             for g, w in enumerate(pool.windows)},
-                preemptions=sched.counters.preemptions),
+                blocks_used={name: pool.used(g) for name, g in groups.items()},
+                preemptions=counters.preemptions,
+                blocks_cached={name: pool.cached(g) for name, g in groups.items()}
+                if caching else None),
+            prefix_cache_queries=counters.prefix_queries if caching else None,
+            prefix_cache_hits=counters.prefix_hits if caching else None,
         )
 
     def concurrency(self) -> dict[str, Any]:
-        """Continuous batching over a paged KV pool (no prompt reuse between requests)."""
+        """Continuous batching over a paged KV pool; prompt reuse by prefix caching
+        (full blocks), unless turned off."""
         batch = self.batch
         return {
             "concurrency": f"continuous batching, up to {batch.max_running} sequences",
-            "prompt_reuse": False,
+            "prompt_reuse": batch.prefix_caching,
             "paged_kv": {"blocks": batch.n_blocks, "block_size": batch.block_size,
-                         "prefill_budget": batch.token_budget},
+                         "prefill_budget": batch.token_budget,
+                         "prefix_caching": batch.prefix_caching},
         }
 
     def _loop(self) -> None:

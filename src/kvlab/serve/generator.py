@@ -116,6 +116,7 @@ class PoolGauges:
     blocks_total: int  # blocks per layer in the pool
     blocks_used: dict[str, int]  # held by sequences, per window group ("full", "512")
     preemptions: int  # sequences preempted to be recomputed, since start
+    blocks_cached: dict[str, int] | None = None  # held by nobody, kept for a prefix hit
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,8 @@ class Gauges:
     generation_tokens: int  # tokens generated
     finished: int  # requests that finished
     pool: PoolGauges | None = None  # None: the one slot has no blocks
-    # prompt tokens looked up in the prefix the one slot holds, and those found there
-    # (None: not counted by this generator)
+    # prompt tokens looked up in the prefix cache (the one slot's held prefix, or the
+    # paged pool's cached blocks), and those found there (None: not counted)
     prefix_cache_queries: int | None = None
     prefix_cache_hits: int | None = None
 

@@ -10,10 +10,12 @@ dashboard or a scraper written for vLLM reads it with one prefix changed:
   full-attention layers (Gemma's sliding layers are reported by the block gauges);
 - ``num_preemptions_total``, ``prompt_tokens_total`` (tokens computed: a prompt's
   reused prefix is not), ``generation_tokens_total``, ``request_success_total``
-  (counters); the one-request slot adds ``prefix_cache_queries_total`` and
-  ``prefix_cache_hits_total`` (prompt tokens looked up in the prefix the slot holds,
-  and found there: ``cache_prompt``'s reuse);
-- kvlab's own: ``kv_blocks_in_use{window=...}`` and ``kv_blocks_total``.
+  (counters); ``prefix_cache_queries_total`` and ``prefix_cache_hits_total`` (tokens
+  looked up in the prefix cache, and found there): the one slot's held prefix
+  (``cache_prompt``), or continuous batching's cached blocks (absent with
+  ``--no-prefix-cache``); a request that sends ``cache_prompt: false`` looks nothing up;
+- kvlab's own: ``kv_blocks_in_use{window=...}``, ``kv_blocks_cached{window=...}``
+  (held by no sequence, kept for a prefix hit) and ``kv_blocks_total``.
 
 The one-request slot has no blocks: it reports the request gauges and counters only.
 """
@@ -34,13 +36,14 @@ _HELP = {
     "kv_cache_usage_perc": ("gauge", "KV-cache usage, 1 means 100 percent (full-attention "
                             "layers)."),
     "kv_blocks_in_use": ("gauge", "KV blocks held by sequences, per window group."),
+    "kv_blocks_cached": ("gauge", "KV blocks held by no sequence, kept for prefix hits."),
     "kv_blocks_total": ("gauge", "KV blocks per layer in the pool."),
     "num_preemptions_total": ("counter", "Sequences preempted (to be recomputed)."),
     "prompt_tokens_total": ("counter", "Prompt tokens computed."),
     "generation_tokens_total": ("counter", "Tokens generated."),
     "request_success_total": ("counter", "Requests that finished."),
-    "prefix_cache_queries_total": ("counter", "Prompt tokens looked up in the held prefix."),
-    "prefix_cache_hits_total": ("counter", "Prompt tokens found in the held prefix (reused)."),
+    "prefix_cache_queries_total": ("counter", "Tokens looked up in the prefix cache."),
+    "prefix_cache_hits_total": ("counter", "Tokens found in the prefix cache (reused)."),
 }
 
 
@@ -67,6 +70,9 @@ def render_metrics(gauges: Gauges, model: str) -> str:
         for window, n in used.items():
             samples["kv_blocks_in_use"].append(
                 _line("kv_blocks_in_use", n, model, window=window))
+        for window, n in (pool.blocks_cached or {}).items():
+            samples["kv_blocks_cached"].append(
+                _line("kv_blocks_cached", n, model, window=window))
         samples["num_preemptions_total"].append(
             _line("num_preemptions_total", pool.preemptions, model))
     for value, name in ((gauges.prompt_tokens, "prompt_tokens_total"),

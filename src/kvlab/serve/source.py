@@ -114,11 +114,11 @@ def resolve_source(preset: str = "toy", model: str | None = None, dtype: str = "
                            chat_template=TOY_TEMPLATE, vocab_type="byte",
                            weights_seed=weights_seed)
     from kvlab.engine.gemma_config import gemma_config_from_metadata
-    from kvlab.engine.gguf_weights import torch_dtype
     from kvlab.engine.models import model_path
+    from kvlab.engine.weights import weight_format
     from kvlab.memory.gguf_file import read_gguf_metadata
 
-    torch_dtype(dtype)  # refuse an unknown dtype now
+    weight_format(dtype)  # refuse an unknown format now
     path, _ = model_path(model)
     meta = read_gguf_metadata(path)
     config = gemma_config_from_metadata(meta, f"GGUF file {str(path)!r}")

@@ -22,13 +22,15 @@ class ServeSettings:
     """What ``kvlab serve`` was started with.
 
     ``model`` (``gemma-3-270m`` or a GGUF path) replaces the toy ``preset`` when given;
-    ``dtype`` is its weights' and KV cache's dtype. ``n_ctx`` None means the model's
-    ``max_len``. ``seed`` is the default sampling seed of requests that send none
-    (llama.cpp's ``--seed``; -1 = random). ``api_key`` never appears in repr, logs or
+    ``dtype`` is its weight format (float32, bfloat16 or int8:
+    :mod:`kvlab.engine.weights`; the KV cache takes the activations' dtype). ``n_ctx``
+    None means the model's ``max_len``. ``seed`` is the default sampling seed of requests
+    that send none (llama.cpp's ``--seed``; -1 = random). ``api_key`` never appears in repr, logs or
     responses. ``slots`` > 1 or ``kv_blocks`` set: continuous batching of up to
     ``slots`` sequences over ``kv_blocks`` blocks of ``block_size`` tokens (default:
     as many blocks as ``slots`` contiguous contexts would take), prompts computed at
-    most ``prefill_budget`` tokens per step.
+    most ``prefill_budget`` tokens per step, full KV blocks cached for later prompts
+    unless ``prefix_cache`` is False.
     """
 
     preset: str = "toy"
@@ -44,6 +46,7 @@ class ServeSettings:
     kv_blocks: int | None = None
     block_size: int = 16
     prefill_budget: int = 256
+    prefix_cache: bool = True
 
     @property
     def batching(self) -> bool:
@@ -64,7 +67,8 @@ class ServeSettings:
         return BatchSettings(max_running=self.slots,
                              n_blocks=(per_context * self.slots if self.kv_blocks is None
                                        else self.kv_blocks),
-                             block_size=self.block_size, token_budget=self.prefill_budget)
+                             block_size=self.block_size, token_budget=self.prefill_budget,
+                             prefix_caching=self.prefix_cache)
 
     def __repr__(self) -> str:
         key = "set" if self.api_key else "none"

@@ -31,13 +31,20 @@ class EmbeddedSettings(ServerSettings):
     slots: int = Field(default=1, ge=1)
     kv_blocks: int | None = Field(default=None, ge=1)
     block_size: int | None = Field(default=None, ge=1)
+    # The engine's serving path (kvlab serve --dtype/--prefill-budget/--no-prefix-cache):
+    # None keeps kvlab serve's default.
+    dtype: Literal["float32", "bfloat16", "int8", "w8a8"] | None = None
+    prefill_budget: int | None = Field(default=None, ge=1)
+    prefix_cache: bool = True
 
     program = "kvlab serve"
 
     def build(self, capacity: int) -> EmbeddedServer:
         return EmbeddedServer(capacity, self.preset, self.no_cache, self.threads,
                               model=self.model, slots=self.slots, kv_blocks=self.kv_blocks,
-                              block_size=self.block_size)
+                              block_size=self.block_size, dtype=self.dtype,
+                              prefill_budget=self.prefill_budget,
+                              prefix_cache=self.prefix_cache)
 
     def model_name(self) -> str:
         return self.model or self.preset
@@ -60,6 +67,9 @@ class EmbeddedServer(ServerProcess):
         slots: int = 1,
         kv_blocks: int | None = None,
         block_size: int | None = None,
+        dtype: str | None = None,
+        prefill_budget: int | None = None,
+        prefix_cache: bool = True,
     ) -> None:
         super().__init__(port or free_port())
         self.capacity = capacity
@@ -69,6 +79,7 @@ class EmbeddedServer(ServerProcess):
         self.model = model  # gemma-3-270m or a GGUF path; replaces the preset
         self.no_cache = no_cache
         self.threads = threads
+        self.dtype, self.prefill_budget, self.prefix_cache = dtype, prefill_budget, prefix_cache
 
     def argv(self) -> list[str]:
         """The exact command line the server is started with."""
@@ -86,6 +97,12 @@ class EmbeddedServer(ServerProcess):
             argv += ["--kv-blocks", str(self.kv_blocks)]
         if self.block_size is not None:
             argv += ["--block-size", str(self.block_size)]
+        if self.dtype is not None:
+            argv += ["--dtype", self.dtype]
+        if self.prefill_budget is not None:
+            argv += ["--prefill-budget", str(self.prefill_budget)]
+        if not self.prefix_cache:
+            argv.append("--no-prefix-cache")
         return argv
 
     def facts(self) -> dict[str, Any]:

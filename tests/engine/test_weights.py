@@ -1,0 +1,102 @@
+"""Serving formats: every matrix converted (the tied head included), the bytes a step
+reads counted, and each product within the error its arithmetic allows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from kvlab.engine.gemma import build_gemma
+from kvlab.engine.generate import generate
+from kvlab.engine.weights import (
+    FORMATS,
+    Int8Linear,
+    PackedLinear,
+    fidelity,
+    to_format,
+    weight_format,
+    weight_nbytes,
+)
+from kvlab.errors import ConfigError
+from tests.engine.test_gemma import TINY
+
+F32_EPS = torch.finfo(torch.float32).eps
+BF16_EPS = torch.finfo(torch.bfloat16).eps
+
+
+def _data(rows: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(48, 40, generator=gen) * 0.1  # (out, in)
+    x = torch.randn(rows, 40, generator=gen) * torch.linspace(0.1, 8.0, 40)  # skewed
+    return w, x
+
+
+@pytest.mark.parametrize("rows", [1, 3, 16])
+@pytest.mark.parametrize(("parts", "error"), [(2, 1 / 508), (1, 1 / 2)])
+def test_int8_product_is_within_its_activation_rounding(rows: int, parts: int,
+                                                         error: float) -> None:
+    # The weights are rounded once (one scale per output row); the activations are
+    # sent as step * (hi + lo / 254), off by at most step / 508 each (step / 2 as hi).
+    w, x = _data(rows)
+    scale = w.abs().amax(dim=1) / 127
+    wq = torch.round(w / scale[:, None]) * scale[:, None]  # the int8 weights, as floats
+    got = Int8Linear(w, parts)(x)
+    exact = F.linear(x.double(), wq.double())
+    step = x.abs().amax(dim=1, keepdim=True).double() / 127  # (rows, 1)
+    magnitude = x.abs().double() @ wq.abs().double().T  # (rows, out)
+    bound = step * error * wq.abs().double().sum(dim=1) + 40 * F32_EPS * magnitude
+    assert ((got.double() - exact).abs() <= bound).all()
+    assert (w - wq).abs().max() <= scale.max() / 2
+
+
+def test_packed_bfloat16_product_is_bfloat16_rounding_of_the_float32_sum() -> None:
+    w, x = _data(5)
+    wb, xb = w.to(torch.bfloat16), x.to(torch.bfloat16)
+    got = PackedLinear(w)(xb)
+    assert got.dtype == torch.bfloat16
+    exact = F.linear(xb.double(), wb.double())
+    magnitude = xb.abs().double() @ wb.abs().double().T
+    bound = BF16_EPS * exact.abs() + 40 * F32_EPS * magnitude
+    assert ((got.double() - exact).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "int8", "w8a8"])
+def test_every_matrix_is_converted_and_its_bytes_counted(name: str) -> None:
+    model = to_format(build_gemma(TINY, seed=3), name)
+    assert not any(isinstance(m, nn.Linear) for m in model.modules())
+    assert isinstance(model.head, PackedLinear | Int8Linear)
+    matrices = (TINY.d_model * (TINY.n_heads + 2 * TINY.n_kv_heads) * TINY.head_dim
+                + TINY.n_heads * TINY.head_dim * TINY.d_model
+                + 3 * TINY.d_model * TINY.ffn_dim) * TINY.n_layers
+    matrices += TINY.vocab_size * TINY.d_model  # the head, read at every step
+    assert weight_nbytes(model) == matrices * FORMATS[name].bytes_per_weight
+    assert model.embed.weight.dtype == FORMATS[name].activations  # the lookup table
+
+
+def test_float32_is_the_model_as_loaded() -> None:
+    model = build_gemma(TINY, seed=3)
+    assert to_format(model, "float32") is model and model.head.weight is model.embed.weight
+    assert weight_nbytes(model) == 4 * sum(m.weight.numel() for m in model.modules()
+                                           if isinstance(m, nn.Linear))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "int8"])
+def test_a_served_format_generates_through_the_cache(name: str) -> None:
+    model = to_format(build_gemma(TINY, seed=3), name)
+    out = generate(model, list(range(1, 12)), 5, keep_logits=True)
+    assert len(out.tokens) == 5 and out.logits is not None
+    assert torch.isfinite(out.logits.float()).all()
+
+
+def test_fidelity_counts_agreement_and_divergence() -> None:
+    ref = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0]])
+    assert fidelity(ref, ref).top1 == 1.0 and fidelity(ref, ref).kl == pytest.approx(0.0)
+    swapped = fidelity(ref.flip(-1), ref)
+    assert swapped.top1 == 0.5 and swapped.kl > 0
+
+
+def test_an_unknown_format_names_the_choices() -> None:
+    with pytest.raises(ConfigError, match="float32, bfloat16, int8, w8a8"):
+        weight_format("fp8")
