@@ -52,6 +52,27 @@ def _batching_rows() -> list[Record]:
     return rows
 
 
+def _notebook_rows() -> list[Record]:
+    """One mode "vllm", 3 runs at each of two prompt lengths (capacities 256 and 512)."""
+    return [make_row("vllm", capacity, 0, prefill=capacity / 4, decode=70.0 + rep,
+                     start_ms=1000 * i, repetition=rep)
+            for i, (capacity, rep) in enumerate((c, r) for c in (256, 512) for r in range(3))]
+
+
+def _servers_rows() -> list[Record]:
+    """Three servers at c=8, 16 requests each; a round of 8 takes 200, 400, 100 ms."""
+    rows = []
+    for mode, ms, t0 in (("vllm", 200, 0), ("llama-server", 400, 2000), ("kvlab-serve", 100,
+                                                                          5000)):
+        rows += [make_row(mode, 256, i, prefill=10, decode=ms - 12, overhead=2,
+                          start_ms=t0 + ms * (i // 8), load="c=8") for i in range(16)]
+    return rows
+
+
+NOTEBOOK = ('name = "vllm-notebook"\n[workload]\nqueries = 1\nrepetitions = 3\n'
+            'capacities = [256, 512]\noutput_tokens = 8\n[[modes]]\nname = "vllm"\n')
+
+
 def _run(root: Path, name: str, toml: str, rows: list[Record], html: bool = False) -> Path:
     """A run directory evaluated as ``kvlab run`` leaves it (with ``html``, report.html
     too; else report.md is its report)."""
@@ -101,4 +122,9 @@ def build_results(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
          _experiment("continuous-batching", ("one-slot", "batching"),
                      '[load]\nkind = "concurrency"\nvalues = [8]\nrequests = 16\n'),
          _batching_rows(), html=True)
+    _run(root, "vllm-notebook", NOTEBOOK, _notebook_rows())
+    servers = '[load]\nkind = "concurrency"\nvalues = [8]\nrequests = 16\n'
+    _run(root, "serving-engines",
+         _experiment("serving-engines", ("vllm", "llama-server"), servers)
+         + '[[modes]]\nname = "kvlab-serve"\n', _servers_rows())
     return root

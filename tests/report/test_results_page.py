@@ -76,9 +76,26 @@ def test_every_headline_is_read_from_its_file(results: Path) -> None:
             f"{paged['contiguous_unused']:.1%} of contiguous slots unused") in \
         by_step["Paged vs contiguous KV"].text
 
+    notebook = _json(next((results / "runs").glob("vllm-notebook-*")) / "evaluation.json")
+    cells = sorted(notebook["summaries"], key=lambda c: c["capacity"])
+    line = by_step["The notebook's section 6 on a launched vLLM"].text
+    assert ("at " + " / ".join(f"{c['mean_prompt_tokens']:.0f}" for c in cells)
+            + " prompt tokens: TTFT "
+            + " / ".join(f"{c['ttft_ms']['median']:.0f}" for c in cells)) in line
+    assert "prefix reuse" in line
+
+    servers = _json(next((results / "runs").glob("serving-engines-*")) / "evaluation.json")
+    rate = {p["mode"]: p["output_tokens_per_s"] for p in servers["load"]}
+    assert rate["vllm"] == pytest.approx(16 * 8 / 0.4)  # two rounds of 200 ms
+    line = by_step["vLLM vs llama-server vs kvlab serve"].text
+    assert f"vllm {rate['vllm']:.1f}, llama-server {rate['llama-server']:.1f}" in line
+    assert f"kvlab serve / vLLM = {rate['kvlab-serve'] / rate['vllm']:.2f}x" in line
+
     for h in page.headlines:  # every line names the file it was read from
         assert h.source and h.source in text and (results / h.source).is_file()
-    assert [h.step.split(" (")[0] for h in page.headlines][-1] == "Continuous batching vs one slot"
+    assert [h.step.split(" (")[0] for h in page.headlines][-3:] == [
+        "Continuous batching vs one slot", "The notebook's section 6 on a launched vLLM",
+        "vLLM vs llama-server vs kvlab serve"]
 
 
 def test_machine_and_load_during_the_run(results: Path) -> None:
@@ -94,7 +111,7 @@ def test_machine_and_load_during_the_run(results: Path) -> None:
 
 def test_missing_steps_say_so(tmp_path: Path) -> None:
     page = results_page(tmp_path)
-    assert len(page.headlines) == 6
+    assert len(page.headlines) == 8
     assert all("step not run" in h.text and h.source is None for h in page.headlines)
     assert "load average not recorded" in page.machine_line()
     with pytest.raises(ConfigError, match="no such folder"):
@@ -138,7 +155,7 @@ def test_index_opens_in_headless_chromium(results: Path, tmp_path: Path) -> None
     dom = subprocess.run([*flags, "--dump-dom", index.resolve().as_uri()], capture_output=True,
                          text=True, timeout=90, check=True).stdout
     assert "<h2>Headline figures</h2>" in dom and "<h2>Reports</h2>" in dom
-    assert dom.count("<tr>") == 1 + 7  # header + kv-bench, measured, 4 runs, paged
+    assert dom.count("<tr>") == 1 + 9  # header + kv-bench, measured, 6 runs, paged
     assert "measured 737,280 B = formula 737,280 B" in dom
     links = re.findall(r'<a href="([^"]+)"', dom)
     assert all((results / link).is_file() for link in links) and len(links) >= 10

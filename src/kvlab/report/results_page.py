@@ -5,7 +5,8 @@ A results folder (``make run`` writes ``results/``) holds:
 
 - ``kv-bench/kv-bench.json``: naive vs cached decode per token (``kvlab kv-bench``);
 - ``memory/*.json``: KV bytes by formula, measured, paged (``kvlab memory --out``);
-- ``runs/<experiment>-<time>/``: run directories with ``evaluation.json`` and reports.
+- ``runs/<experiment>-<time>/``: run directories with ``evaluation.json`` and reports
+  (the vLLM steps, ``vllm-notebook`` and ``serving-engines``, included).
 
 Each step's file also records the machine (CPU, cores) and the load average at the
 step's end (runs: at each session's start and stop). A step whose file is missing gets
@@ -248,6 +249,37 @@ def batching_headline(step: str, run: _Run) -> Headline:
                           f"batching {many:.1f}: {many / one:.2f}x", run.source, run.load())
 
 
+def notebook_headline(step: str, run: _Run) -> Headline:
+    """Median TTFT and effective ITL per prompt length on the launched vLLM, and
+    whether its rows were shown free of prefix reuse."""
+    cells = sorted((s for s in run.evaluation.get("summaries", []) if s.get("queries")),
+                   key=lambda s: s["capacity"])
+    if not cells:
+        return Headline(step, "no valid rows", run.source, run.load())
+    lengths = " / ".join(f"{s['mean_prompt_tokens']:.0f}" for s in cells)
+    ttft = " / ".join(f"{s['ttft_ms']['median']:.0f}" for s in cells)
+    itl = " / ".join(f"{s['itl_effective_ms']['median']:.1f}" for s in cells)
+    reuse = "; ".join(f"prefix reuse {p['status']}"
+                      for p in run.evaluation.get("prefix_reuse", []))
+    return Headline(step, f"at {lengths} prompt tokens: TTFT {ttft} ms, effective ITL "
+                          f"{itl} ms (medians); {reuse}", run.source, run.load())
+
+
+def servers_headline(step: str, run: _Run) -> Headline:
+    """Output tokens/s of every server at N = 8 users, and kvlab serve's share of vLLM's."""
+    label = f"c={BATCH_USERS}"
+    rates = {p["mode"]: p.get("output_tokens_per_s")
+             for p in run.evaluation.get("load", []) if p.get("load") == label}
+    if not rates or any(v is None for v in rates.values()):
+        return Headline(step, f"no {label} point with output tokens/s for every server",
+                        run.source, run.load())
+    text = ", ".join(f"{mode} {rate:.1f}" for mode, rate in rates.items())
+    if rates.get("vllm") and rates.get("kvlab-serve") is not None:
+        text += f"; kvlab serve / vLLM = {rates['kvlab-serve'] / rates['vllm']:.2f}x"
+    return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: {text}",
+                    run.source, run.load())
+
+
 def other_run_headline(step: str, run: _Run) -> Headline:
     """A run the page has no headline for: mean e2e of its first valid comparison."""
     pairs = [(c["a"], c["b"]) for c in run.evaluation.get("comparisons", [])
@@ -262,6 +294,8 @@ RUN_HEADLINES: dict[str, tuple[str, Callable[[str, _Run], Headline]]] = {
     "quickstart": ("Recompute vs KV cache, embedded server", quickstart_headline),
     "gemma-embedded-vs-llamacpp": ("Engine vs llama-server, Gemma 3 270M", engine_headline),
     "continuous-batching": ("Continuous batching vs one slot", batching_headline),
+    "vllm-notebook": ("The notebook's section 6 on a launched vLLM", notebook_headline),
+    "serving-engines": ("vLLM vs llama-server vs kvlab serve", servers_headline),
 }
 
 
@@ -319,7 +353,7 @@ def results_page(root: Path) -> ResultsPage:
 
     others = [_guarded(name, partial(other_run_headline, run=run))
               for name, run in runs.items() if name not in RUN_HEADLINES]
-    # make run's order: quick steps first, continuous batching (the longest) last
+    # make run's order: quick steps first, then the runs, vLLM's last
     headlines = [
         _guarded("KV cache in the engine (kvlab kv-bench)",
                  partial(kv_bench_headline, root=root)),
@@ -328,7 +362,7 @@ def results_page(root: Path) -> ResultsPage:
         of_run("quickstart"), of_run("gemma-embedded-vs-llamacpp"), *others,
         _guarded("Paged vs contiguous KV (kvlab memory --paged)",
                  partial(paged_headline, root=root)),
-        of_run("continuous-batching"),
+        of_run("continuous-batching"), of_run("vllm-notebook"), of_run("serving-engines"),
     ]
     cpu, cores = _machine(root, runs)
     return ResultsPage(root, cpu, cores, headlines, _reports(root))
