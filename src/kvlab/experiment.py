@@ -244,6 +244,9 @@ class Experiment(_Strict):
                     )
             if a == b:
                 raise ValueError(f"compare[{i}]: compares {a!r} with itself")
+        for i, mode in enumerate(self.modes):  # refused here, before any server starts
+            if problem := mode.settings.capacity_problem(max(self.capacities(mode))):
+                raise ValueError(f"modes[{i}].{mode.server}.{problem}")
         return self
 
     def mode(self, name: str) -> Mode:

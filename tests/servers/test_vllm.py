@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kvlab.errors import ConfigError, ModelFileError
+from kvlab.errors import ConfigError, ExperimentError, ModelFileError
 from kvlab.experiment import Experiment
 from kvlab.servers.chat_template import CHATML_WITH_BOS, LLAMACPP_CHATML
 from kvlab.servers.kinds import SERVER_KINDS
@@ -67,8 +67,23 @@ def test_every_setting_reaches_the_command_line_or_the_environment(tmp_path: Pat
 
 
 def test_a_max_model_len_below_the_capacity_is_refused_before_launch() -> None:
-    with pytest.raises(ConfigError, match="max_model_len 1024 is below the capacity 2048"):
+    with pytest.raises(ConfigError, match="max_model_len: 1024 is below the capacity 2048"):
         VllmSettings(max_model_len=1024).build(capacity=2048)
+
+
+def test_an_experiment_whose_max_model_len_is_below_a_capacity_is_one_line(
+        tmp_path: Path) -> None:
+    from kvlab.experiment import load_experiment
+
+    path = tmp_path / "x.toml"
+    path.write_text('name = "x"\n[workload]\ncapacities = [512, 2048]\n[[modes]]\n'
+                    'name = "v"\nserver = "vllm"\napi = "openai-chat"\n[modes.vllm]\n'
+                    'max_model_len = 1024\n')
+    with pytest.raises(ExperimentError) as refused:
+        load_experiment(path)
+    line = str(refused.value)
+    assert "\n" not in line and str(path) in line
+    assert "modes[0].vllm.max_model_len: 1024 is below the capacity 2048" in line
 
 
 def test_threads_and_cpu_bind_together_are_refused() -> None:

@@ -139,3 +139,21 @@ def test_prompt_sizing_counts_with_vllms_tokenize(vllm: VllmServer) -> None:
             return await found("hi"), found.sizing.method
 
     assert asyncio.run(count()) == (2, "server-tokenize")  # <bos> hi
+
+
+def test_a_vllm_that_dies_at_start_up_is_one_line(tmp_path: Path) -> None:
+    """Its exit, its log's last error line and the log's path."""
+    from kvlab.errors import ServerLaunchError
+
+    reason = vllm_missing()
+    if reason:
+        pytest.skip(reason)
+    server = VllmSettings(enforce_eager=True, extra_args=["--no-such-flag"]).build(512)
+    with pytest.raises(ServerLaunchError) as failed:
+        server.start(tmp_path / "dead.log")
+    line = str(failed.value)
+    assert "\n" not in line
+    assert "vLLM exited with status" in line and "during start-up" in line
+    assert "--no-such-flag" in line  # the log's last error line names it
+    assert f"log: {tmp_path / 'dead.log'}" in line
+    assert not server.is_alive()

@@ -79,6 +79,12 @@ class ServerSettings(BaseModel):
         kvlab does not launch."""
         raise NotImplementedError
 
+    def capacity_problem(self, capacity: int) -> str | None:
+        """Why these settings cannot serve ``capacity`` (context tokens per sequence), as
+        "key: what is wrong; what to do"; None when they can. The experiment file is
+        refused with it before anything starts."""
+        return None
+
     def model_name(self) -> str:
         """The model id a launched server's requests name (OpenAI APIs' ``model``)."""
         return "default"

@@ -73,11 +73,17 @@ class VllmSettings(ServerSettings):
             raise ValueError("give threads or cpu_bind, not both")
         return self
 
-    def build(self, capacity: int) -> VllmServer:
+    def capacity_problem(self, capacity: int) -> str | None:
         if self.max_model_len is not None and self.max_model_len < capacity:
-            raise ConfigError(f"vllm.max_model_len {self.max_model_len} is below the "
-                              f"capacity {capacity}: a prompt sized for it would be refused; "
-                              "raise max_model_len or leave it unset (it is the capacity)")
+            return (f"max_model_len: {self.max_model_len} is below the capacity {capacity}, "
+                    "so prompts sized for it would be refused; raise it or leave it unset "
+                    "(it is then the capacity)")
+        return None
+
+    def build(self, capacity: int) -> VllmServer:
+        problem = self.capacity_problem(capacity)
+        if problem:
+            raise ConfigError(f"vllm.{problem}")
         return VllmServer(self, capacity)
 
     def model_name(self) -> str:
