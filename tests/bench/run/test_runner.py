@@ -455,8 +455,10 @@ def test_server_counters_per_load_point_equal_the_records(tmp_path) -> None:
         assert (c.server, c.rows) == ("kvlab", 3)
         assert c.prompt.status == c.generation.status == "equal", c.to_dict()
         assert c.generation.delta == 3 * 8 and c.prompt.delta > 0
-    assert counters[0].deltas["prefix_cache_hits"] == 0  # the slot: cache_prompt false
-    assert counters[2].deltas["prefix_cache_hits"] is None  # batching: no prefix cache
+    # cache_prompt false: neither the slot nor batching's prefix cache reuses a token
+    assert counters[0].deltas["prefix_cache_hits"] == 0
+    assert counters[2].deltas["prefix_cache_hits"] == 0
+    assert counters[2].deltas["prefix_cache_queries"] == 0  # not even looked up
     assert counters[2].deltas["preemptions"] == 0
     saved = json.loads((result.run_dir.path / "evaluation.json").read_text())
     assert saved["server_counters"][0]["prompt_check"]["status"] == "equal"
