@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -52,14 +53,10 @@ def scrape(text: str) -> dict[str, float]:
 async def sample(client: httpx.AsyncClient, url: str, every: float,
                  stop: asyncio.Event, seen: list[dict[str, float]]) -> None:
     while not stop.is_set():
-        try:
+        with contextlib.suppress(httpx.HTTPError):
             seen.append(scrape((await client.get(f"{url}/metrics", timeout=5.0)).text))
-        except httpx.HTTPError:
-            pass
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every)
-        except TimeoutError:
-            pass
 
 
 def prompt_ids(client_index: int, round_index: int, n: int, bos: int) -> list[int]:
