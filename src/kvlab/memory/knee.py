@@ -206,8 +206,8 @@ def vllm_knee(
         unit="blocks", max_seqs=max_num_seqs,
         admit_per_step=max_num_batched_tokens // work.prompt_tokens,
         budget_bytes=num_gpu_blocks * vllm_block_bytes(shape, block_size, dtype),
-        layout=f"one pool of {num_gpu_blocks} blocks of {block_size} tokens (1 null) for "
-               + " + ".join(g.describe() for g in groups) + " groups",
+        layout=f"one pool of {num_gpu_blocks} blocks of {block_size} tokens (1 null) shared "
+               "by " + ", ".join(g.describe() for g in groups),
         rule=f"{per_seq} blocks per sequence over every group, {usable} usable; admitted "
              f"with its prompt's {admit} blocks, grows, preempts the newest when short",
     )
@@ -254,7 +254,7 @@ def kvlab_knee(
         capacity=kv_blocks, unit="blocks", max_seqs=slots,
         admit_per_step=prefill_budget // work.prompt_tokens,
         budget_bytes=kv_blocks * block_size * token_bytes,
-        layout=f"{len(groups)} pool(s) of {kv_blocks} blocks of {block_size} tokens: "
+        layout=f"a pool of {kv_blocks} blocks of {block_size} tokens for each of "
                + ", ".join(g.describe() for g in groups),
         rule=f"{per_seq} blocks per sequence on its fullest group, {kv_blocks} per group; "
              f"admitted with its first chunk's {first_chunk} blocks, grows, preempts the "

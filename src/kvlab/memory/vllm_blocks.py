@@ -48,8 +48,9 @@ class BlockGroup:
     count: int = 1
 
     def describe(self) -> str:
-        kind = "full" if self.window is None else f"window {self.window}"
-        return f"{self.count} x {kind} ({self.layers} layers)"
+        """E.g. "5 window-512 groups of 3 layers"."""
+        kind = "full" if self.window is None else f"window-{self.window}"
+        return f"{self.count} {kind} group{'s' if self.count > 1 else ''} of {self.layers} layers"
 
 
 def _kv_layers(shape: ModelShape) -> list[int]:
