@@ -7,9 +7,10 @@ each with ``requests.successful`` / ``incomplete`` / ``errored`` lists of
 ``info.timings`` (``request_start``, ``first_request_iteration``,
 ``first_token_iteration``, ``last_token_iteration``, ``request_end``: time.time()
 seconds; from 0.7 the first token is of any kind, reasoning included, and
-``first_output_token_iteration`` is the first answer token), ``output_tokens`` and ``prompt_tokens`` (serialized computed fields),
-``request_args`` (a JSON string with the request ``body``: ``max_tokens`` or
-``max_completion_tokens``, ``prompt`` or ``messages``) and ``output``.
+``first_output_token_iteration`` is the first answer token), ``output_tokens`` and
+``prompt_tokens`` (serialized computed fields), ``request_args`` (a JSON string with
+the request ``body``: ``max_tokens`` or ``max_completion_tokens``, ``prompt`` or
+``messages``) and ``output``.
 
 GuideLLM keeps no time per chunk, only the first and last token iterations: imported
 rows have no ``chunk_ns``. Incomplete requests are left out (they were cut by the
