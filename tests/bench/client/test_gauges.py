@@ -13,6 +13,7 @@ from kvlab.bench.client.gauges import GaugeRecorder, parse_prometheus
 from kvlab.bench.records import RunClock, read_gauges
 from kvlab.report.plots import gauges_over_time
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
+from tests.bench.fakeserver import FakeServer
 from tests.ports import refusing_url
 from tests.serve.conftest import wait_ready
 
@@ -188,3 +189,29 @@ def test_an_endpoint_key_is_sent_and_never_written(tmp_path: Path) -> None:
     assert kept and kept[0].phase == "start" and kept[-1].phase == "end"
     assert key not in (tmp_path / "with.jsonl").read_text()
     assert read_gauges(tmp_path / "without.jsonl") == []
+
+
+def test_a_metrics_body_that_is_not_prometheus_text_is_said_and_not_recorded(
+        tmp_path: Path) -> None:
+    path = tmp_path / "gauges.jsonl"
+
+    async def read(url: str) -> GaugeRecorder:
+        recorder = GaugeRecorder(url, path, RunClock(), mode="a", capacity=1, load="c=1",
+                                 interval_s=None, start_position=0, end_position=lambda: 0)
+        async with recorder:
+            pass
+        return recorder
+
+    with FakeServer() as server:
+        server.metrics = "requests running: 3\n"
+        recorder = asyncio.run(read(server.base_url))
+        assert read_gauges(path) == []
+        assert recorder.problem is not None
+        assert recorder.problem.startswith("/metrics is not Prometheus text (")
+        server.metrics = "# TYPE x_seconds histogram\nx_seconds_bucket{le=\"+Inf\"} 1 17\n"
+        assert asyncio.run(read(server.base_url)).problem is None
+    start, end = read_gauges(path)
+    assert (start.phase, end.phase) == ("start", "end")
+    assert start.types == {"x_seconds": "histogram"}
+    assert start.samples == {'x_seconds_bucket{le="+Inf"}': 1.0}
+    assert start.timestamps == {'x_seconds_bucket{le="+Inf"}': 0.017}
