@@ -19,9 +19,8 @@ The flag: the client's clock starts before vLLM receives a request and stops aft
 first token left vLLM, so every request's client TTFT is at least vLLM's, and so is
 each quantile over the same requests. A client TTFT quantile below the lower bound of
 vLLM's bucket at that quantile means the client's clock or its stream parse is wrong
-(before kvlab read reasoning deltas, a reasoning model's TTFT was timed to its answer:
-too late, never too early, which this flag cannot catch; too early is a parse counting
-something that was not a token).
+(a parse that took an event without a token for the first token). A TTFT timed too
+late, as reading only the answer of a reasoning stream did, passes this check.
 """
 
 from __future__ import annotations
