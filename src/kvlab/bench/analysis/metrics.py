@@ -39,8 +39,8 @@ def answer_ttft_ms(row: Record) -> float | None:
 
 def reasoning_tokens(row: Record) -> int | None:
     """A row's reasoning tokens: streamed, one per reasoning chunk (what kvlab uses when
-    the usage's count differs; the row's notes say so); not streamed, the usage's
-    ``reasoning_tokens``; None when neither is known."""
+    the usage's count differs; the row's notes say so; a delta holding two tokens counts
+    one); not streamed, the usage's ``reasoning_tokens``; None when neither is known."""
     if row.stream:
         return len(row.reasoning_chunks)
     return row.usage_reasoning_tokens
