@@ -61,6 +61,13 @@ def test_experiment_guides_include_their_file(site: Path) -> None:
 
 
 @pytest.mark.slow
+def test_api_page_renders_docstrings_without_sphinx_roles(site: Path) -> None:
+    page = (site / "reference" / "api" / "index.html").read_text()
+    assert "run_experiment" in page and "KvlabError" in page
+    assert not re.search(r":(mod|class|func|meth|attr|data):<code>", page)
+
+
+@pytest.mark.slow
 def test_site_fetches_no_web_fonts(site: Path) -> None:
     index = (site / "index.html").read_text()
     assert "fonts.googleapis.com" not in index and "fonts.gstatic.com" not in index
