@@ -9,9 +9,11 @@ A results folder (``make run`` writes ``results/``) holds:
   (the vLLM steps, ``vllm-notebook`` and ``serving-engines``, included).
 
 Each step's file also records the machine (CPU, cores) and the load average at the
-step's end (runs: at each session's start and stop). A step whose file is missing gets
-a line saying so. Runs of experiments the page has no headline for still get a line
-(their first comparison) and a link.
+step's end (runs: at each session's start and stop). A run's figure says what it
+stands on ("n valid of m", evaluation.json's counts); a run evaluated before those
+counts existed (schema 1, whose load figures counted refused rows) is named, not read.
+A step whose file is missing gets a line saying so. Runs of experiments the page has no
+headline for still get a line (their first comparison) and a link.
 
 Public API::
 
@@ -30,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.errors import ConfigError
+
+VALID_SCHEMA = 2  # evaluation.json from which load figures read valid rows only
 
 KV_BENCH_FILE = Path("kv-bench") / "kv-bench.json"
 MEMORY_DIR = Path("memory")
@@ -183,6 +187,28 @@ class _Run:
         return max(found, key=lambda f: f[1]) if found else None
 
 
+def _count(data: dict[str, Any] | None) -> str:
+    """``12 valid of 16 (refused: 4 failed)`` from an evaluation.json count."""
+    data = data or {}
+    text = f"{data.get('valid', '?')} valid of {data.get('measured', '?')}"
+    refused = data.get("refused") or {}
+    if refused:
+        text += " (refused: " + ", ".join(f"{n} {k}" for k, n in refused.items()) + ")"
+    if data.get("flags"):
+        text += " (flagged by the server's counters)"
+    return text
+
+
+def _old(step: str, run: _Run) -> Headline | None:
+    """A line saying the run's evaluation.json predates valid-row figures (None: it
+    does not)."""
+    if int(run.evaluation.get("schema_version") or 1) >= VALID_SCHEMA:
+        return None
+    return Headline(step, "its evaluation.json counts refused rows in its load figures "
+                          "(schema 1); rerun kvlab evaluate on the run", run.source,
+                    run.load())
+
+
 def _latest_runs(root: Path) -> dict[str, _Run]:
     """The latest evaluated run of each experiment (run dirs end in a sortable time)."""
     folder = root / RUNS_DIR
@@ -220,8 +246,12 @@ def _pair(step: str, run: _Run, pair: tuple[str, str], metric: str, label: str,
         return Headline(step, f"no valid {pair[0]} vs {pair[1]} comparison", run.source,
                         run.load())
     values, capacity = found
-    return Headline(step, f"{label} at capacity {capacity}: " + _ratio_text(values, *names),
-                    run.source, run.load())
+    counts = next((f"; A {_count(p.get('count_a'))}, B {_count(p.get('count_b'))}"
+                   for p in run.evaluation.get("intervals", {}).get("pairs", [])
+                   if (p.get("mode_a"), p.get("mode_b"), p.get("capacity"), p.get("load"))
+                   == (*pair, capacity, None)), "")
+    return Headline(step, f"{label} at capacity {capacity}: " + _ratio_text(values, *names)
+                    + counts, run.source, run.load())
 
 
 def quickstart_headline(step: str, run: _Run) -> Headline:
@@ -237,7 +267,10 @@ def engine_headline(step: str, run: _Run) -> Headline:
 
 
 def batching_headline(step: str, run: _Run) -> Headline:
-    """Output tokens/s at N = 8 users: continuous batching over one slot."""
+    """Output tokens/s of the valid rows at N = 8 users: continuous batching over one
+    slot."""
+    if (old := _old(step, run)) is not None:
+        return old
     label = f"c={BATCH_USERS}"
     points = {p.get("mode"): p for p in run.evaluation.get("load", []) if p.get("load") == label}
     one = (points.get("one-slot") or {}).get("output_tokens_per_s")
@@ -245,35 +278,45 @@ def batching_headline(step: str, run: _Run) -> Headline:
     if not one or many is None:
         return Headline(step, f"no {label} point with output tokens/s for both modes",
                         run.source, run.load())
-    return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: one slot {one:.1f}, "
-                          f"batching {many:.1f}: {many / one:.2f}x", run.source, run.load())
+    return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: one slot {one:.1f} "
+                          f"({_count(points['one-slot'].get('count'))}), batching "
+                          f"{many:.1f} ({_count(points['batching'].get('count'))}): "
+                          f"{many / one:.2f}x", run.source, run.load())
 
 
 def notebook_headline(step: str, run: _Run) -> Headline:
     """Median TTFT and effective ITL per prompt length on the launched vLLM, and
     whether its rows were shown free of prefix reuse."""
+    if (old := _old(step, run)) is not None:
+        return old
     cells = sorted((s for s in run.evaluation.get("summaries", []) if s.get("queries")),
                    key=lambda s: s["capacity"])
     if not cells:
         return Headline(step, "no valid rows", run.source, run.load())
+    valid = "; ".join(_count(s.get("valid")) for s in cells)
     lengths = " / ".join(f"{s['mean_prompt_tokens']:.0f}" for s in cells)
     ttft = " / ".join(f"{s['ttft_ms']['median']:.0f}" for s in cells)
     itl = " / ".join(f"{s['itl_effective_ms']['median']:.1f}" for s in cells)
     reuse = "; ".join(f"prefix reuse {p['status']}"
                       for p in run.evaluation.get("prefix_reuse", []))
     return Headline(step, f"at {lengths} prompt tokens: TTFT {ttft} ms, effective ITL "
-                          f"{itl} ms (medians); {reuse}", run.source, run.load())
+                          f"{itl} ms (medians; rows {valid}); {reuse}", run.source,
+                    run.load())
 
 
 def servers_headline(step: str, run: _Run) -> Headline:
-    """Output tokens/s of every server at N = 8 users, and kvlab serve's share of vLLM's."""
+    """Output tokens/s of the valid rows of every server at N = 8 users, and kvlab
+    serve's share of vLLM's."""
+    if (old := _old(step, run)) is not None:
+        return old
     label = f"c={BATCH_USERS}"
-    rates = {p["mode"]: p.get("output_tokens_per_s")
-             for p in run.evaluation.get("load", []) if p.get("load") == label}
+    points = {p["mode"]: p for p in run.evaluation.get("load", []) if p.get("load") == label}
+    rates = {mode: p.get("output_tokens_per_s") for mode, p in points.items()}
     if not rates or any(v is None for v in rates.values()):
         return Headline(step, f"no {label} point with output tokens/s for every server",
                         run.source, run.load())
-    text = ", ".join(f"{mode} {rate:.1f}" for mode, rate in rates.items())
+    text = ", ".join(f"{mode} {rate:.1f} ({_count(points[mode].get('count'))})"
+                     for mode, rate in rates.items())
     if rates.get("vllm") and rates.get("kvlab-serve") is not None:
         text += f"; kvlab serve / vLLM = {rates['kvlab-serve'] / rates['vllm']:.2f}x"
     return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: {text}",
