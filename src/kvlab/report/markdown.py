@@ -201,7 +201,7 @@ def verdicts_lines(evaluation: Evaluation) -> list[str]:
         return []
     mode = ("--strict: counters that disagree with the records refuse their point"
             if evaluation.strict else "counters that disagree with the records flag "
-            "their point (kvlab evaluate --strict refuses it)")
+            "their point; kvlab evaluate --strict refuses it")
     lines = [f"Verdicts of the server's own counters (/metrics) on whole points ({mode}):",
              ""]
     lines += [f"- {'REFUSED' if v.refuses else 'FLAGGED'} ({v.reason}): {v.describe()}"
