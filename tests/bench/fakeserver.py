@@ -15,7 +15,9 @@ Faults (``FAULTS``): ``cut`` (socket closed mid-stream), ``no_usage``, ``no_done
 ``malformed`` (an event that is not JSON), ``error_event`` (``data: {"error":...}``),
 ``ctx_exceeded`` (HTTP 400 exceed_context_size_error), ``slow`` (headers after
 ``slow_s``), ``wrong_tokens`` (reports one token fewer than sent), ``truncated``,
-``not_sse`` (JSON body to a streamed request). ``prefix_cache`` (OpenAI routes): the
+``not_sse`` (JSON body to a streamed request), ``no_timings`` (a llama.cpp answer
+without ``timings``; its ``tokens_cached``, prompt + generated tokens, stays, as
+llama.cpp sends it). ``prefix_cache`` (OpenAI routes): the
 server reuses prefixes whatever ``cache_prompt`` says, as vLLM's automatic prefix
 caching does: a prompt's words shared with the previous prompt, in whole blocks of
 ``BLOCK`` words, are reported as ``cached_tokens``; ``details`` False leaves
@@ -53,6 +55,7 @@ FAULTS = (
     "wrong_tokens",
     "truncated",
     "not_sse",
+    "no_timings",
 )
 
 
@@ -236,6 +239,8 @@ class FakeServer:
                 "predicted_ms": 2.0 * n,
             },
         }
+        if fault == "no_timings":
+            del final["timings"]
         if not body.get("stream"):
             return web.json_response(final)
         if fault == "not_sse":

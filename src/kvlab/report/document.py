@@ -52,7 +52,7 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
     report += server_counters_markdown(evaluation.server_counters)
     report += server_histograms_markdown(evaluation.server_histograms)
     report += workloads_markdown(evaluation)
-    report += definitions_markdown(records, found=evaluation.definitions)
+    report += definitions_markdown(evaluation.definitions)
     if evaluation.repeat_aa:
         report += aa_markdown(evaluation, evaluation.repeat_aa)
     return report

@@ -35,14 +35,15 @@ def section_body(cells: Sequence[ReasoningCell]) -> str:
         "(one per reasoning chunk, the count kvlab uses) and as the server's usage "
         "reported them (completion_tokens_details.reasoning_tokens; — : not reported).",
         "",
-        "| mode | capacity | load | rows | with reasoning | TTFT (any token) | first "
+        "| mode | capacity | load | valid rows | with reasoning | TTFT (any token) | first "
         "answer token | reasoning tok streamed (mean) | usage's reasoning tok (mean) | "
         "usage disagrees |",
         "|" + "---|" * 10,
     ]
     for c in cells:
         lines.append(
-            f"| {c.mode} | {c.capacity} | {c.load or 'sequential'} | {c.rows} "
+            f"| {c.mode} | {c.capacity} | {c.load or 'sequential'} "
+            f"| {c.count.valid} of {c.count.measured} "
             f"| {c.reasoning_rows} | {_times(c.ttft_ms, c.p90_ms[0])} "
             f"| {_times(c.answer_ttft_ms, c.p90_ms[1])} "
             f"| {_n(c.reasoning_tokens.mean, 1)} | {_n(c.usage_reasoning_tokens.mean, 1)} "

@@ -8,6 +8,7 @@ import pytest
 from kvlab.bench.analysis import metrics
 from kvlab.bench.analysis.evaluate import evaluate
 from kvlab.bench.analysis.reasoning import reasoning_cells
+from kvlab.bench.analysis.valid_rows import judge
 from kvlab.bench.records import ApiKind, Record
 from tests.bench.rows import MS, row
 
@@ -37,8 +38,8 @@ def test_metrics_of_a_reasoning_row() -> None:
 def test_reasoning_cells_put_both_times_and_both_counts_side_by_side() -> None:
     rows = [thinking("q1"), thinking("q2", answer_ms=160),
             thinking("q3", usage=0), row(query_id="q4", **OPENAI, t_first_answer=100 * MS)]
-    (cell,) = reasoning_cells(rows)
-    assert (cell.rows, cell.reasoning_rows, cell.disagreeing) == (4, 3, 1)
+    (cell,) = reasoning_cells(judge(rows))
+    assert (cell.count.valid, cell.reasoning_rows, cell.disagreeing) == (4, 3, 1)
     assert cell.ttft_ms.p50 == 100.0
     assert cell.answer_ttft_ms.count == 4 and cell.answer_ttft_ms.max == 160.0
     assert cell.reasoning_tokens.mean == 3.0  # 4, 4, 4 and 0 streamed
@@ -47,7 +48,7 @@ def test_reasoning_cells_put_both_times_and_both_counts_side_by_side() -> None:
 
 
 def test_no_reasoning_no_cell() -> None:
-    assert reasoning_cells([row(query_id="q1"), row(query_id="q2")]) == []
+    assert reasoning_cells(judge([row(query_id="q1"), row(query_id="q2")])) == []
 
 
 def test_a_run_without_reasoning_keeps_every_number() -> None:

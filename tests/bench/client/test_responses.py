@@ -49,11 +49,15 @@ def test_llama_stream_partials_then_final() -> None:
     assert (facts.stop_type, facts.truncated) == ("limit", False)
 
 
-def test_llama_cached_falls_back_to_tokens_cached() -> None:
-    facts = ResponseFacts()
-    facts.llama_answer({"content": "hi", "tokens_cached": 9, "timings": {}})
-    assert facts.texts == ["hi"]
-    assert facts.cached == 9
+def test_llama_cached_is_unknown_without_cache_n() -> None:
+    """tokens_cached counts prompt + generated tokens left in the slot: it is never read
+    as the cached prompt tokens (that made every row of a server without timings look
+    like prefix reuse)."""
+    for answer in ({"content": "hi", "tokens_cached": 9, "timings": {}},
+                   {"content": "hi", "tokens_cached": 9}):
+        facts = ResponseFacts()
+        facts.llama_answer(answer)
+        assert facts.texts == ["hi"] and facts.cached is None
 
 
 def test_error_event_is_malformed_but_earlier_text_keeps_its_time() -> None:

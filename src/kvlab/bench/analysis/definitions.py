@@ -31,10 +31,8 @@ from itertools import pairwise
 from typing import Any
 
 from kvlab.bench.analysis import metrics
-from kvlab.bench.analysis.load import load_order
 from kvlab.bench.analysis.stats import percentile, weighted_percentile
-from kvlab.bench.analysis.summaries import current_rows
-from kvlab.bench.analysis.validate import check_row
+from kvlab.bench.analysis.valid_rows import ValidRows
 from kvlab.bench.records import Record
 from kvlab.errors import ConfigError
 
@@ -382,35 +380,26 @@ def under(rows: Sequence[Record], name: str) -> tuple[dict[str, Aggregate], floa
     return aggs, ds.rate(rows)
 
 
-def cells(records: Iterable[Record], names: Sequence[str] = tuple(SETS)) -> list[Cell]:
-    """Valid rows per (mode, capacity, load), each under the sets ``names``.
-
-    Rows are evaluate's: the latest attempt per key, warm-ups out, refused rows out.
-    """
-    groups: dict[tuple[str, int, str | None], list[Record]] = {}
-    modes: dict[str, int] = {}
-    for row in current_rows(records):
-        if check_row(row):
-            continue
-        modes.setdefault(row.mode, len(modes))
-        groups.setdefault((row.mode, row.capacity, row.load), []).append(row)
+def cells(valid: ValidRows, names: Sequence[str] = tuple(SETS)) -> list[Cell]:
+    """The valid rows of each (mode, capacity, load) group, each under the sets
+    ``names``; a group without a valid row has no cell."""
     out = []
-    for (mode, capacity, load), rows in sorted(
-            groups.items(), key=lambda kv: (kv[0][1], load_order(kv[0][2]), modes[kv[0][0]])):
-        results = {n: under(rows, n) for n in names}
-        out.append(Cell(mode, capacity, load, len(rows),
+    for (mode, capacity, load), group in valid.groups().items():
+        if not group.rows:
+            continue
+        results = {n: under(group.rows, n) for n in names}
+        out.append(Cell(mode, capacity, load, len(group.rows),
                         {n: r[0] for n, r in results.items()},
                         {n: r[1] for n, r in results.items()}))
     return out
 
 
-def evaluation_block(records: Iterable[Record], names: Sequence[str],
-                     found: Sequence[Cell] | None = None) -> dict[str, Any]:
+def evaluation_block(found: Sequence[Cell], names: Sequence[str]) -> dict[str, Any]:
     """What evaluation.json keeps under ``definitions``: the sets (with sources) and
     every cell under them. kvlab's own set is always first. ``found``: the cells under
-    every set (an evaluation's), else they are computed for these sets."""
+    every set (an evaluation's, :func:`cells`)."""
     chosen = ["kvlab", *[n for n in names if n != "kvlab"]]
-    found = cells(records, chosen) if found is None else [c.only(chosen) for c in found]
+    found = [c.only(chosen) for c in found]
     return {
         "sets": {n: {"source": SETS[n].source, "definitions": SETS[n].definitions,
                      "approximations": SETS[n].approximations} for n in chosen},

@@ -139,13 +139,17 @@ def e2e_tokens_per_s(rows: Iterable[Record]) -> float | None:
     return tokens / seconds
 
 
-def system_tokens_per_s(rows: Iterable[Record]) -> float | None:
-    """Σ output tokens / (last end − first sent) over rows, tokens/s: the rate of the
-    whole group as one benchmark; None when no row counted tokens or the span is empty."""
+def system_tokens_per_s(rows: Iterable[Record], within: Iterable[Record] | None = None
+                        ) -> float | None:
+    """Σ output tokens of ``rows`` / (last end − first sent), tokens/s: the rate of the
+    whole group as one benchmark. The span is over ``within`` when given (every request
+    the group sent, refused ones included: they took their time too), else over the
+    rows that counted tokens; None when no row counted tokens or the span is empty."""
     counted = [r for r in rows if r.output_tokens is not None]
     if not counted:
         return None
-    span_s = (max(r.t_end for r in counted) - min(r.t_sent for r in counted)) / 1e9
+    spanned = counted if within is None else list(within)
+    span_s = (max(r.t_end for r in spanned) - min(r.t_sent for r in spanned)) / 1e9
     if span_s <= 0:
         return None
     return sum(r.output_tokens or 0 for r in counted) / span_s

@@ -19,7 +19,7 @@ from typing import Any
 
 from kvlab.bench.analysis import metrics
 from kvlab.bench.analysis.percentiles import Distribution, describe, percentile
-from kvlab.bench.analysis.summaries import groups, valid_rows
+from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
 from kvlab.bench.records import Record
 
 
@@ -30,8 +30,8 @@ class ReasoningCell:
     mode: str
     capacity: int
     load: str | None
-    rows: int  # valid rows
-    reasoning_rows: int  # of which carried reasoning
+    count: RowCount  # what it stands on: n valid of m
+    reasoning_rows: int  # valid rows that carried reasoning
     ttft_ms: Distribution  # first token of any kind − sent
     answer_ttft_ms: Distribution  # first answer token − sent
     p90_ms: tuple[float | None, float | None]  # (TTFT, first answer token) p90s
@@ -41,7 +41,7 @@ class ReasoningCell:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "capacity": self.capacity, "load": self.load,
-                "rows": self.rows, "reasoning_rows": self.reasoning_rows,
+                "rows": self.count.to_dict(), "reasoning_rows": self.reasoning_rows,
                 "ttft_ms": {**self.ttft_ms.to_dict(), "p90": self.p90_ms[0]},
                 "answer_ttft_ms": {**self.answer_ttft_ms.to_dict(), "p90": self.p90_ms[1]},
                 "reasoning_tokens": self.reasoning_tokens.to_dict(),
@@ -57,17 +57,17 @@ def _present(values: Iterable[float | int | None]) -> list[float]:
     return [float(v) for v in values if v is not None]
 
 
-def reasoning_cells(records: Iterable[Record]) -> list[ReasoningCell]:
+def reasoning_cells(valid: ValidRows) -> list[ReasoningCell]:
     """The cells whose valid rows carried reasoning, in report order ([] when none)."""
     out = []
-    for (mode, capacity, load), rows in groups(records).items():
-        good = valid_rows(rows)
+    for (mode, capacity, load), group in valid.groups().items():
+        good = group.rows
         if not any(_reasoned(r) for r in good):
             continue
         ttft = _present(metrics.ttft_ms(r) for r in good)
         answer = _present(metrics.answer_ttft_ms(r) for r in good)
         out.append(ReasoningCell(
-            mode, capacity, load, len(good), sum(1 for r in good if _reasoned(r)),
+            mode, capacity, load, group.count, sum(1 for r in good if _reasoned(r)),
             describe(ttft), describe(answer), (percentile(ttft, 90), percentile(answer, 90)),
             describe(_present(metrics.reasoning_tokens(r) for r in good)),
             describe(_present(r.usage_reasoning_tokens for r in good)),

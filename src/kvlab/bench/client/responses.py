@@ -144,12 +144,10 @@ class ResponseFacts:
         self.stop_type = obj.get("stop_type")
         timings = obj.get("timings")
         self.timings = timings
-        # cache_n is "prompt tokens reused", the same meaning as OpenAI's cached_tokens;
-        # llama.cpp's tokens_cached counts prompt + generated tokens left in the slot.
-        if isinstance(timings, dict) and "cache_n" in timings:
-            self.cached = timings["cache_n"]
-        else:
-            self.cached = obj.get("tokens_cached")
+        # cache_n is "prompt tokens reused", the same meaning as OpenAI's cached_tokens.
+        # Without it the count is unknown: llama.cpp's tokens_cached is no substitute (it
+        # counts prompt + generated tokens left in the slot, never 0 after an answer).
+        self.cached = timings.get("cache_n") if isinstance(timings, dict) else None
 
     def llama_events(self, events: list[bytes], t: int) -> bool:
         """Handle llama.cpp stream events read at ``t``; True once the final event came."""
