@@ -217,4 +217,5 @@ def test_evaluate_names_reasoning_rows_and_a_flagged_server_histogram(tmp_path) 
     report = (run / "report.md").read_text()
     assert "## Reasoning streams" in report and "## Server histograms (/metrics)" in report
     data = json.loads((run / "evaluation.json").read_text())
-    assert data["server_histograms"][0]["flags"] and data["reasoning"][0]["rows"] == 2
+    assert data["server_histograms"][0]["flags"]
+    assert data["reasoning"][0]["rows"] == {"valid": 2, "measured": 2, "refused": {}, "flags": []}
