@@ -35,6 +35,15 @@ def test_metrics_of_a_reasoning_row() -> None:
     assert metrics.answer_ttft_ms(row()) is None  # a record from before kvlab read it
 
 
+def test_streamed_chunks_are_a_lower_bound_on_reasoning_tokens() -> None:
+    """A usage below the reasoning chunks streamed is wrong (vLLM 0.32 says 0): the
+    streamed count is used. A usage above it may be right (two tokens in one delta, seen
+    on vLLM at c=1): it is kept."""
+    assert metrics.reasoning_tokens(thinking("q1", reasoning=4, usage=0)) == 4
+    assert metrics.reasoning_tokens(thinking("q2", reasoning=2, usage=4)) == 4
+    assert metrics.reasoning_tokens(thinking("q3", reasoning=3, usage=None)) == 3
+
+
 def test_reasoning_cells_put_both_times_and_both_counts_side_by_side() -> None:
     rows = [thinking("q1"), thinking("q2", answer_ms=160),
             thinking("q3", usage=0), row(query_id="q4", **OPENAI, t_first_answer=100 * MS)]

@@ -156,6 +156,17 @@ def test_reasoning_content_and_a_usage_that_disagrees_is_noted() -> None:
         "usage says 0 reasoning tokens, 3 were streamed: the streamed count is used"]
 
 
+def test_a_usage_above_the_reasoning_chunks_is_kept_and_noted() -> None:
+    """vLLM may put two reasoning tokens in one delta: 2 chunks, usage 4."""
+    facts = ResponseFacts()
+    events = [_delta(reasoning="ab"), _delta(reasoning="cd"), _delta(content="42"),
+              _usage(5, reasoning=4), b"[DONE]"]
+    assert facts.openai_events(events, 7, chat=True) is True
+    assert facts.record_fields()["notes"] == [
+        "usage says 4 reasoning tokens, 2 reasoning chunks were streamed (a chunk may "
+        "hold several tokens): the usage's count is kept"]
+
+
 def test_a_stream_that_is_all_reasoning_has_no_answer_time() -> None:
     facts = ResponseFacts()
     facts.openai_events([_delta(reasoning="a"), _delta(reasoning="b"), b"[DONE]"], 3,

@@ -38,11 +38,15 @@ def answer_ttft_ms(row: Record) -> float | None:
 
 
 def reasoning_tokens(row: Record) -> int | None:
-    """A row's reasoning tokens: streamed, one per reasoning chunk (what kvlab uses when
-    the usage's count differs; the row's notes say so; a delta holding two tokens counts
-    one); not streamed, the usage's ``reasoning_tokens``; None when neither is known."""
+    """A row's reasoning tokens. Streamed: one per reasoning chunk is a lower bound (a
+    delta may hold several tokens), so the usage's ``reasoning_tokens`` is kept when it
+    is at least that, and the streamed count is used when the usage says fewer (vLLM 0.32
+    reports 0 with a reasoning parser); the row's notes say which. Not streamed: the
+    usage's count. None when neither is known."""
     if row.stream:
-        return len(row.reasoning_chunks)
+        streamed = len(row.reasoning_chunks)
+        usage = row.usage_reasoning_tokens
+        return streamed if usage is None else max(streamed, usage)
     return row.usage_reasoning_tokens
 
 

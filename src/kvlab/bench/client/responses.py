@@ -116,14 +116,19 @@ class ResponseFacts:
 
     def notes(self) -> list[str]:
         """What the answer said that is odd but no failure: a streamed answer whose
-        usage counts other reasoning tokens than were streamed (one per reasoning chunk:
-        the count kvlab uses)."""
+        usage counts other reasoning tokens than were streamed. An OpenAI delta does not
+        say how many tokens it holds, so the streamed count (one per reasoning chunk) is
+        a lower bound: a usage below it is wrong and the streamed count is used; a usage
+        above it may be right (vLLM can put two tokens in one delta) and is kept."""
         streamed = len(self.reasoning_chunks)
-        if self.saw_terminator is None or self.usage_reasoning is None \
-                or self.usage_reasoning == streamed:
+        usage = self.usage_reasoning
+        if self.saw_terminator is None or usage is None or usage == streamed:
             return []
-        return [f"usage says {self.usage_reasoning} reasoning tokens, {streamed} were "
-                "streamed: the streamed count is used"]
+        if usage < streamed:
+            return [f"usage says {usage} reasoning tokens, {streamed} were streamed: "
+                    "the streamed count is used"]
+        return [f"usage says {usage} reasoning tokens, {streamed} reasoning chunks were "
+                "streamed (a chunk may hold several tokens): the usage's count is kept"]
 
     # -- llama.cpp /completion ------------------------------------------------------
 
