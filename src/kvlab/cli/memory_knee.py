@@ -151,7 +151,7 @@ def knee_view(shape: ModelShape, args: KneeArgs, title: str) -> dict[str, Any]:
     for label, k in rows:
         table.add_row(label, f"{k.budget_bytes / MIB:.2f}", str(k.per_seq), str(k.capacity),
                       str(k.max_seqs), str(k.fits), str(k.first_past), str(k.past),
-                      k.bound, f"{k.usage(k.fits):.1%}")
+                      str(k.bound), f"{k.usage(k.fits):.1%}")
         docs.append({"budget": label, **k.as_dict()})
     return {"shape": shape.describe(), "rows": docs, "_table": table}
 

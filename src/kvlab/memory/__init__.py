@@ -18,7 +18,7 @@ from kvlab.memory.formula import (
 )
 from kvlab.memory.gguf_file import read_gguf_metadata, shape_from_gguf, shape_from_gguf_metadata
 from kvlab.memory.hf_config import read_config_json, shape_from_hf_config, shape_from_hf_dict
-from kvlab.memory.knee import Knee, Past, Workload, kvlab_knee, llamacpp_knee, vllm_knee
+from kvlab.memory.knee import Bound, Knee, Past, Workload, kvlab_knee, llamacpp_knee, vllm_knee
 from kvlab.memory.llamacpp import (
     LlamaCppCache,
     LlamaCppKvPrediction,
@@ -38,6 +38,7 @@ __all__ = [
     "GIB",
     "MIB",
     "PRESETS",
+    "Bound",
     "Knee",
     "KvDtype",
     "KvEstimate",

@@ -56,6 +56,13 @@ class Past(StrEnum):
     ERROR = "error"  # requests fail (llama-server's unified cache)
 
 
+class Bound(StrEnum):
+    """What sets the knee."""
+
+    KV = "kv"  # the KV budget
+    SLOTS = "slots"  # the server's cap on running sequences (max_num_seqs, -np, --slots)
+
+
 @dataclass(frozen=True)
 class Workload:
     """Every request: ``prompt_tokens`` as the server counts them (chat template
@@ -79,8 +86,8 @@ class Knee:
     """A server's knee for one workload and budget.
 
     ``fits``: the most sequences in flight with no queueing and no preemption;
-    ``first_past`` = fits + 1, where ``past`` happens. ``bound``: "kv" (the budget) or
-    "slots" (the server's cap on running sequences, ``max_seqs``). ``per_seq``: blocks
+    ``first_past`` = fits + 1, where ``past`` happens. ``bound``: the budget or the
+    server's cap on running sequences (``max_seqs``). ``per_seq``: blocks
     (or cells) one sequence holds at its longest, as the pool counts them;
     ``capacity``: the pool's usable blocks (cells); ``unit``: "blocks" or "cells".
     ``admit_per_step``: prompts one step's prefill budget takes (None: not paged);
@@ -91,7 +98,7 @@ class Knee:
     server: str
     fits: int
     past: Past
-    bound: str
+    bound: Bound
     per_seq: int
     capacity: int
     unit: str
@@ -114,7 +121,7 @@ class Knee:
     def as_dict(self) -> dict[str, object]:
         return {
             "server": self.server, "fits": self.fits, "first_past": self.first_past,
-            "past": str(self.past), "bound": self.bound, "per_seq": self.per_seq,
+            "past": str(self.past), "bound": str(self.bound), "per_seq": self.per_seq,
             "capacity": self.capacity, "unit": self.unit, "max_seqs": self.max_seqs,
             "admit_per_step": self.admit_per_step, "budget_bytes": self.budget_bytes,
             "layout": self.layout, "usage_at_knee": self.usage(self.fits),
@@ -161,12 +168,12 @@ def _prompt_blocks(work: Workload, window: int | None, block: int, chunk: int) -
     return blocks
 
 
-def _cap(kv_fit: int, max_seqs: int, past_kv: Past) -> tuple[int, Past, str]:
+def _cap(kv_fit: int, max_seqs: int, past_kv: Past) -> tuple[int, Past, Bound]:
     """The knee under the server's cap on running sequences: at the cap, the next
     request waits for a place in the running set."""
     if max_seqs <= kv_fit:
-        return max_seqs, Past.QUEUE, "slots"
-    return kv_fit, past_kv, "kv"
+        return max_seqs, Past.QUEUE, Bound.SLOTS
+    return kv_fit, past_kv, Bound.KV
 
 
 def _too_small(server: str, need: int, have: int, unit: str, fix: str) -> ConfigError:
@@ -285,7 +292,7 @@ def llamacpp_knee(
     caches = ", ".join(f"{c.kind} {c.cells} cells x {c.n_stream}" for c in pred.caches)
     if not kv_unified:
         return Knee(
-            server="llamacpp", fits=n_seq, past=Past.QUEUE, bound="slots",
+            server="llamacpp", fits=n_seq, past=Past.QUEUE, bound=Bound.SLOTS,
             per_seq=work.kv_tokens, capacity=pred.n_ctx, unit="cells", max_seqs=n_seq,
             admit_per_step=None, budget_bytes=pred.total_bytes,
             layout=f"{n_seq} slots of {pred.n_ctx_seq} cells each ({caches})",
