@@ -60,12 +60,15 @@ def _notebook_rows() -> list[Record]:
 
 
 def _servers_rows() -> list[Record]:
-    """Three servers at c=8, 16 requests each; a round of 8 takes 200, 400, 100 ms."""
+    """Three servers at c=8, 16 requests each; a round of 8 takes 200, 400, 100 ms.
+    llama-server's every second answer is one token short (refused: output_tokens)."""
     rows = []
     for mode, ms, t0 in (("vllm", 200, 0), ("llama-server", 400, 2000), ("kvlab-serve", 100,
                                                                           5000)):
         rows += [make_row(mode, 256, i, prefill=10, decode=ms - 12, overhead=2,
-                          start_ms=t0 + ms * (i // 8), load="c=8") for i in range(16)]
+                          start_ms=t0 + ms * (i // 8), load="c=8",
+                          **({"output_tokens": 7} if mode == "llama-server" and i % 2 else {}))
+                 for i in range(16)]
     return rows
 
 
