@@ -171,11 +171,12 @@ def alive(noted: dict[int, tuple[float, str]]) -> dict[int, str]:
 
 def note(process: psutil.Process, noted: dict[int, tuple[float, str]]) -> None:
     """Add ``process``'s descendants now to ``noted`` (pid -> create time, and its name
-    and command line)."""
+    and command line as last seen: vLLM renames its processes after they start)."""
     for child in process.children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if child.pid not in noted:
-                noted[child.pid] = (child.create_time(),
+            created = noted.get(child.pid, (child.create_time(), ""))[0]
+            if created == child.create_time():
+                noted[child.pid] = (created,
                                     f"{child.name()}: {' '.join(child.cmdline())[:160]}")
 
 
