@@ -25,6 +25,7 @@ SRC = ROOT / "src" / "kvlab"
 # Everything else may import the base dependencies only.
 EXTRAS_BY_PATH = {
     "engine/": {"engine"},
+    "studies/": {"engine"},
     "serve/": {"engine"},  # kvlab serve; serve-synthetic's modules import none of it
     "cli/engine_cmds.py": {"engine"},
     "cli/speed_cmds.py": {"engine"},
