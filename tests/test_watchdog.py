@@ -324,6 +324,6 @@ def test_kill_9_with_a_local_ray_leaves_no_ray_process(tmp_path: Path) -> None:
             synthetic = {{ ttft_ms = 2, itl_ms = 2 }}
         """)
         noted, left = kill_mid_run([str(path), "--workers", "2"], tmp_path, timeout_s=300)
-    for name in ("raylet", "gcs_server", "default_worker.py"):
+    for name in ("raylet", "gcs_server", "ray::RayLoadWorker"):
         assert any(name in n for n in noted), f"{name} was never seen: {noted}"
     assert not left, f"processes left after kill -9: {left}"
