@@ -25,7 +25,7 @@ from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 from kvlab.engine.rounding import ChainShape
 from tests.rounding import _current_test, top2_gap
 
-# The first paragraphs of the workload's padding text: real prose, 50 to 56 tokens
+# The first paragraphs of the workload's padding text: real prose, 52 to 56 tokens
 # each with BOS. Few and short, since the numerics tests rerun under every kernel set;
 # KVLAB_AGREEMENT_PROMPTS=N measures on the first N (up to 210) for the docs' figures.
 N_PROMPTS = int(os.environ.get("KVLAB_AGREEMENT_PROMPTS", "4"))

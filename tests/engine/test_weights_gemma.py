@@ -17,13 +17,22 @@ import torch
 
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
-from kvlab.engine.weights import to_format
+from kvlab.engine.weights import activation_levels, to_format
 from tests.agreement import Agreement, hold_to_floor, prompt_set, teacher_forced_logits
 
 pytestmark = [pytest.mark.numerics, pytest.mark.slow]
 
-# Share of the prompt set's positions where the format's top-1 is float32's, or a near tie.
-FLOORS = {"bfloat16": 0.92, "int8": 0.89, "w8a8": 0.80}
+# Share of the prompt set's positions where the format's top-1 is float32's, or a near
+# tie: the lowest measured under every kernel set, less 3 points (see the docs page).
+FLOORS = {"bfloat16": 0.95, "int8": 0.94, "w8a8": 0.82}
+# w8a8 where the CPU's u8 x s8 product saturates in int16 (x86 without VNNI): its
+# activations then have 7 bits, not 8 (kvlab.engine.weights.activation_levels).
+W8A8_7BIT_FLOOR = 0.69
+
+
+def floor(name: str) -> float:
+    """The floor of format ``name`` on this CPU."""
+    return W8A8_7BIT_FLOOR if name == "w8a8" and activation_levels() < 127 else FLOORS[name]
 
 
 @pytest.fixture(scope="module")
@@ -46,4 +55,4 @@ def test_a_format_agrees_with_float32_on_real_text(
                              strict=True):
         agreement.add(got.argmax(-1), ref, gemma_model.config, len(ids))
     del served
-    hold_to_floor(agreement, FLOORS[name])
+    hold_to_floor(agreement, floor(name))
