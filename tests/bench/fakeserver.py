@@ -15,11 +15,19 @@ Faults (``FAULTS``): ``cut`` (socket closed mid-stream), ``no_usage``, ``no_done
 ``malformed`` (an event that is not JSON), ``error_event`` (``data: {"error":...}``),
 ``ctx_exceeded`` (HTTP 400 exceed_context_size_error), ``slow`` (headers after
 ``slow_s``), ``wrong_tokens`` (reports one token fewer than sent), ``truncated``,
-``not_sse`` (JSON body to a streamed request). ``prefix_cache`` (OpenAI routes): the
+``not_sse`` (JSON body to a streamed request), ``no_timings`` (a llama.cpp answer
+without ``timings``; its ``tokens_cached``, prompt + generated tokens, stays, as
+llama.cpp sends it). ``prefix_cache`` (OpenAI routes): the
 server reuses prefixes whatever ``cache_prompt`` says, as vLLM's automatic prefix
 caching does: a prompt's words shared with the previous prompt, in whole blocks of
 ``BLOCK`` words, are reported as ``cached_tokens``; ``details`` False leaves
 ``prompt_tokens_details`` out (vLLM without ``--enable-prompt-tokens-details``).
+``reasoning`` N (OpenAI routes): the first N generated tokens are a reasoning model's
+thinking, streamed as ``delta.<reasoning_field>`` (chat; ``reasoning`` as vLLM 0.32
+writes it, or ``reasoning_content`` as llama-server does) or beside ``text``
+(completions), and returned so in a whole answer; ``usage_reasoning`` is the usage's
+``completion_tokens_details.reasoning_tokens`` (None: left out). ``metrics`` is the
+body of ``GET /metrics`` (None: 404).
 ``GET /v1/models`` and the completion
 routes answer 401 without the right ``Authorization: Bearer`` key when ``api_key`` is
 set. Bodies and headers received are kept in ``requests``.
@@ -47,6 +55,7 @@ FAULTS = (
     "wrong_tokens",
     "truncated",
     "not_sse",
+    "no_timings",
 )
 
 
@@ -77,6 +86,10 @@ class FakeServer:
         self.fault: str | None = None
         self.prefix_cache = False  # reuse shared prefixes, ignoring cache_prompt
         self.details = True  # report usage.prompt_tokens_details
+        self.reasoning = 0  # generated tokens streamed as reasoning before the answer
+        self.reasoning_field = "reasoning"  # or "reasoning_content"
+        self.usage_reasoning: int | None = None  # usage's reasoning_tokens; None: absent
+        self.metrics: str | None = None  # GET /metrics's text; None: 404
         self._previous: list[str] = []  # the last prompt's words (prefix_cache)
         self.requests: list[dict[str, Any]] = []
         self.base_url = ""
@@ -102,6 +115,7 @@ class FakeServer:
         app = web.Application()
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/completion", self._quiet(self._completion))
         app.router.add_post("/v1/chat/completions", self._quiet(self._openai))
         app.router.add_post("/v1/completions", self._quiet(self._openai))
@@ -149,6 +163,11 @@ class FakeServer:
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.metrics is None:
+            return web.Response(status=404)
+        return web.Response(text=self.metrics, content_type="text/plain")
 
     async def _models(self, request: web.Request) -> web.Response:
         denied = self._denied(request)
@@ -220,6 +239,8 @@ class FakeServer:
                 "predicted_ms": 2.0 * n,
             },
         }
+        if fault == "no_timings":
+            del final["timings"]
         if not body.get("stream"):
             return web.json_response(final)
         if fault == "not_sse":
@@ -260,14 +281,18 @@ class FakeServer:
         }
         if self.details:
             usage["prompt_tokens_details"] = {"cached_tokens": self._cached(str(prompt))}
+        if self.usage_reasoning is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.usage_reasoning}
         timings = {"cache_n": 0, "prompt_n": prompt_n, "predicted_n": reported}
         obj = "chat.completion" if chat else "text_completion"
+        thinking = min(self.reasoning, n)
         if not body.get("stream") or fault == "not_sse":
-            text = "".join(f"t{i} " for i in range(n))
+            text = "".join(f"t{i} " for i in range(thinking, n))
+            answer: dict[str, Any] = {"content": text} if chat else {"text": text}
+            if thinking:
+                answer[self.reasoning_field] = "".join(f"r{i} " for i in range(thinking))
             choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
-            choice.update(
-                {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
-            )
+            choice.update({"message": {"role": "assistant", **answer}} if chat else answer)
             return web.json_response(
                 {
                     "object": obj,
@@ -296,7 +321,12 @@ class FakeServer:
             if fault == "error_event" and i == n // 2:
                 await self._emit(resp, _sse({"error": {"code": 500, "message": "boom"}}))
                 return resp
-            part = {"delta": {"content": f"t{i} "}} if chat else {"text": f"t{i} "}
+            part: dict[str, Any]
+            if i < thinking:  # thinking: no answer text yet
+                said = {self.reasoning_field: f"r{i} "}
+                part = {"delta": said} if chat else {"text": "", **said}
+            else:
+                part = {"delta": {"content": f"t{i} "}} if chat else {"text": f"t{i} "}
             part.update(index=0, finish_reason=None)
             await self._emit(resp, _sse({"object": obj, "choices": [part]}))
         last = {"delta": {}} if chat else {"text": ""}

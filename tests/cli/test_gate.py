@@ -3,7 +3,8 @@
 A/A: the same experiment run twice passes the gate. A/B: the candidate's ITL is 30 ms
 instead of 10 (e2e at least 470 ms instead of about 170), so it is slower beyond any
 threshold under its slowdown and the gate fails, naming the cells; a rule kvlab cannot
-read is exit 2.
+read is exit 2. A candidate whose requests all failed fails the gate (its valid share
+fell), and a cell the gate cannot judge exits 2 unless --accept-unjudged.
 
 Both thresholds come from the noise this machine can put between two runs, measured in
 the same test: a request's e2e waits for the CPU about four times (the server's wake-up
@@ -22,9 +23,11 @@ from pathlib import Path
 import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
+from kvlab.bench.records import Outcome
 from kvlab.bench.run.runner import run_experiment
 from kvlab.cli import main
 from tests.lateness import LatenessProbe
+from tests.report.synthetic_runs import two_mode_rows, write_run
 
 SHIPPED = Path(__file__).parents[2] / "experiments" / "synthetic-endpoint.toml"
 E2E_MS = 20 + 15 * 10  # the schedule: TTFT 20 ms, then 15 gaps of 10 ms
@@ -63,21 +66,68 @@ def test_an_aa_run_passes_and_a_slower_candidate_fails(tmp_path, monkeypatch, ca
                               f"slower:e2e_ms:{noise:.3f}%", "--fail-on",
                               f"slower:itl_effective_ms:{noise:.3f}%"], monkeypatch, capsys)
     assert code == 0, (out, err, probe)
-    assert "gate: passed (0 of 4 checks failed)" in out
+    assert "gate: passed (0 of 6 checks failed; exit 0)" in out  # + failures, by default
+    assert "valid_share: A 100.0%, B 100.0%" in out
 
     code, out, _ = compare([str(base), str(slower), "--fail-on",
                             f"slower:e2e_ms:{threshold:.3f}%", "--json"], monkeypatch, capsys)
     doc = json.loads(out.strip().splitlines()[-1])
     assert code == 1 and doc["gate"]["failed"], (doc["gate"], probe)
-    assert {(c["capacity"], c["status"]) for c in doc["gate"]["checks"]} == {
-        (512, "fail"), (2048, "fail")}
-    assert all(c["b_over_a"] > guaranteed for c in doc["gate"]["checks"])
+    assert {(c["kind"], c["capacity"], c["status"]) for c in doc["gate"]["checks"]} == {
+        ("slower", 512, "fail"), ("slower", 2048, "fail"),
+        ("failures", 512, "pass"), ("failures", 2048, "pass")}
+    assert all(c["b_over_a"] > guaranteed for c in doc["gate"]["checks"]
+               if c["kind"] == "slower")
 
     code, out, err = compare([str(base), str(slower), "--fail-on", "slower:e2e_ms"],
                              monkeypatch, capsys)
-    assert code == 1 and "gate: FAILED (2 of 2 checks failed)" in out
+    assert code == 1 and "gate: FAILED (2 of 4 checks failed; exit 1)" in out
     assert "synthetic-chat @ 512 sequential e2e_ms: B/A = " in out
 
     code, out, err = compare([str(base), str(again), "--fail-on", "quicker"], monkeypatch,
                              capsys)
     assert code == 2 and out == "" and err.startswith("error: --fail-on 'quicker'")
+
+
+def failed_run(path: Path) -> Path:
+    """A run of mode "fast" whose every measured request was answered HTTP 500 (a fault
+    no real server gives on demand: the rows are written by hand)."""
+    rows = [r.model_copy(update={"outcome": Outcome.HTTP_ERROR, "http_status": 500,
+                                 "error": "internal error", "output_tokens": None,
+                                 "prompt_tokens": None})
+            if not r.warmup else r for r in fast_rows()]
+    return write_run(path, rows)
+
+
+def fast_rows() -> list:
+    return [r for r in two_mode_rows(n=6, capacities=(256,)) if r.mode == "fast"]
+
+
+def test_a_candidate_whose_requests_all_failed_fails_the_gate(tmp_path, monkeypatch,  # type: ignore[no-untyped-def]
+                                                              capsys) -> None:
+    """Issue 28: B's measured requests all answered HTTP 500; the gate once printed
+    "gate: passed (0 of 1 checks failed)" and exited 0."""
+    base = write_run(tmp_path / "a", fast_rows())
+    broken = failed_run(tmp_path / "b")
+    code, out, _ = compare([str(base), str(broken), "--fail-on", "slower"], monkeypatch,
+                           capsys)
+    assert code == 1, out
+    assert "B 0 valid of 6 (refused: 6 failed)" in out
+    assert "fast @ 256 sequential e2e_ms: not judged (refused: no valid row in B)" in out
+    assert "fast @ 256 sequential valid_share: A 100.0%, B 0.0%" in out
+    assert "gate: FAILED (1 of 2 checks failed, 1 not judged" in out
+    code, out, _ = compare([str(base), str(broken), "--fail-on", "slower", "--json"],
+                           monkeypatch, capsys)
+    doc = json.loads(out.strip().splitlines()[-1])["gate"]
+    assert code == 1 and doc["exit_code"] == 1 and len(doc["unjudged"]) == 1
+
+
+def test_an_unjudged_cell_exits_2_unless_accepted(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    base = write_run(tmp_path / "a", fast_rows())
+    broken = failed_run(tmp_path / "b")
+    args = [str(base), str(broken), "--fail-on", "slower", "--fail-on", "failures:100%"]
+    code, out, _ = compare(args, monkeypatch, capsys)
+    assert code == 2 and "gate: NOT JUDGED (0 of 2 checks failed, 1 not judged" in out
+    code, out, _ = compare([*args, "--accept-unjudged"], monkeypatch, capsys)
+    assert code == 0 and "1 not judged, accepted by --accept-unjudged; exit 0" in out
+    assert "not judged (refused: no valid row in B)" in out  # still listed, with its reason

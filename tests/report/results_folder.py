@@ -15,9 +15,9 @@ from kvlab.bench.records import Record
 from kvlab.bench.run.runner import evaluate_run
 from kvlab.bench.store.state import SessionEntry
 from kvlab.cli import main
-from kvlab.engine.bench_files import write_outputs
-from kvlab.engine.timing import BenchSettings, run_kv_bench
 from kvlab.report.html import write_html
+from kvlab.studies.bench_files import write_outputs
+from kvlab.studies.timing import BenchSettings, run_kv_bench
 from tests.report.synthetic_runs import make_row, write_run
 
 SESSION_LOADS = ([1.25, 1.0, 0.5], [3.5, 2.0, 1.0])  # a run's load averages, start and stop
@@ -60,12 +60,15 @@ def _notebook_rows() -> list[Record]:
 
 
 def _servers_rows() -> list[Record]:
-    """Three servers at c=8, 16 requests each; a round of 8 takes 200, 400, 100 ms."""
+    """Three servers at c=8, 16 requests each; a round of 8 takes 200, 400, 100 ms.
+    llama-server's every second answer is one token short (refused: output_tokens)."""
     rows = []
     for mode, ms, t0 in (("vllm", 200, 0), ("llama-server", 400, 2000), ("kvlab-serve", 100,
                                                                           5000)):
         rows += [make_row(mode, 256, i, prefill=10, decode=ms - 12, overhead=2,
-                          start_ms=t0 + ms * (i // 8), load="c=8") for i in range(16)]
+                          start_ms=t0 + ms * (i // 8), load="c=8",
+                          **({"output_tokens": 7} if mode == "llama-server" and i % 2 else {}))
+                 for i in range(16)]
     return rows
 
 

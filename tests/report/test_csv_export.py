@@ -36,4 +36,6 @@ def test_csv_columns_and_values(tmp_path: Path) -> None:
     assert tuple(header) == SUMMARY_COLUMNS
     assert [(s["mode"], s["capacity"], s["load"], s["rows"], s["refused"]) for s in summaries] \
         == [("slow", "256", "", "5", "0"), ("fast", "256", "", "5", "1")]
+    assert [(s["valid"], s["refused_by_reason"]) for s in summaries] == [
+        ("5", ""), ("4", "truncated=1")]
     assert float(summaries[0]["e2e_ms_mean_ci_low"]) <= float(summaries[0]["e2e_ms_mean"])

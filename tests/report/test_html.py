@@ -45,11 +45,20 @@ def test_sections_numbers_and_no_external_resource(report: Path) -> None:
     assert "<h3>slow (A) vs fast (B) — capacity 256, sequential</h3>" in text
     assert "fast faster" in text and "no detectable difference" in text
     assert "output_tokens" in text and "5 output tokens, 8 requested" in text  # the refusal
+    assert "<td>6 of 7</td><td>1 output_tokens</td>" in text  # what each summary stands on
     assert text.count('src="data:image/png;base64,') >= 3
     assert "<details><summary>manifest.json</summary>" in text
     # Self-contained: no link, script or stylesheet fetched from anywhere.
     assert not re.search(r'(src|href)\s*=\s*"(?!data:)', text)
     assert "<script" not in text and "url(" not in text and "@import" not in text
+
+
+def test_load_points_and_what_they_stand_on(tmp_path: Path) -> None:
+    rows = [make_row("a", 256, q, prefill=10, decode=20, load="c=2", start_ms=50.0 * q,
+                     **({"output_tokens": 7} if q % 2 else {})) for q in range(6)]
+    text = render_html(load_run(write_run(tmp_path / "run", rows)), resamples=100)
+    assert "<h2>Load</h2>" in text
+    assert "<td>3 of 6</td><td>3 output_tokens</td>" in text
 
 
 def test_kv_check_mismatch_is_shown(tmp_path: Path) -> None:

@@ -26,7 +26,9 @@ def test_report_states_protocol_definitions_validation_and_numbers() -> None:
     assert "Output forced to 64 tokens" in text and "seed 42" in text
     assert "`itl_effective_ms`" in text
     assert "| b | 512 | q02 | 0 | output_tokens | 12 output tokens, 64 requested |" in text
-    assert "| a | 512 | 2 | 0 | 250 | 1200.00 |" in text  # summary row from records
+    assert "| a | 512 | 2 of 2 | none | 250 | 1200.00 |" in text  # summary row from records
+    assert "| b | 512 | 1 of 2 | 1 output_tokens | 250 |" in text  # n valid of m, by class
+    assert "3 valid of 4 (refused: 1 output_tokens)" in text
     assert "refused" in text  # the a/b comparison is refused: b has a refused row
     assert "`kvlab serve`" in text and "git commit abc" in text
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kvlab.bench.analysis.definitions import cells
+from kvlab.bench.analysis.valid_rows import judge
 from kvlab.bench.store.rundir import load_run
 from kvlab.report.html import render_html
 from kvlab.report.peer_definitions import TITLE, definitions_markdown, section_body
@@ -10,7 +12,7 @@ from tests.report.synthetic_runs import make_row, two_mode_rows, write_run
 
 def test_one_table_per_capacity_with_every_definition() -> None:
     rows = two_mode_rows(n=5, capacities=(256, 1024))
-    text = definitions_markdown(rows)
+    text = definitions_markdown(cells(judge(rows)))
     assert text.lstrip().startswith(f"## {TITLE}")
     assert text.count("| mode | metric | kvlab | vllm | guidellm | aiperf |") == 2
     assert "Capacity 256 (valid rows:" in text and "Capacity 1024 (valid rows:" in text
@@ -23,7 +25,7 @@ def test_one_table_per_capacity_with_every_definition() -> None:
 
 def test_no_valid_row_says_so() -> None:
     refused = make_row("a", 256, 1, prefill=10.0, decode=20.0, output_tokens=3)
-    assert "No valid row to compute them from." in section_body([refused])
+    assert "No valid row to compute them from." in section_body(cells(judge([refused])))
 
 
 def test_html_report_has_the_section(tmp_path) -> None:  # type: ignore[no-untyped-def]

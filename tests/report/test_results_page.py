@@ -70,6 +70,8 @@ def test_every_headline_is_read_from_its_file(results: Path) -> None:
     assert rate["one-slot"] == pytest.approx(16 * 8 / 1.6)  # 16 rows of 100 ms, one slot
     assert f"{rate['batching'] / rate['one-slot']:.2f}x" in \
         by_step["Continuous batching vs one slot"].text
+    assert f"one slot {rate['one-slot']:.1f} (16 valid of 16)" in \
+        by_step["Continuous batching vs one slot"].text
 
     paged = _json(results / "memory" / "paged.json")["models"][0]["rows"][0]
     assert (f"{paged['waste']:.1%} of paged blocks unfilled vs "
@@ -82,13 +84,15 @@ def test_every_headline_is_read_from_its_file(results: Path) -> None:
     assert ("at " + " / ".join(f"{c['mean_prompt_tokens']:.0f}" for c in cells)
             + " prompt tokens: TTFT "
             + " / ".join(f"{c['ttft_ms']['median']:.0f}" for c in cells)) in line
-    assert "prefix reuse" in line
+    assert "prefix reuse" in line and "rows 3 valid of 3; 3 valid of 3" in line
 
     servers = _json(next((results / "runs").glob("serving-engines-*")) / "evaluation.json")
     rate = {p["mode"]: p["output_tokens_per_s"] for p in servers["load"]}
     assert rate["vllm"] == pytest.approx(16 * 8 / 0.4)  # two rounds of 200 ms
+    assert rate["llama-server"] == pytest.approx(8 * 8 / 0.8)  # its 8 valid rows only
     line = by_step["vLLM vs llama-server vs kvlab serve"].text
-    assert f"vllm {rate['vllm']:.1f}, llama-server {rate['llama-server']:.1f}" in line
+    assert (f"vllm {rate['vllm']:.1f} (16 valid of 16), llama-server "
+            f"{rate['llama-server']:.1f} (8 valid of 16 (refused: 8 output_tokens))") in line
     assert f"kvlab serve / vLLM = {rate['kvlab-serve'] / rate['vllm']:.2f}x" in line
 
     for h in page.headlines:  # every line names the file it was read from
@@ -124,6 +128,18 @@ def test_a_file_of_another_shape_is_a_line_not_a_traceback(tmp_path: Path) -> No
     kv = results_page(tmp_path).headlines[0]
     assert kv.step.startswith("KV cache in the engine")
     assert "lacks what this page reads (KeyError: 'naive_decode_s_per_token')" in kv.text
+
+
+def test_a_run_evaluated_before_valid_row_figures_is_named_not_read(results: Path) -> None:
+    path = next((results / "runs").glob("serving-engines-*")) / "evaluation.json"
+    kept = path.read_text(encoding="utf-8")
+    try:
+        path.write_text(json.dumps(_json(path) | {"schema_version": 1}))
+        line = next(h for h in results_page(results).headlines
+                    if h.step.startswith("vLLM vs llama-server")).text
+    finally:
+        path.write_text(kept, encoding="utf-8")
+    assert line.startswith("its evaluation.json counts refused rows in its load figures")
 
 
 def test_index_links_every_report_and_fetches_nothing(results: Path) -> None:

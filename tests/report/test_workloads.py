@@ -24,10 +24,24 @@ def test_the_search_answer_its_rates_and_one_terminal_line() -> None:
     evaluation = evaluate(records, [], search=search, resamples=200)
     text = workloads_markdown(evaluation)
     assert "## Capacity search" in text and "between 9 (met) and 11 (missed)" in text
-    assert "| 9 | 1 | 0 | 20 | 20.0 | met |" in text
+    assert "| 9 | 1 | 0 | 20 of 20 | none | 20.0 | met |" in text
     (line,) = capacity_lines(evaluation.capacity)
     assert line.startswith("capacity: a @ 512: ") and "for p95 ttft_ms <= 60 ms" in line
     assert line.endswith("met at 9, missed at 11")
+
+
+def test_a_rate_missed_by_its_refused_rows_says_so() -> None:
+    records = point(4.0)
+    records[5] = records[5].model_copy(update={"output_tokens": 3})
+    search = (Objectives.of(95.0, ttft_ms=60.0), SearchPlan(4.0, 40.0))
+    evaluation = evaluate(records, [], search=search, resamples=50)
+    text = workloads_markdown(evaluation)
+    assert "| 4 | 1 | 0 | 19 of 20 | 1 output_tokens | 20.0 | missed (refused rows) |" in text
+    below, why = capacity_lines(evaluation.capacity)
+    assert "below the lowest rate tried" in below
+    assert why == ("capacity: a @ 512: missed at 4 req/s by its refused rows: 19 valid of "
+                   "20 (refused: 1 output_tokens), more than the 0% of requests [search] "
+                   "max_refused allows")
 
 
 def test_cached_rows_and_turn_growth_are_rendered() -> None:

@@ -27,6 +27,8 @@ from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gauges import parse_prometheus
 from kvlab.bench.plan.sizing import server_counter
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.engine.gemma import Gemma3
+from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 from kvlab.servers.vllm import VllmServer, VllmSettings, start_ticks
 from tests.agreement import Agreement, hold_to_floor, prompt_set, teacher_forced_logits
 from tests.conftest import vllm_missing
@@ -74,7 +76,7 @@ def send(server: VllmServer, api: ApiKind, prompt: str, max_tokens: int = 16,
 
 
 def metrics(server: VllmServer) -> dict[str, float]:
-    return parse_prometheus(httpx.get(f"{server.base_url}/metrics", timeout=10).text)
+    return parse_prometheus(httpx.get(f"{server.base_url}/metrics", timeout=10).text).samples
 
 
 def test_launch_keeps_argv_version_processes_log_and_model_hashes(vllm: VllmServer) -> None:
@@ -184,18 +186,20 @@ def prompt_top1(server: VllmServer, ids: list[int]) -> list[int]:
             for entries in ranked[1:]]
 
 
-def test_the_converted_checkpoint_agrees_with_kvlabs_float32(vllm: VllmServer) -> None:
+def test_the_converted_checkpoint_agrees_with_kvlabs_float32(
+    vllm: VllmServer, gemma_gguf: Path, gemma_model: Gemma3, gemma_tokenizer: GGUFTokenizer,
+) -> None:
     import torch
 
-    from kvlab.engine.models import load_model
+    from kvlab.servers.fetch import check_gguf
 
-    loaded = load_model("gemma-3-270m")  # float32, on the very GGUF vLLM's was made from
+    # kvlab's engine in float32 on the very GGUF vLLM's checkpoint was converted from
     assert vllm.model is not None and vllm.model.converted_from is not None
-    assert vllm.model.converted_from["gguf_sha256"] == loaded.sha256
-    prompts = prompt_set(loaded.tokenizer)
+    assert vllm.model.converted_from["gguf_sha256"] == check_gguf(gemma_gguf).sha256
+    prompts = prompt_set(gemma_tokenizer)
     agreement = Agreement(f"vllm {vllm.settings.dtype}")
-    for ids, reference in zip(prompts, teacher_forced_logits(loaded.model, prompts),
+    for ids, reference in zip(prompts, teacher_forced_logits(gemma_model, prompts),
                               strict=True):
         agreement.add(torch.tensor(prompt_top1(vllm, ids)), reference[:-1],
-                      loaded.model.config, len(ids))
+                      gemma_model.config, len(ids))
     hold_to_floor(agreement, VLLM_FLOOR)

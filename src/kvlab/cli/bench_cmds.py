@@ -24,18 +24,18 @@ def _print_load(evaluation: Evaluation) -> None:
     """Per load point: achieved rate, send lag, throughput, goodput, slip flag."""
     from rich.table import Table
 
-    from kvlab.report.markdown import fmt
+    from kvlab.report.markdown import fmt, valid_text
 
     points = [p for p in evaluation.load if p.kind != "sequential"]
     if not points:
         return
     table = Table(title="load: rates in req/s (drawn: the arrivals' own rate); "
-                  "lag = sent - scheduled (ms)")
-    for k in ["mode", "cap", "load", "ok", "target", "drawn", "achieved", "lag p50", "lag p99",
-              "req/s", "tok/s", "goodput", "schedule"]:
+                  "lag = sent - scheduled (ms); req/s, tok/s, goodput: valid rows only")
+    for k in ["mode", "cap", "load", "valid", "target", "drawn", "achieved", "lag p50",
+              "lag p99", "req/s", "tok/s", "goodput", "schedule"]:
         table.add_column(k, justify="left" if k in ("mode", "load", "schedule") else "right",
                          no_wrap=True)
-    rows = [[p.mode, str(p.capacity), p.load or "", f"{p.ok}/{p.requests}",
+    rows = [[p.mode, str(p.capacity), p.load or "", valid_text(p.count),
              fmt(p.target_rate),
              fmt(p.scheduled_rate) if p.kind == "rate" else "—", fmt(p.achieved_rate),
              fmt(p.send_lag_ms["p50"], 3), fmt(p.send_lag_ms["p99"], 3),
@@ -62,7 +62,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
     # Short headers so the table fits 100 columns; report.md has every column. The load
     # column only when the run has load points.
     header = summary_header(evaluation)
-    keep = {"mode": "mode", "capacity": "cap", "load": "load", "rows": "rows",
+    keep = {"mode": "mode", "capacity": "cap", "load": "load", "valid": "valid",
             "prompt tok": "prompt",
             "e2e mean ms": "e2e", "tok/s": "tok/s", "prefill ms": "prefill",
             "decode ms/tok": "dec/tok", "TTFT mean ms": "TTFT", "ITL mean ms": "ITL"}
@@ -89,20 +89,36 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
         for row in crows:
             ctable.add_row(*row)
         console.print(ctable, width=max(console.width, 120), crop=False)
-    refused = evaluation.counts["refused_rows"]
     pairs = sum(1 for v in evaluation.violations if v.other_mode is not None)
     _print_load(evaluation)
     from kvlab.report.workloads import capacity_lines
 
     for line in capacity_lines(evaluation.capacity):
         console.print(line, highlight=False, markup=False)
-    console.print(f"validation: {refused} rows refused, {pairs} pair refusals "
-                  f"(details in {run_dir / 'report.md'})", highlight=False)
+    for group in evaluation.summaries:
+        if group.refused:
+            console.print(f"refused: {group.mode} @ {group.capacity} "
+                          f"{group.load or 'sequential'}: {group.count.describe()}",
+                          highlight=False, markup=False)
+    for verdict in evaluation.verdicts:
+        console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by the server's "
+                      f"counters: {verdict.describe()}", highlight=False, markup=False,
+                      style=None if verdict.refuses else "bold yellow")
+    console.print(f"validation: {evaluation.valid.count.describe(flags=False)}, {pairs} pair "
+                  f"refusals (details in {run_dir / 'report.md'})", highlight=False,
+                  markup=False)
     client = evaluation.client
     if client is not None:
         style = "bold yellow" if client.status == "saturated" else None
         console.print(("warning: " if style else "") + client.text, style=style,
                       highlight=False, markup=False)
+    reasoned = sum(c.reasoning_rows for c in evaluation.reasoning)
+    if reasoned:
+        console.print(f"reasoning: {reasoned} rows streamed reasoning first; TTFT is to "
+                      "their first token of any kind, the first answer token apart "
+                      "(report.md, Reasoning streams)", highlight=False, markup=False)
+    for flag in (f for p in evaluation.server_histograms for f in p.flags):
+        console.print(f"warning: {flag}", style="bold yellow", highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
     html = run_dir / "report.html"
     console.print(f"report: {run_dir / 'report.md'}"
@@ -158,6 +174,9 @@ def run(
         None, "--workers-per-node", metavar="K",
         help="With --ray-address: K workers on each alive node (with --workers N: the "
              "first N places); default: Ray spreads them."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
+        "with its records, instead of flagging it."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report.
 
@@ -197,7 +216,8 @@ def run(
 
     result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet),
                             repeat_aa=repeat_aa, queries=queries, no_launch=no_launch,
-                            endpoints=endpoint, tokenizer=tokenizer, workers=choice)
+                            endpoints=endpoint, tokenizer=tokenizer, workers=choice,
+                            strict=strict)
     if json_out:
         print_json(result.evaluation.to_json())
     else:
@@ -258,13 +278,16 @@ def evaluate(
         [], "--definitions", "-d",
         help="Add another tool's metric definitions to evaluation.json: kvlab, vllm, "
              "guidellm, aiperf or all (repeatable; report.md always shows every set)."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
+        "with its records, instead of flagging it."),
 ) -> None:
     """Recompute evaluation.json and report.md from records.jsonl and print the table."""
     from kvlab.bench.analysis.definitions import resolve
     from kvlab.bench.run.runner import evaluate_run
 
     names = resolve(n for value in definitions for n in value.split(","))
-    evaluation = evaluate_run(run_dir, tuple(names))
+    evaluation = evaluate_run(run_dir, tuple(names), strict=strict)
     if json_out:
         print_json(evaluation.to_json())
     else:

@@ -16,13 +16,16 @@ def report(
     html: bool = typer.Option(False, "--html", help="Also write report.html (self-contained)."),
     csv: bool = typer.Option(False, "--csv", help="Also write records.csv and summaries.csv."),
     json_out: bool = typer.Option(False, "--json", help="Print the written paths as JSON."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
+        "with its records, instead of flagging it."),
 ) -> None:
     """Rebuild report.md (and evaluation.json) from the records; optionally HTML and CSV."""
     from kvlab.bench.run.runner import evaluate_run
     from kvlab.bench.store.rundir import load_run
 
     load_run(run_dir)  # one-line error for a folder that is not a run
-    evaluation = evaluate_run(run_dir)
+    evaluation = evaluate_run(run_dir, strict=strict)
     written = [run_dir / "evaluation.json", run_dir / "report.md"]
     if html:
         from kvlab.report.html import write_html
@@ -48,12 +51,22 @@ def compare(
         None, "--requested-tokens", min=1,
         help="Output tokens the peer requested, for files that do not say (vLLM)."),
     fail_on: list[str] = typer.Option(
-        [], "--fail-on", metavar="slower[:METRIC[:THRESHOLD%]]",
+        [], "--fail-on", metavar="slower[:METRIC[:THRESHOLD%]] | failures[:THRESHOLD%]",
         help="Exit 1 when B is slower than A beyond doubt: its mean METRIC (default "
              "e2e_ms; ttft_ms, itl_effective_ms, prefill_ms, decode_ms) above A's by more "
              "than THRESHOLD % (default 0) over the whole 95 % interval, in some mode, "
              "capacity and load. A difference the interval cannot separate from the "
-             "threshold passes (an A/A run exits 0). Repeat for several rules."),
+             "threshold passes (an A/A run exits 0). failures[:THRESHOLD%]: exit 1 when "
+             "B's share of valid rows falls below A's by more than THRESHOLD points; on "
+             "(at 0) with any rule unless given. Exit 2 when a cell cannot be judged (no "
+             "valid rows, no interval). Repeat for several rules."),
+    accept_unjudged: bool = typer.Option(
+        False, "--accept-unjudged",
+        help="With --fail-on: cells the gate cannot judge do not exit 2 (each is still "
+             "listed with its reason)."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
+        "with its records, instead of flagging it."),
 ) -> None:
     """Compare two runs: ratio A/B per metric with a 95 % interval and a verdict on B.
 
@@ -63,8 +76,8 @@ def compare(
     output tokens differ from the requested count.
 
     In CI: kvlab compare runs/baseline runs/candidate --fail-on slower:e2e_ms:5%
-    exits 0 (no regression shown), 1 (B slower beyond 5 %, named) or 2 (the runs
-    cannot be compared)."""
+    exits 0 (every cell checked and passed), 1 (B slower beyond 5 %, or fewer valid
+    rows than A: named) or 2 (a cell or the runs cannot be judged)."""
     from rich import box
     from rich.table import Table
 
@@ -75,17 +88,19 @@ def compare(
 
     rules = [FailOn.parse(text) for text in fail_on]  # a bad rule: one line, exit 2
     result = compare_runs(load_run_or_import(run_a, requested_tokens),
-                          load_run_or_import(run_b, requested_tokens))
-    verdict = gate(result.comparisons, rules) if rules else None
+                          load_run_or_import(run_b, requested_tokens), strict=strict)
+    verdict = gate(result.comparisons, rules, accept_unjudged=accept_unjudged) \
+        if rules else None
     if json_out:
         print_json(result.to_dict() | ({"gate": verdict.to_dict()} if verdict else {}))
-        if verdict is not None and verdict.failed:
-            raise typer.Exit(1)
+        if verdict is not None and verdict.exit_code:
+            raise typer.Exit(verdict.exit_code)
         return
     console.print(f"A = {result.run_a} ({result.path_a})\nB = {result.run_b} ({result.path_b})",
                   highlight=False, markup=False)
     for mode, c in result.comparisons:
-        title = f"{mode} @ {c.capacity}, {load_label(c.load)}: B against A"
+        title = (f"{mode} @ {c.capacity}, {load_label(c.load)}: B against A (A "
+                 f"{c.count_a.describe()}; B {c.count_b.describe()})")
         if c.refused:
             console.print(f"{title}: refused: {c.refused}", highlight=False, markup=False)
             continue
@@ -107,11 +122,9 @@ def compare(
         console.print(f"gate: fail when {rule.describe()}", highlight=False, markup=False)
     for line in verdict.checks:
         console.print(f"  {line.describe()}", highlight=False, markup=False)
-    failed = [c for c in verdict.checks if c.status == "fail"]
-    console.print(f"gate: {'FAILED' if failed else 'passed'} ({len(failed)} of "
-                  f"{len(verdict.checks)} checks failed)", highlight=False, markup=False)
-    if failed:
-        raise typer.Exit(1)
+    console.print(verdict.summary(), highlight=False, markup=False)
+    if verdict.exit_code:
+        raise typer.Exit(verdict.exit_code)
 
 
 @app.command()

@@ -3,9 +3,11 @@
 Two runs are comparable only when they did the same work: the same prompt (SHA-256)
 for every query measured at a capacity in both, the same requested output tokens, and
 at least one mode in common. Otherwise :func:`compare_runs` raises ValidationFailure
-naming the first difference. Within a (mode, capacity, load) cell, rows are paired on
-(query, repetition) exactly as between two modes of one run
-(:func:`kvlab.bench.analysis.summaries.compare_rows`); "A" is the first run, "B" the second.
+naming the first difference. Each run's rows are validated as its evaluation validates
+them (:func:`kvlab.bench.store.evaluation.valid_rows_of`); within a (mode, capacity,
+load) cell, rows are paired on (query, repetition) exactly as between two modes of one
+run (:func:`kvlab.bench.analysis.comparisons.compare_rows`), and each side says what
+it stands on (n valid of m); "A" is the first run, "B" the second.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvlab.bench.analysis.comparisons import PairComparison, compare_rows
-from kvlab.bench.analysis.summaries import current_rows, groups, modes_in_order
+from kvlab.bench.analysis.summaries import modes_in_order
 from kvlab.bench.records import Record
+from kvlab.bench.store.evaluation import valid_rows_of
 from kvlab.bench.store.rundir import RunDir
 from kvlab.errors import ValidationFailure
 from kvlab.report.verdicts import comparisons_markdown
@@ -79,11 +82,14 @@ def check_comparable(a: Sequence[Record], b: Sequence[Record]) -> None:
         )
 
 
-def compare_runs(run_a: RunDir, run_b: RunDir, *, resamples: int = 2000) -> RunComparison:
-    """Compare every (mode, capacity, load) measured in both runs; B against A."""
-    rows_a, rows_b = current_rows(run_a.records), current_rows(run_b.records)
+def compare_runs(run_a: RunDir, run_b: RunDir, *, resamples: int = 2000,
+                 strict: bool = False) -> RunComparison:
+    """Compare every (mode, capacity, load) measured in both runs; B against A
+    (``strict``: points whose server counters disagree with the records are refused)."""
+    valid_a, valid_b = valid_rows_of(run_a, strict=strict), valid_rows_of(run_b, strict=strict)
+    rows_a, rows_b = list(valid_a.sent), list(valid_b.sent)
     check_comparable(rows_a, rows_b)
-    by_a, by_b = groups(rows_a), groups(rows_b)
+    by_a, by_b = valid_a.groups(), valid_b.groups()
     common = [key for key in by_a if key in by_b]
     if not common:
         cells_a = sorted({f"{m}@{c}" for m, c, _ in by_a})

@@ -4,7 +4,9 @@ summaries.csv (one row per (mode, capacity, load)).
 Derived columns come from :mod:`kvlab.bench.analysis.metrics` (through analysis.ROW_METRICS);
 an empty cell means the metric is unknown for that row (no stream, no timings...).
 Every record is exported, warm-ups and refused rows included, with ``valid`` and
-``refused_reasons`` saying whether a summary counted it.
+``refused_reasons`` saying whether a summary counted it: the evaluation's verdicts
+(:class:`~kvlab.bench.analysis.valid_rows.ValidRows`), point verdicts of the server's
+counters included.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from kvlab.bench.analysis.summaries import (
     INTERVAL_METRICS,
     ROW_METRICS,
     Summary,
-    current_rows,
     report_order,
 )
-from kvlab.bench.analysis.validate import check_row
+from kvlab.bench.analysis.validate import Violation
 from kvlab.bench.records import Record
 from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import load_run
@@ -41,7 +42,8 @@ RECORD_COLUMNS: tuple[str, ...] = (
 
 _STATS = ("count", "mean", "p50", "p95", "p99", "min", "max", "std")
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "mode", "capacity", "load", "rows", "refused", "mean_prompt_tokens",
+    "mode", "capacity", "load", "rows", "valid", "refused", "refused_by_reason", "flags",
+    "mean_prompt_tokens",
     "e2e_tokens_per_s", "system_tokens_per_s",
     *(f"{m.name}_{s}" for m in ROW_METRICS for s in _STATS),
     *(f"{m.name}_mean_ci_{end}" for m in INTERVAL_METRICS for end in ("low", "high")),
@@ -57,9 +59,10 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def record_row(row: Record, *, superseded: bool = False) -> dict[str, Any]:
-    """One record as a dict over RECORD_COLUMNS."""
-    problems = [] if row.warmup else check_row(row)
+def record_row(row: Record, *, superseded: bool = False,
+               problems: Sequence[Violation] = ()) -> dict[str, Any]:
+    """One record as a dict over RECORD_COLUMNS; ``problems``: why the evaluation refused
+    it (none: valid, unless a warm-up or superseded)."""
     data: dict[str, Any] = {
         "run_id": row.run_id, "mode": row.mode, "capacity": row.capacity, "load": row.load,
         "query_id": row.query_id, "repetition": row.repetition, "position": row.position,
@@ -83,7 +86,9 @@ def summary_row(s: Summary) -> dict[str, Any]:
     """One group summary as a dict over SUMMARY_COLUMNS."""
     data: dict[str, Any] = {
         "mode": s.mode, "capacity": s.capacity, "load": s.load, "rows": s.rows,
-        "refused": s.refused, "mean_prompt_tokens": s.mean_prompt_tokens,
+        "valid": s.queries, "refused": s.refused,
+        "refused_by_reason": ";".join(f"{k}={n}" for k, n in s.count.refused.items()),
+        "flags": " | ".join(s.count.flags), "mean_prompt_tokens": s.mean_prompt_tokens,
         "e2e_tokens_per_s": s.e2e_tokens_per_s, "system_tokens_per_s": s.system_tokens_per_s,
     }
     for m in ROW_METRICS:
@@ -113,9 +118,16 @@ def write_csvs(run_dir: Path | str, *, resamples: int = 2000,
     run = load_run(run_dir)
     if evaluation is None:
         evaluation = evaluate_run_dir(run, resamples=resamples)
-    current = {id(r) for r in current_rows(run.records)}
-    records = [record_row(r, superseded=not r.warmup and id(r) not in current)
-               for r in run.records]
+    current = {(r.key, r.position) for r in evaluation.valid.sent}
+    refused: dict[tuple[Any, ...], list[Violation]] = {}
+    for v in evaluation.valid.violations:
+        refused.setdefault(v.row_key, []).append(v)
+    records = []
+    for r in run.records:
+        superseded = not r.warmup and (r.key, r.position) not in current
+        problems = [] if r.warmup or superseded else refused.get(
+            (r.mode, r.capacity, r.query_id, r.repetition, r.load), [])
+        records.append(record_row(r, superseded=superseded, problems=problems))
     summaries = [summary_row(s) for s in report_order(evaluation.summaries)]
     return [
         _write(run.path / RECORDS_CSV, RECORD_COLUMNS, records),

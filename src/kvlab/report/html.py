@@ -26,14 +26,16 @@ from kvlab.bench.analysis.summaries import (
     EXTRA_DEFINITIONS,
     ROW_METRICS,
     Summary,
-    current_rows,
     report_order,
 )
+from kvlab.bench.analysis.valid_rows import ValidRows
 from kvlab.bench.analysis.validate import Violation
 from kvlab.bench.records import GaugeSample, Record
 from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import RunDir, load_run
-from kvlab.report import plots
+from kvlab.report import plots, reasoning
+from kvlab.report import server_histograms as histograms
+from kvlab.report.markdown import load_markdown, valid_text, verdicts_lines
 from kvlab.report.prompts import output_rule, prompt_rule, prompts_body
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
 from kvlab.report.workloads import sections as workload_sections
@@ -75,7 +77,7 @@ def _img(png: bytes | None, alt: str) -> str:
 
 
 def _markdown_block(text: str) -> str:
-    """The little markdown kvlog.render_markdown emits: pipe tables, bullets, lines."""
+    """The little markdown kv_check.kv_check_table emits: pipe tables, bullets, lines."""
     out: list[str] = []
     table: list[list[str]] = []
 
@@ -145,7 +147,11 @@ def _validation(evaluation: Evaluation, check: ClientCheck | None) -> str:
     parts = ["<h2>Validation</h2>",
              f"<p>{counts['records']} records: {counts['warmup']} warm-up, "
              f"{counts['measured']} measured, {len(refused)} rows refused "
-             "(left out of every aggregate).</p>"]
+             "(left out of every aggregate): "
+             f"{escape(evaluation.valid.count.describe(flags=False))}.</p>"]
+    verdicts = verdicts_lines(evaluation)
+    if verdicts:
+        parts.append(_markdown_block("\n".join(verdicts)))
     if check is not None:
         css = ' class="warn"' if check.warning else ""
         parts.append(f"<p{css}>{escape(check.text)}.</p>")
@@ -164,15 +170,15 @@ def _validation(evaluation: Evaluation, check: ClientCheck | None) -> str:
         parts.append("<p>No row or pair was refused.</p>")
     if evaluation.prefix_reuse:
         parts.append("<p>Prefix reuse (cache_prompt = false: a row answered partly from "
-                     "the server's prefix cache is refused; that needs the server's "
-                     "cached-token count):</p><ul>" + "".join(
+                     "the server's prefix cache is refused, by its own cached-token count "
+                     "or by the server's prefix-cache counter over its point):</p><ul>" + "".join(
                          f"<li>{escape(p.describe())}</li>" for p in evaluation.prefix_reuse)
                      + "</ul>")
     return "\n".join(parts)
 
 
 def _summaries(summaries: Sequence[Summary]) -> str:
-    header = ["mode", "capacity", "load", "rows", "refused", "prompt tok", "e2e mean",
+    header = ["mode", "capacity", "load", "valid", "refused", "prompt tok", "e2e mean",
               "e2e mean 95 % CI", "e2e p50", "e2e p95", "TTFT mean", "TTFT p95", "ITL mean",
               "prefill", "decode", "overhead", "tok/s e2e", "tok/s system"]
     rows = []
@@ -187,7 +193,8 @@ def _summaries(summaries: Sequence[Summary]) -> str:
 
         ci = s.mean_intervals.get("e2e_ms")
         rows.append([
-            s.mode, str(s.capacity), load_label(s.load), str(s.rows), str(s.refused),
+            s.mode, str(s.capacity), load_label(s.load), valid_text(s.count),
+            s.count.refused_text(),
             fmt_num(s.mean_prompt_tokens, 0), mean("e2e_ms"),
             f"[{ci.low:.2f}, {ci.high:.2f}]" if ci else "–", pct("e2e_ms", "p50"),
             pct("e2e_ms", "p95"), mean("ttft_ms"), pct("ttft_ms", "p95"),
@@ -195,7 +202,8 @@ def _summaries(summaries: Sequence[Summary]) -> str:
             mean("overhead_ms"), fmt_num(s.e2e_tokens_per_s), fmt_num(s.system_tokens_per_s),
         ])
     return ("<h2>Summaries per (mode, capacity)</h2><p class=muted>Times in ms over valid "
-            "rows; means unless marked; CI = bootstrap 95 % interval of the mean.</p>"
+            "rows; valid = n valid of m measured (*: a point flag concerns them), refused "
+            "by class; means unless marked; CI = bootstrap 95 % interval of the mean.</p>"
             + _table(header, rows, 3))
 
 
@@ -238,15 +246,24 @@ def _comparisons(comparisons: Sequence[PairComparison], named: bool) -> str:
     return "\n".join(parts)
 
 
-def _figures(rows: Sequence[Record], summaries: Sequence[Summary],
+def _load(evaluation: Evaluation) -> str:
+    """What each load point achieved (report.md's "Load" section)."""
+    text = load_markdown(evaluation.load).strip()
+    if not text:
+        return ""
+    body = text.split("\n", 2)[2] if text.startswith("## Load") else text
+    return f"<h2>Load</h2>\n{_markdown_block(body)}"
+
+
+def _figures(valid: ValidRows, summaries: Sequence[Summary],
              gauges: Sequence[GaugeSample] = ()) -> str:
     parts = ["<h2>Figures</h2>"]
     figures = [
         ("Phase bars", plots.phase_bars(summaries),
          "Mean prefill, decode and overhead per mode (server timings)."),
-        ("Latency distributions", plots.latency_cdfs(rows),
+        ("Latency distributions", plots.latency_cdfs(valid),
          "Empirical CDFs of e2e and TTFT: the further left, the faster."),
-        ("TTFT and ITL against prompt length", plots.against_prompt_length(rows),
+        ("TTFT and ITL against prompt length", plots.against_prompt_length(valid),
          "Prefill grows with the prompt; ITL should stay flat with a KV cache."),
         ("Throughput against load", plots.throughput_vs_load(summaries),
          "System output tokens/s and mean e2e per load point."),
@@ -287,13 +304,13 @@ def _kv_check(manifest: dict[str, Any]) -> str:
     found = kv_checks(manifest)
     if not found:
         return ""
-    from kvlab.servers.kvlog import render_markdown
+    from kvlab.report.kv_check import kv_check_table
 
     parts = ["<h2>KV check (predicted vs logged by llama-server)</h2>"]
     for where, check in found:
         parts.append(f"<h3>{escape(where)}</h3>")
         try:
-            parts.append(_markdown_block(render_markdown(check)))
+            parts.append(_markdown_block(kv_check_table(check)))
         except ValueError as exc:  # a check of another shape: show it raw, never drop it
             parts.append(f"<p>unreadable check ({escape(str(exc).splitlines()[0])})</p>"
                          f"<pre>{escape(json.dumps(check, indent=2))}</pre>")
@@ -306,6 +323,11 @@ def _server_counters(evaluation: Evaluation) -> str:
 
     body = section_body(evaluation.server_counters)
     return f"<h2>{escape(TITLE)}</h2>\n{_markdown_block(body)}" if body else ""
+
+
+def _section(title: str, body: str) -> str:
+    """A report.md section's Markdown body under its title ("" without a body)."""
+    return f"<h2>{escape(title)}</h2>\n{_markdown_block(body)}" if body else ""
 
 
 def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
@@ -325,11 +347,11 @@ def _workers(manifest: dict[str, Any], rows: Sequence[Record]) -> str:
     return f"<h2>{escape(TITLE)}</h2>\n{_markdown_block(body)}" if body else ""
 
 
-def _peer_definitions(rows: Sequence[Record], found: Sequence[Cell]) -> str:
+def _peer_definitions(found: Sequence[Cell]) -> str:
     """The same run under vLLM's, GuideLLM's and AIPerf's definitions (report.md's)."""
     from kvlab.report.peer_definitions import TITLE, section_body
 
-    return f"<h2>{escape(TITLE)}</h2>\n" + _markdown_block(section_body(rows, found=found))
+    return f"<h2>{escape(TITLE)}</h2>\n" + _markdown_block(section_body(found))
 
 
 def render_html(run: RunDir, *, resamples: int = 2000,
@@ -339,7 +361,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
     the one evaluation of a run directory, when None)."""
     if evaluation is None:
         evaluation = evaluate_run_dir(run, resamples=resamples)
-    rows = current_rows(run.records)
+    rows = list(evaluation.valid.sent)
     summaries = report_order(evaluation.summaries)
     manifest = run.manifest()
     manifest_json = json.dumps(manifest, indent=2, default=str)
@@ -353,13 +375,16 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _validation(evaluation, evaluation.client),
         _summaries(summaries),
         _comparisons(evaluation.pairs, named=evaluation.named_pairs),
-        _figures(rows, summaries, run.gauges),
+        _load(evaluation),
+        _figures(evaluation.valid, summaries, run.gauges),
         _workers(manifest, rows),
         _kv_check(manifest),
+        _section(reasoning.TITLE, reasoning.section_body(evaluation.reasoning)),
         _server_counters(evaluation),
+        _section(histograms.TITLE, histograms.section_body(evaluation.server_histograms)),
         *(f"<h2>{escape(title)}</h2>\n{_markdown_block(text)}"
           for title, text in workload_sections(evaluation)),
-        _peer_definitions(rows, evaluation.definitions),
+        _peer_definitions(evaluation.definitions),
         "<h2>Manifest</h2><details><summary>manifest.json</summary>"
         f"<pre>{escape(manifest_json)}</pre></details>",
     ])

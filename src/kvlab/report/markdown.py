@@ -12,6 +12,7 @@ from typing import Any
 from kvlab.bench.analysis.evaluate import METRIC_DEFINITIONS, Evaluation
 from kvlab.bench.analysis.load import LoadSummary
 from kvlab.bench.analysis.saturation import ClientCheck
+from kvlab.bench.analysis.valid_rows import RowCount
 from kvlab.experiment import Experiment, Workload
 from kvlab.report.prompts import output_rule, prompt_rule
 
@@ -25,6 +26,12 @@ def pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.2f} %"
 
 
+def valid_text(count: RowCount) -> str:
+    """``14 of 16``: the valid rows a figure stands on, of the rows measured; a star when
+    a point flag concerns them."""
+    return f"{count.valid} of {count.measured}" + (" *" if count.flags else "")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -32,7 +39,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 SUMMARY_HEADER = [
-    "mode", "capacity", "rows", "refused", "prompt tok", "e2e mean ms", "e2e p95 ms",
+    "mode", "capacity", "valid", "refused", "prompt tok", "e2e mean ms", "e2e p95 ms",
     "tok/s", "prefill ms", "decode ms", "decode ms/tok", "TTFT mean ms", "TTFT p95 ms",
     "ITL mean ms", "ITL p95 ms", "Δ gap p50 ms", "Δ gap p95 ms", "deltas/row",
 ]
@@ -52,7 +59,7 @@ def summary_rows(evaluation: Evaluation) -> list[list[str]]:
     for s in evaluation.summaries:
         rows.append([
             s.mode, str(s.capacity), *([s.load or "sequential"] if loads else []),
-            str(s.queries), str(s.refused),
+            valid_text(s.count), s.count.refused_text(),
             fmt(s.mean_prompt_tokens, 0), fmt(s.mean_ms), fmt(s.e2e_ms["p95"]),
             fmt(s.tokens_per_second), fmt(s.mean_prompt_ms), fmt(s.mean_decode_ms),
             fmt(s.mean_decode_per_token_ms, 3), fmt(s.ttft_ms["mean"]), fmt(s.ttft_ms["p95"]),
@@ -131,7 +138,9 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
     out += ["", "## Validation", "",
             f"{counts['records']} records: {counts['warmup']} warm-up, {counts['measured']} "
             f"measured rows ({counts['superseded']} earlier attempts superseded by a "
-            f"resume), {counts['refused_rows']} rows refused.", ""]
+            f"resume): {evaluation.valid.count.describe(flags=False)}. Every figure below "
+            "stands on the valid rows only and says how many (n of m).", ""]
+    out += verdicts_lines(evaluation)
     if evaluation.violations:
         loads = any(v.load is not None for v in evaluation.violations)
         out += _table(["mode", "capacity", *(["load"] if loads else []), "query", "rep",
@@ -145,13 +154,15 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
         out.append("No row or pair was refused.")
     if evaluation.prefix_reuse:
         out += ["", "Prefix reuse (cache_prompt = false: a row answered partly from the "
-                "server's prefix cache is refused; that needs the server's cached-token "
-                "count):", ""]
+                "server's prefix cache is refused, by its own cached-token count or by "
+                "the server's prefix-cache counter over its point):", ""]
         out += [f"- {p.describe()}" for p in evaluation.prefix_reuse]
     cell, equal = ("(mode, capacity, load)", "equal capacity and load") \
         if evaluation.has_load else ("(mode, capacity)", "equal capacity")
     out += ["", f"## Summaries per {cell}", "",
-            "Times in ms (means unless p95); tok/s = Σ output tokens / Σ e2e.", ""]
+            "Times in ms (means unless p95) over the valid rows; valid = n valid of m "
+            "measured (*: a point flag concerns them, see Validation); refused: by "
+            "class; tok/s = Σ output tokens / Σ e2e.", ""]
     out += _table(summary_header(evaluation), summary_rows(evaluation))
     out += ["", f"## Comparisons (ratio = mean A / mean B at {equal})", "",
             "A ratio above 1 means B took less time; reduction = 1 − 1/ratio "
@@ -184,6 +195,20 @@ def render_report(evaluation: Evaluation, experiment: Experiment,
     return "\n".join(out) + "\n"
 
 
+def verdicts_lines(evaluation: Evaluation) -> list[str]:
+    """The point verdicts of the server counters, as Markdown lines ([] without any)."""
+    if not evaluation.verdicts:
+        return []
+    mode = ("--strict: counters that disagree with the records refuse their point"
+            if evaluation.strict else "counters that disagree with the records flag "
+            "their point; kvlab evaluate --strict refuses it")
+    lines = [f"Verdicts of the server's own counters (/metrics) on whole points ({mode}):",
+             ""]
+    lines += [f"- {'REFUSED' if v.refuses else 'FLAGGED'} ({v.reason}): {v.describe()}"
+              for v in evaluation.verdicts]
+    return [*lines, ""]
+
+
 def manifest_queries(manifest: dict[str, Any], default: int) -> int:
     return int(manifest.get("queries", default))
 
@@ -208,11 +233,14 @@ def load_markdown(summaries: Sequence[LoadSummary]) -> str:
            "SLIPPED: it offered less load than it claims. Span = first send to last end; "
            "achieved rate = rows / span, shown for a rate load and for a closed loop with "
            "more requests than users (one whose users all leave at once has no rate); "
-           f"req/s = ok rows / span; goodput counts rows meeting the SLOs ({slo_text}).", ""]
-    header = ["mode", "capacity", "load", "rows", "ok", "span s", "target rate",
-              "achieved rate", "lag p50 ms", "lag p99 ms", "max in flight", "req/s",
-              "out tok/s", "goodput req/s", "SLO met", "schedule"]
+           "req/s = valid rows / span; out tok/s = Σ output tokens of valid rows / span; "
+           f"goodput counts valid rows meeting the SLOs ({slo_text}). valid = n valid "
+           "of m requests sent (*: a point flag concerns them); refused: by class.", ""]
+    header = ["mode", "capacity", "load", "rows", "ok", "valid", "refused", "span s",
+              "target rate", "achieved rate", "lag p50 ms", "lag p99 ms", "max in flight",
+              "req/s", "out tok/s", "goodput req/s", "SLO met", "schedule"]
     rows = [[s.mode, str(s.capacity), s.load or "sequential", str(s.requests), str(s.ok),
+             valid_text(s.count), s.count.refused_text(),
              fmt(s.span_s, 3), fmt(s.target_rate), fmt(s.achieved_rate),
              fmt(s.send_lag_ms["p50"], 3),
              fmt(s.send_lag_ms["p99"], 3), str(s.max_in_flight), fmt(s.request_throughput),
@@ -262,14 +290,14 @@ def kv_check_markdown(manifest: dict[str, Any]) -> str:
     """The KV check of every launched llama-server: kvlab's predicted KV-cache
     allocation next to the ``llama_kv_cache: size = ...`` lines of its log; "" when no
     server logged one. A disagreement is shown, never hidden."""
-    from kvlab.servers.kvlog import render_markdown
+    from kvlab.report.kv_check import kv_check_table
 
     out: list[str] = []
     for entry in manifest.get("servers", []):
         check = (entry.get("facts") or {}).get("kv_check")
         if check:
             out += [f"### {entry.get('mode')} @ {entry.get('capacity')}", "",
-                    render_markdown(check), ""]
+                    kv_check_table(check), ""]
     if not out:
         return ""
     return "\n".join(["", "## KV check: predicted vs allocated by llama-server", "", *out])

@@ -7,7 +7,7 @@ run's records by :mod:`kvlab.bench.analysis.definitions`; nothing is measured he
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from kvlab.bench.analysis.definitions import (
     METRIC_LABELS,
@@ -16,9 +16,7 @@ from kvlab.bench.analysis.definitions import (
     WHY_THEY_DIFFER,
     Aggregate,
     Cell,
-    cells,
 )
-from kvlab.bench.records import Record
 
 TITLE = "The same run under other tools' definitions"
 
@@ -52,13 +50,15 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def section_body(records: Iterable[Record], names: Sequence[str] = tuple(SETS), *,
-                 found: Sequence[Cell] | None = None) -> str:
+def section_body(found: Sequence[Cell], names: Sequence[str] = tuple(SETS)) -> str:
     """The section without its heading (the HTML report adds its own). ``found``: the
-    evaluation's cells under every set; computed from ``records`` when None."""
-    found = cells(records, names) if found is None else [c.only(names) for c in found]
+    evaluation's cells under every set (bench.analysis.definitions.cells)."""
+    found = [c.only(names) for c in found]
     out = [f"Times in ms as median / p95 over the valid rows; tok/s is each tool's "
-           f"output rate. {WHY_THEY_DIFFER}", ""]
+           f"output rate. {WHY_THEY_DIFFER}", "",
+           "With a reasoning model, every set times TTFT to the first token of any kind, "
+           "its thinking included. The first answer token: " + "; ".join(
+               f"{n}, {SETS[n].definitions['first_answer']}" for n in names) + ".", ""]
     if not found:
         return "\n".join([*out, "No valid row to compute them from."]) + "\n"
     groups: dict[tuple[int, str | None], list[Cell]] = {}
@@ -80,7 +80,6 @@ def section_body(records: Iterable[Record], names: Sequence[str] = tuple(SETS), 
     return "\n".join(out) + "\n"
 
 
-def definitions_markdown(records: Iterable[Record], names: Sequence[str] = tuple(SETS), *,
-                         found: Sequence[Cell] | None = None) -> str:
+def definitions_markdown(found: Sequence[Cell], names: Sequence[str] = tuple(SETS)) -> str:
     """The whole report.md section, heading included (``found`` as in section_body)."""
-    return "\n".join(["", f"## {TITLE}", "", section_body(records, names, found=found)])
+    return "\n".join(["", f"## {TITLE}", "", section_body(found, names)])

@@ -13,19 +13,10 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvlab.bench.analysis.load import load_order, parse_label
-from kvlab.bench.analysis.summaries import (
-    E2E,
-    ITL,
-    TTFT,
-    RowMetric,
-    Summary,
-    groups,
-    load_value,
-    modes_in_order,
-    valid_rows,
-)
-from kvlab.bench.records import GaugeSample, Record
+from kvlab.bench.analysis.labels import load_order, parse_label
+from kvlab.bench.analysis.summaries import E2E, ITL, TTFT, RowMetric, Summary, load_value
+from kvlab.bench.analysis.valid_rows import ValidRows
+from kvlab.bench.records import GaugeSample
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -108,10 +99,11 @@ def _cdf(ax: Axes, vals: list[float], colour: str, label: str) -> None:
     ax.step(xs, ys, where="post", color=colour, label=label, linewidth=1.4)
 
 
-def latency_cdfs(records: Sequence[Record]) -> bytes | None:
-    """Empirical CDFs of e2e and TTFT (ms), one line per mode, one row per capacity."""
-    by = groups(records)
-    colours = _colours(modes_in_order(records))
+def latency_cdfs(valid: ValidRows) -> bytes | None:
+    """Empirical CDFs of e2e and TTFT (ms) over the valid rows, one line per mode, one
+    row per capacity."""
+    by = valid.groups()
+    colours = _colours(valid.modes())
     capacities = sorted({cap for _, cap, _ in by})
     if not capacities:
         return None
@@ -121,10 +113,10 @@ def latency_cdfs(records: Sequence[Record]) -> bytes | None:
     for row, cap in enumerate(capacities):
         for col, metric in enumerate((E2E, TTFT)):
             ax = axes[row][col]
-            for (mode, c, load), rows in by.items():
+            for (mode, c, load), group in by.items():
                 if c != cap:
                     continue
-                vals = [v for r in valid_rows(rows) if (v := metric.fn(r)) is not None]
+                vals = [v for r in group.rows if (v := metric.fn(r)) is not None]
                 if vals:
                     label = mode if load is None else f"{mode} {load}"
                     _cdf(ax, vals, colours[mode], label)
@@ -139,10 +131,11 @@ def latency_cdfs(records: Sequence[Record]) -> bytes | None:
     return _png(fig) if drew else None
 
 
-def against_prompt_length(records: Sequence[Record]) -> bytes | None:
-    """TTFT and effective ITL (ms) against server-counted prompt tokens, per mode."""
-    good = valid_rows(records)
-    colours = _colours(modes_in_order(records))
+def against_prompt_length(valid: ValidRows) -> bytes | None:
+    """TTFT and effective ITL (ms) of the valid rows against server-counted prompt
+    tokens, per mode."""
+    good = valid.rows
+    colours = _colours(valid.modes())
     fig = _figure(9.0, 3.0)
     axes = fig.subplots(1, 2)
     drew = False

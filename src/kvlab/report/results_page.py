@@ -9,9 +9,10 @@ A results folder (``make run`` writes ``results/``) holds:
   (the vLLM steps, ``vllm-notebook`` and ``serving-engines``, included).
 
 Each step's file also records the machine (CPU, cores) and the load average at the
-step's end (runs: at each session's start and stop). A step whose file is missing gets
-a line saying so. Runs of experiments the page has no headline for still get a line
-(their first comparison) and a link.
+step's end (runs: at each session's start and stop). A run's figure says what it
+stands on ("n valid of m"); an evaluation.json older than that is named, not read. A
+step whose file is missing gets a line saying so. Runs of experiments the page has no
+headline for still get a line (their first comparison) and a link.
 
 Public API::
 
@@ -29,8 +30,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kvlab.bench.analysis.valid_rows import RowCount
 from kvlab.errors import ConfigError
 
+VALID_SCHEMA = 2  # evaluation.json from which load figures read valid rows only
 KV_BENCH_FILE = Path("kv-bench") / "kv-bench.json"
 MEMORY_DIR = Path("memory")
 RUNS_DIR = Path("runs")
@@ -183,6 +186,19 @@ class _Run:
         return max(found, key=lambda f: f[1]) if found else None
 
 
+def _count(data: dict[str, Any] | None) -> str:
+    """``12 valid of 16 (refused: 4 failed)`` from an evaluation.json count."""
+    return RowCount.from_dict(data).describe(flags=False) if data else "rows not counted"
+
+
+def _current(read: Callable[[str, _Run], Headline], step: str, run: _Run) -> Headline:
+    """``read(step, run)``, or a line saying its evaluation.json predates valid-row figures."""
+    if int(run.evaluation.get("schema_version") or 1) >= VALID_SCHEMA:
+        return read(step, run)
+    return Headline(step, "its evaluation.json counts refused rows in its load figures (schema "
+                    "1); rerun kvlab evaluate on the run", run.source, run.load())
+
+
 def _latest_runs(root: Path) -> dict[str, _Run]:
     """The latest evaluated run of each experiment (run dirs end in a sortable time)."""
     folder = root / RUNS_DIR
@@ -220,8 +236,11 @@ def _pair(step: str, run: _Run, pair: tuple[str, str], metric: str, label: str,
         return Headline(step, f"no valid {pair[0]} vs {pair[1]} comparison", run.source,
                         run.load())
     values, capacity = found
-    return Headline(step, f"{label} at capacity {capacity}: " + _ratio_text(values, *names),
-                    run.source, run.load())
+    counts = next((f"; A {_count(p['count_a'])}, B {_count(p['count_b'])}"
+                   for p in run.evaluation["intervals"]["pairs"] if (p["mode_a"], p["mode_b"],
+                   p["capacity"], p["load"]) == (*pair, capacity, None)), "")
+    return Headline(step, f"{label} at capacity {capacity}: " + _ratio_text(values, *names)
+                    + counts, run.source, run.load())
 
 
 def quickstart_headline(step: str, run: _Run) -> Headline:
@@ -237,7 +256,7 @@ def engine_headline(step: str, run: _Run) -> Headline:
 
 
 def batching_headline(step: str, run: _Run) -> Headline:
-    """Output tokens/s at N = 8 users: continuous batching over one slot."""
+    """Valid output tokens/s at N = 8 users: continuous batching over one slot."""
     label = f"c={BATCH_USERS}"
     points = {p.get("mode"): p for p in run.evaluation.get("load", []) if p.get("load") == label}
     one = (points.get("one-slot") or {}).get("output_tokens_per_s")
@@ -245,8 +264,10 @@ def batching_headline(step: str, run: _Run) -> Headline:
     if not one or many is None:
         return Headline(step, f"no {label} point with output tokens/s for both modes",
                         run.source, run.load())
-    return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: one slot {one:.1f}, "
-                          f"batching {many:.1f}: {many / one:.2f}x", run.source, run.load())
+    return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: one slot {one:.1f} "
+                          f"({_count(points['one-slot'].get('count'))}), batching "
+                          f"{many:.1f} ({_count(points['batching'].get('count'))}): "
+                          f"{many / one:.2f}x", run.source, run.load())
 
 
 def notebook_headline(step: str, run: _Run) -> Headline:
@@ -256,24 +277,26 @@ def notebook_headline(step: str, run: _Run) -> Headline:
                    key=lambda s: s["capacity"])
     if not cells:
         return Headline(step, "no valid rows", run.source, run.load())
+    valid = "; ".join(_count(s["valid"]) for s in cells)
     lengths = " / ".join(f"{s['mean_prompt_tokens']:.0f}" for s in cells)
     ttft = " / ".join(f"{s['ttft_ms']['median']:.0f}" for s in cells)
     itl = " / ".join(f"{s['itl_effective_ms']['median']:.1f}" for s in cells)
     reuse = "; ".join(f"prefix reuse {p['status']}"
                       for p in run.evaluation.get("prefix_reuse", []))
     return Headline(step, f"at {lengths} prompt tokens: TTFT {ttft} ms, effective ITL "
-                          f"{itl} ms (medians); {reuse}", run.source, run.load())
+                          f"{itl} ms (medians; rows {valid}); {reuse}", run.source, run.load())
 
 
 def servers_headline(step: str, run: _Run) -> Headline:
-    """Output tokens/s of every server at N = 8 users, and kvlab serve's share of vLLM's."""
+    """Valid output tokens/s of every server at N = 8 users, kvlab serve's share of vLLM's."""
     label = f"c={BATCH_USERS}"
-    rates = {p["mode"]: p.get("output_tokens_per_s")
-             for p in run.evaluation.get("load", []) if p.get("load") == label}
+    points = {p["mode"]: p for p in run.evaluation.get("load", []) if p.get("load") == label}
+    rates = {mode: p.get("output_tokens_per_s") for mode, p in points.items()}
     if not rates or any(v is None for v in rates.values()):
         return Headline(step, f"no {label} point with output tokens/s for every server",
                         run.source, run.load())
-    text = ", ".join(f"{mode} {rate:.1f}" for mode, rate in rates.items())
+    text = ", ".join(f"{mode} {rate:.1f} ({_count(points[mode].get('count'))})"
+                     for mode, rate in rates.items())
     if rates.get("vllm") and rates.get("kvlab-serve") is not None:
         text += f"; kvlab serve / vLLM = {rates['kvlab-serve'] / rates['vllm']:.2f}x"
     return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: {text}",
@@ -349,9 +372,9 @@ def results_page(root: Path) -> ResultsPage:
         if name not in runs:
             return Headline(step, f"no {RUNS_DIR}/{name}-*/evaluation.json (step not run)")
         run = runs[name]
-        return _guarded(step, lambda s: read(s, run))
+        return _guarded(step, lambda s: _current(read, s, run))
 
-    others = [_guarded(name, partial(other_run_headline, run=run))
+    others = [_guarded(name, partial(_current, other_run_headline, run=run))
               for name, run in runs.items() if name not in RUN_HEADLINES]
     # make run's order: quick steps first, then the runs, vLLM's last
     headlines = [

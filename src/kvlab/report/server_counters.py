@@ -33,7 +33,8 @@ def section_body(points: Sequence[PointCounters]) -> str:
         "Δ prompt tokens = Σ of the prompt tokens the server reported per request "
         "(vLLM counts every prompt token; llama.cpp and kvlab serve the ones they "
         "computed, so the records count prompt − cached); the same for generated "
-        "tokens. — : the server has no such counter.", "",
+        "tokens; a difference flags the point (see Validation). — : the server has no "
+        "such counter.", "",
         "| mode | capacity | load | server | rows | Δ prompt tok | Σ records | prompt "
         "check | Δ generated | Σ output | generated check | Δ preemptions | Δ prefix "
         "queries | Δ prefix hits |",
@@ -53,7 +54,8 @@ def section_body(points: Sequence[PointCounters]) -> str:
                   "false): " + "; ".join(
                       f"{p.mode} @ {p.capacity} {p.load or 'sequential'}: "
                       f"{_n(p.deltas['prefix_cache_hits'])} tokens" for p in unasked)
-                  + ". Those rows timed less prefill than their prompts hold."]
+                  + ". Those rows timed less prefill than their prompts hold: their points "
+                  "are refused as prefix_reuse (see Validation)."]
     return "\n".join(lines) + "\n"
 
 

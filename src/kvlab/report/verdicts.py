@@ -3,7 +3,7 @@
 ``pairs_markdown`` renders an evaluation's pairs as report.md shows them under
 "Comparisons (intervals)"; the HTML report uses the same cell formatting so both read
 alike. Comparisons are computed by :mod:`kvlab.bench.analysis.comparisons` only;
-``intervals_markdown`` calls it for records that have no evaluation.
+``intervals_markdown`` calls it for validated rows that have no evaluation.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
 from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES
-from kvlab.bench.records import Record
+from kvlab.bench.analysis.valid_rows import ValidRows
 
 
 def fmt_num(x: float | None, digits: int = 2) -> str:
@@ -76,6 +76,7 @@ def comparisons_markdown(comparisons: Sequence[PairComparison]) -> str:
                  f"{load_label(p.load)}")
         lines.append(title)
         lines.append("")
+        lines.extend([f"Rows: A {p.count_a.describe()}; B {p.count_b.describe()}.", ""])
         if p.refused:
             lines.extend([f"Refused: {p.refused}", ""])
             continue
@@ -98,9 +99,9 @@ def pairs_markdown(pairs: Sequence[PairComparison], named: bool = True) -> str:
     return note + comparisons_markdown(pairs)
 
 
-def intervals_markdown(records: Sequence[Record], pairs: Sequence[tuple[str, str]] = (),
+def intervals_markdown(valid: ValidRows, pairs: Sequence[tuple[str, str]] = (),
                        *, resamples: int = 2000) -> str:
-    """:func:`pairs_markdown` of the comparisons of ``records`` (every pair of modes when
-    ``pairs`` names none), for records that have no evaluation yet."""
-    comparisons = compare_run(records, list(pairs) or None, resamples=resamples)
+    """:func:`pairs_markdown` of the comparisons of ``valid`` (every pair of modes when
+    ``pairs`` names none), for validated rows that have no evaluation yet."""
+    comparisons = compare_run(valid, list(pairs) or None, resamples=resamples)
     return pairs_markdown(comparisons, named=bool(pairs))

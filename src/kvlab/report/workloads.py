@@ -45,9 +45,10 @@ def capacity_body(results: Sequence[CapacityResult]) -> str:
     lines = [
         "The highest request rate at which every objective held, found by bisection over "
         "rate points (each run at least twice when repetitions > 1; points whose schedule "
-        "slipped are left out). The answer is interpolated between the highest rate met "
-        "and the lowest rate missed; its 95 % interval is a bootstrap over the rows of "
-        "every rate tried.", ""]
+        "slipped are left out). A rate is judged on its valid rows; one whose refused "
+        "rows exceed [search] max_refused is missed. The answer is interpolated between "
+        "the highest rate met and the lowest rate missed; its 95 % interval is a "
+        "bootstrap over the valid rows of every rate tried.", ""]
     for r in results:
         head = f"{r.mode} @ {r.capacity}: " + "; ".join(r.objectives) + ". "
         if r.status == "found" and r.rate is not None and r.bracket is not None:
@@ -63,17 +64,21 @@ def capacity_body(results: Sequence[CapacityResult]) -> str:
             head += "No rate was judged."
         lines += [head, ""]
         names = [o.split(" <=")[0].split(" >=")[0] for o in r.objectives]
-        lines += ["| rate (req/s) | points | slipped | rows | " + " | ".join(names)
-                  + " | verdict |", "|" + "---|" * (len(names) + 5)]
+        lines += ["| rate (req/s) | points | slipped | valid | refused | "
+                  + " | ".join(names) + " | verdict |", "|" + "---|" * (len(names) + 6)]
         for p in r.probes:
             values = [_value(k, p.values.get(k)) for k in r.metrics]
             verdict = {True: "met", False: "missed", None: "undecided"}[p.met]
-            lines.append(f"| {p.rate:g} | {len(p.points)} | {len(p.slipped)} | {p.rows} | "
-                         + " | ".join(values) + f" | {verdict} |")
+            if p.refused_miss:
+                verdict += " (refused rows)"
+            lines.append(f"| {p.rate:g} | {len(p.points)} | {len(p.slipped)} | "
+                         f"{p.count.valid} of {p.count.measured} | "
+                         f"{p.count.refused_text()} | " + " | ".join(values)
+                         + f" | {verdict} |")
         lines += [f"- {n}" for n in r.notes]
         lines.append("")
-    lines.append("— : the percentile falls on failed rows (a failed row counts as slower "
-                 "than any).")
+    lines.append("— : the percentile falls on valid rows without the metric (such a row "
+                 "counts as slower than any).")
     return "\n".join(lines) + "\n"
 
 
@@ -93,6 +98,8 @@ def capacity_lines(results: Sequence[CapacityResult]) -> list[str]:
                      "above_high": "above the highest rate tried"}
             out.append(f"capacity: {r.mode} @ {r.capacity}: "
                        f"{words.get(r.status, 'not found')} for {what}")
+        out += [f"capacity: {r.mode} @ {r.capacity}: {note}" for note in r.notes
+                if note.startswith("missed at")]
     return out
 
 

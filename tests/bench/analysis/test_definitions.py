@@ -6,6 +6,7 @@ import pytest
 
 from kvlab.bench.analysis import definitions as d
 from kvlab.bench.analysis.evaluate import summarize
+from kvlab.bench.analysis.valid_rows import judge
 from kvlab.bench.records import ApiKind
 from kvlab.errors import ConfigError
 from tests.bench.rows import MS, row
@@ -34,13 +35,13 @@ def test_notebook_itl_uses_server_tokens_and_inter_delta_p95() -> None:
     assert aggs["ttft_ms"].median == pytest.approx(117.0)
     # Inter-delta median and p95 pool every gap of every row, linear interpolation.
     gaps_row = row(chunk_ns=[(100 + 10 * i) * MS for i in range(63)] + [(720 + 40) * MS])
-    s = summarize([gaps_row], "a", 512)
+    s = summarize(judge([gaps_row]))
     assert s.inter_delta_median_ms == pytest.approx(10.0)
     # 63 gaps: 62 of 10 ms and one of 40 ms; rank 0.95 × 62 = 58.9 lies within the 10s.
     assert s.inter_delta_p95_ms == pytest.approx(10.0)
     tail = row(chunk_ns=[0, 10 * MS, 20 * MS, 30 * MS, 70 * MS])  # gaps 10, 10, 10, 40
     # p95 of [10, 10, 10, 40]: rank 0.95 × 3 = 2.85 → 10 + 0.85 × 30 = 35.5
-    assert summarize([tail], "a", 512).inter_delta_p95_ms == pytest.approx(35.5)
+    assert summarize(judge([tail])).inter_delta_p95_ms == pytest.approx(35.5)
 
 
 # ---------------------------------------------------------------------- the other sets
@@ -117,9 +118,9 @@ def test_resolve_names() -> None:
 def test_cells_group_valid_rows_and_evaluation_block() -> None:
     rows = [row(query_id="q1"), row(query_id="q2", output_tokens=63),  # refused
             row(query_id="q1", mode="b", capacity=2048)]
-    found = d.cells(rows, ["kvlab", "vllm"])
+    found = d.cells(judge(rows), ["kvlab", "vllm"])
     assert [(c.mode, c.capacity, c.rows) for c in found] == [("a", 512, 1), ("b", 2048, 1)]
-    block = d.evaluation_block(rows, ["vllm"])
+    block = d.evaluation_block(found, ["vllm"])
     assert list(block["sets"]) == ["kvlab", "vllm"]
     assert "serve.py" in block["sets"]["vllm"]["source"]
     first = block["cells"][0]["definitions"]

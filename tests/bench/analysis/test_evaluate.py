@@ -7,13 +7,14 @@ import json
 import pytest
 
 from kvlab.bench.analysis.evaluate import (
-    current_rows,
+    SCHEMA_VERSION,
     evaluate,
     explain_ratio,
     reduction_of,
     summarize,
     write_evaluation,
 )
+from kvlab.bench.analysis.valid_rows import ValidRows, current_rows, judge
 from kvlab.bench.records import Outcome
 from tests.bench.rows import MS, row
 
@@ -27,8 +28,8 @@ def test_ratio_of_1_2_is_a_16_67_percent_reduction() -> None:
 
 def test_summary_fields() -> None:
     rows = [row(t_end=500 * MS), row(query_id="q02", t_end=1500 * MS, prompt_tokens=260)]
-    s = summarize(rows, "a", 512)
-    assert s.queries == 2
+    s = summarize(judge(rows))
+    assert s.queries == 2 and s.count.describe() == "2 valid of 2"
     assert s.mean_ms == pytest.approx(1000.0)
     assert s.tokens_per_second == pytest.approx(64.0)
     assert s.mean_prompt_tokens == pytest.approx(255.0)
@@ -68,6 +69,9 @@ def test_comparison_ratio_and_reduction(tmp_path) -> None:
     assert data["comparisons"][0]["metrics"]["e2e_ms"]["ratio"] == pytest.approx(1.2)
     assert "ttft_ms" in data["metric_definitions"]
     assert data["counts"]["measured"] == 4
+    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["valid"] == {"valid": 4, "measured": 4, "refused": {}, "flags": []}
+    assert data["summaries"][0]["valid"]["measured"] == 2
 
 
 def test_comparison_refuses_different_prompts() -> None:
@@ -89,6 +93,16 @@ def test_refused_rows_are_named_and_left_out() -> None:
         ("a", "q02", "output_tokens")
     ]
     assert ev.comparisons[0].status == "refused"
+    assert s.count.describe() == "1 valid of 2 (refused: 1 output_tokens)"
+    assert ev.counts["refused_by_reason"] == {"output_tokens": 1}
+
+
+def test_valid_rows_are_made_by_judge_only() -> None:
+    with pytest.raises(TypeError, match=r"are made by .* only"):
+        ValidRows((row(),), (row(),), ())
+    valid = judge([row(), row(query_id="q02", outcome=Outcome.TIMEOUT, position=1)])
+    assert [r.query_id for r in valid.rows] == ["q01"] and len(valid.sent) == 2
+    assert valid.count.refused == {"failed": 1}
 
 
 def test_a_retried_row_supersedes_the_failed_one() -> None:

@@ -1,19 +1,21 @@
-"""Load summaries on hand-made Records: rates, send lag, slip flag, throughput, goodput."""
+"""Load summaries on hand-made Records: rates, send lag, slip flag, throughput, goodput,
+each over the rows validation accepted."""
 
 from __future__ import annotations
 
 import pytest
 
+from kvlab.bench.analysis.labels import parse_label
 from kvlab.bench.analysis.load import (
     Slo,
     has_rate,
     load_summaries,
     max_in_flight,
-    parse_label,
     rate_of,
     send_lags_ms,
     summarize_load,
 )
+from kvlab.bench.analysis.valid_rows import RowCount, judge
 from kvlab.bench.records import ApiKind, Outcome, Record
 
 MS = 1_000_000
@@ -31,7 +33,7 @@ def row(i: int, sent_ms: float, end_ms: float, *, scheduled_ms: float | None = N
         prompt_sha256="x", requested_tokens=tokens,
         t_scheduled=None if scheduled_ms is None else int(scheduled_ms * MS),
         t_sent=sent, t_first_content=first, t_last_content=end, t_end=end,
-        output_tokens=tokens, outcome=outcome,
+        output_tokens=tokens, outcome=outcome, saw_terminator=True,
     )
 
 
@@ -47,7 +49,7 @@ def test_rates_lag_and_throughput() -> None:
     # scheduled every 500 ms (2/s); left 0, 10, 20, 30 ms late; each takes 100 ms
     rows = [row(i, 500 * i + 10 * i, 500 * i + 10 * i + 100, scheduled_ms=500 * i)
             for i in range(4)]
-    s = summarize_load(rows, slip_threshold_ms=25)
+    s = summarize_load(judge(rows), slip_threshold_ms=25)
     assert s.kind == "rate" and s.target_rate == 2.0
     assert s.scheduled_rate == pytest.approx(2.0)
     assert s.achieved_rate == pytest.approx(4 / 1.63)  # rows / span (first send to last end)
@@ -55,7 +57,7 @@ def test_rates_lag_and_throughput() -> None:
     assert s.send_lag_ms["p50"] == pytest.approx(15)
     assert s.late == 1  # only the 30 ms one is over 25 ms
     assert s.slipped  # p95 = 28.5 ms > 25
-    assert not summarize_load(rows, slip_threshold_ms=40).slipped
+    assert not summarize_load(judge(rows), slip_threshold_ms=40).slipped
     span = (1500 + 30 + 100) / 1000
     assert s.span_s == pytest.approx(span)
     assert s.request_throughput == pytest.approx(4 / span)
@@ -73,8 +75,8 @@ def test_goodput_counts_rows_meeting_every_slo() -> None:
         row(4, 0, 200, ttft_ms=20),  # meets all
     ]
     slo = Slo(ttft_ms=50, e2e_ms=250)
-    s = summarize_load(rows, slo=slo)
-    assert s.slo_met == 2 and s.ok == 4
+    s = summarize_load(judge(rows), slo=slo)
+    assert s.slo_met == 2 and s.ok == 4 and s.count == RowCount(4, 5, {"failed": 1})
     assert s.span_s == pytest.approx(0.3)
     assert s.goodput == pytest.approx(2 / 0.3)
     assert s.request_throughput == pytest.approx(4 / 0.3)
@@ -97,12 +99,12 @@ def test_summaries_group_and_order_without_warmups() -> None:
         row(4, 0, 10, load="c=2", warmup=True),
         row(5, 0, 10, load="c=2", mode="other"),
     ]
-    summaries = load_summaries(rows)
+    summaries = load_summaries(judge(rows))
     assert [(s.mode, s.load) for s in summaries] == [
         ("m", None), ("m", "c=2"), ("m", "c=8"), ("m", "rate=1.0"), ("other", "c=2")]
     assert all(s.requests == 1 for s in summaries)
     with pytest.raises(ValueError):
-        summarize_load([row(0, 0, 10, warmup=True)])
+        summarize_load(judge([row(0, 0, 10, warmup=True)]))
 
 
 def test_achieved_rate_only_where_a_rate_exists() -> None:
@@ -110,14 +112,32 @@ def test_achieved_rate_only_where_a_rate_exists() -> None:
     sends; no rate is shown (it once read 6081 req/s). With more requests than users,
     or under a rate load, it is rows / span, the span the report states."""
     burst = [row(i, 0.001 * i, 200 + i, load="c=16", scheduled_ms=0) for i in range(16)]
-    assert summarize_load(burst).achieved_rate is None
+    assert summarize_load(judge(burst)).achieved_rate is None
     sequential = [row(i, 100 * i, 100 * i + 50, load=None) for i in range(4)]
-    assert summarize_load(sequential).achieved_rate is None
+    assert summarize_load(judge(sequential)).achieved_rate is None
     # 2 users, 4 requests: two leave at 0, two when the first two finish at 100 ms
     closed = [row(0, 0, 100, load="c=2"), row(1, 0, 100, load="c=2"),
               row(2, 100, 220, load="c=2"), row(3, 100, 250, load="c=2")]
-    s = summarize_load(closed)
+    s = summarize_load(judge(closed))
     assert s.span_s == pytest.approx(0.25)
     assert s.achieved_rate == pytest.approx(4 / 0.25)
     assert has_rate("rate", 2.0, 1) and not has_rate("concurrency", 4.0, 4)
     assert has_rate("concurrency", 4.0, 5) and not has_rate("sequential", None, 9)
+
+
+def test_throughput_stands_on_valid_rows_over_the_points_span() -> None:
+    """Issue 28: a closed loop where every second answer came back one token short.
+    The short rows are refused (output_tokens), so they add neither requests nor
+    tokens, but the span stays the point's: they took their time."""
+    rows = [row(i, 100 * (i // 2), 100 * (i // 2) + 100, load="c=2", tokens=16)
+            for i in range(8)]
+    rows = [r.model_copy(update={"output_tokens": 15}) if i % 2 else r
+            for i, r in enumerate(rows)]
+    s = summarize_load(judge(rows))
+    assert s.span_s == pytest.approx(0.4)
+    assert s.count == RowCount(4, 8, {"output_tokens": 4})
+    assert s.ok == 8 and s.request_throughput == pytest.approx(4 / 0.4)
+    assert s.output_tokens_per_s == pytest.approx(4 * 16 / 0.4)  # not (4*16 + 4*15) / 0.4
+    assert s.count.describe() == "4 valid of 8 (refused: 4 output_tokens)"
+    assert s.to_dict()["count"] == {"valid": 4, "measured": 8,
+                                    "refused": {"output_tokens": 4}, "flags": []}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvlab.bench.analysis.prefix_reuse import (
     ALLOWED,
     NOT_VERIFIABLE,
+    REFUSED_BY_METRICS,
     VERIFIED,
     VERIFIED_BY_METRICS,
     prefix_reuse,
@@ -50,7 +51,8 @@ def test_a_prefix_cache_counter_can_vouch_for_rows_without_counts() -> None:
     (partly,) = prefix_reuse(rows, both[:1])  # row 9 lies in no point with a counter
     assert (partly.covered, partly.status) == (2, NOT_VERIFIABLE)
     (hit,) = prefix_reuse(rows, [_point("vllm", 896.0, (3, 10))])
-    assert hit.status == NOT_VERIFIABLE
+    assert hit.status == REFUSED_BY_METRICS
     assert "counted 896 prefix-cache hit tokens" in hit.describe()
+    assert "refused as prefix_reuse" in hit.describe()
     (no_counter,) = prefix_reuse(rows, [_point("vllm", None, (3, 10))])
     assert (no_counter.covered, no_counter.metrics_hits) == (0, None)

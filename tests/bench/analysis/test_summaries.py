@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.load import load_order
-from kvlab.bench.analysis.summaries import groups, summarize_run
+from kvlab.bench.analysis.labels import load_order
+from kvlab.bench.analysis.summaries import summarize_run
+from kvlab.bench.analysis.valid_rows import judge
 from kvlab.bench.records import Outcome
 from tests.report.synthetic_runs import make_row
 
@@ -13,7 +14,7 @@ R = 300  # bootstrap resamples: enough for these clean data, fast
 def test_a_resumed_row_supersedes_its_failed_attempt() -> None:
     failed = make_row("a", 256, 0, prefill=20, decode=30, outcome=Outcome.TIMEOUT, position=0)
     retried = make_row("a", 256, 0, prefill=20, decode=30, position=5)
-    [s] = summarize_run([failed, retried], resamples=R)
+    [s] = summarize_run(judge([failed, retried]), resamples=R)
     assert (s.rows, s.refused) == (1, 0)
 
 
@@ -21,4 +22,4 @@ def test_loads_sort_numerically_and_sequential_first() -> None:
     labels = ["c=16", None, "c=2", "rate=0.5", "c=4"]
     assert sorted(labels, key=load_order) == [None, "c=2", "c=4", "c=16", "rate=0.5"]
     rows = [make_row("a", 256, 0, prefill=1, decode=2, load=lab) for lab in ("c=8", "c=2")]
-    assert [k[2] for k in groups(rows)] == ["c=2", "c=8"]
+    assert [k[2] for k in judge(rows).groups()] == ["c=2", "c=8"]

@@ -74,3 +74,19 @@ def test_a_fault_of_kvlab_itself_is_raised_not_recorded(server, monkeypatch) -> 
     monkeypatch.setattr(HarnessClient, "_exchange", broken)
     with pytest.raises(AttributeError, match="kvlab bug"):
         send(server, ApiKind.OPENAI_CHAT, RequestSpec(prompt="a", max_tokens=2))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_server_without_timings_has_no_row_refused_as_prefix_reuse(server, stream) -> None:
+    """llama.cpp's answer without ``timings`` still says ``tokens_cached`` (prompt +
+    generated tokens in the slot); it is no cached-prompt count, so no row is refused
+    as prefix_reuse for it."""
+    from kvlab.bench.analysis.validate import check_row
+
+    spec = RequestSpec(prompt="a b c", max_tokens=6, stream=stream, run_id="r", mode="m",
+                       capacity=512, query_id="q01",
+                       params={"fake_fault": "no_timings", "cache_prompt": False})
+    record = send(server, ApiKind.LLAMACPP_COMPLETION, spec)
+    assert record.outcome == Outcome.OK and record.timings is None
+    assert record.cached_tokens is None and record.output_tokens == 6
+    assert check_row(record) == []

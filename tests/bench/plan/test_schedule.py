@@ -15,6 +15,7 @@ from itertools import pairwise
 import pytest
 
 from kvlab.bench.analysis.load import max_in_flight, summarize_load
+from kvlab.bench.analysis.valid_rows import judge
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.plan.schedule import (
     LoadPoint,
@@ -96,7 +97,7 @@ def test_open_loop_keeps_a_low_rate(server) -> None:
         rows = run(server, lambda send, clock: run_point(point, specs(10), send, clock), 10)
     assert all(r.outcome is Outcome.OK for r in rows), [r.error for r in rows]
     assert {r.load for r in rows} == {"rate=5.0"}
-    summary = summarize_load(rows, slip_threshold_ms=50)
+    summary = summarize_load(judge(rows), slip_threshold_ms=50)
     assert summary.target_rate == 5.0
     assert summary.scheduled_rate == pytest.approx(5.0, rel=1e-6)
     assert summary.achieved_rate == pytest.approx(10 / summary.span_s)
@@ -122,7 +123,7 @@ def test_forced_slip_is_flagged(server) -> None:
     # measured against this run's own requests, not a figure from one machine.
     shortest = min(r.t_end - r.t_sent for r in rows)
     assert all(r.t_sent - r.t_scheduled >= k * (shortest - 1_000) for k, r in enumerate(by_send))
-    summary = summarize_load(rows, slip_threshold_ms=shortest / 2e6)
+    summary = summarize_load(judge(rows), slip_threshold_ms=shortest / 2e6)
     assert summary.slipped and summary.late >= 5
     assert summary.achieved_rate < summary.scheduled_rate
 

@@ -2,8 +2,8 @@
 
 Only where the experiment allowed reuse (a row's request carried ``cache_prompt:
 true``; under false a cached row is refused, see :mod:`kvlab.bench.analysis.validate`).
-Per (mode, capacity, load), over the measured ok rows whose server counted cached
-prompt tokens:
+Per (mode, capacity, load), over the valid rows (:mod:`~kvlab.bench.analysis.valid_rows`)
+whose server counted cached prompt tokens:
 
 - each row's cached tokens, prompt tokens and TTFT (the evaluation keeps every row);
 - **hits**: rows with cached tokens > 0; the share of all prompt tokens that came from
@@ -15,15 +15,14 @@ prompt tokens:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvlab.bench.analysis import metrics
-from kvlab.bench.analysis.load import load_order
+from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.stats import Distribution, describe
+from kvlab.bench.analysis.valid_rows import ValidRows
 from kvlab.bench.analysis.validate import reuse_asked
-from kvlab.bench.records import Outcome, Record
 
 
 @dataclass(frozen=True)
@@ -67,15 +66,13 @@ class CacheSplit:
                 "per_row": [asdict(r) for r in self.rows]}
 
 
-def cache_splits(rows: Iterable[Record]) -> list[CacheSplit]:
-    """One split per group whose rows allowed reuse and state cached tokens (pass
-    :func:`~kvlab.bench.analysis.summaries.current_rows`), in mode, capacity and load
-    order."""
+def cache_splits(valid: ValidRows) -> list[CacheSplit]:
+    """One split per group whose valid rows allowed reuse and state cached tokens, in
+    mode, capacity and load order."""
     groups: dict[tuple[str, int, str | None], CacheSplit] = {}
     modes: dict[str, int] = {}
-    for r in rows:
-        if r.warmup or r.outcome != Outcome.OK or r.cached_tokens is None \
-                or not reuse_asked(r):
+    for r in valid.rows:
+        if r.cached_tokens is None or not reuse_asked(r):
             continue
         modes.setdefault(r.mode, len(modes))
         split = groups.setdefault((r.mode, r.capacity, r.load),

@@ -7,18 +7,24 @@ A capacity search (an experiment's ``[search]``) runs rate points chosen here, e
   :mod:`kvlab.bench.analysis.load`): the client did not offer that rate, so the rows
   do not say what the server does at it. A rate whose points all slipped is
   *undecided* and counts as not met.
-- **Objectives** are read over the rows of the kept points, pooled: the ``percentile``
-  (linear, as every kvlab percentile) of TTFT, effective ITL or e2e at most a limit
-  (ms), a row that failed or lacks the metric counting as slower than any other; and
-  *goodput*, the share of rows meeting every per-request ``[slo]``, at least a limit.
+- **Refused rows make a miss.** A rate is judged on the valid rows of its kept points
+  (:class:`~kvlab.bench.analysis.valid_rows.ValidRows`); when validation refused more
+  than ``max_refused`` (a share, 0 by default) of the requests they sent, the rate is
+  *missed*, whatever its valid rows say, and the probe says why.
+- **Objectives** are read over the valid rows of the kept points, pooled: the
+  ``percentile`` (linear, as every kvlab percentile) of TTFT, effective ITL or e2e at
+  most a limit (ms), a row that lacks the metric counting as slower than any other; and
+  *goodput*, the share of valid rows meeting every per-request ``[slo]``, at least a
+  limit.
 - **Bisection**: ``low`` first (not met: the capacity is below the range), then
   ``high`` (met: at least ``high``), then the geometric midpoint of the highest rate met
   and the lowest rate not met above it, until they are within ``precision`` of each
   other (relative) or ``max_rates`` rates were tried.
 
 **The answer** is where the binding objective crosses its limit, interpolated linearly
-in rate between the two rates of the final bracket (an objective that fails by failed
-rows only takes the bracket's midpoint). **Its interval** is a bootstrap: the rows of
+in rate between the two rates of the final bracket (an objective whose percentile falls
+on rows without the metric, or a rate missed by its refused rows, takes the bracket's
+midpoint). **Its interval** is a bootstrap: the rows of
 every rate tried are resampled (1000 times, seeded), the answer recomputed from the
 resampled statistics, and the 2.5 and 97.5 percentiles of those answers kept (clamped
 to the rates tried: a resample that meets no rate counts as the lowest).
@@ -27,7 +33,7 @@ to the rates tried: a resample that meets no rate counts as the lowest).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -35,8 +41,10 @@ import numpy as np
 
 from kvlab.bench.analysis import metrics
 from kvlab.bench.analysis.intervals import Interval
-from kvlab.bench.analysis.load import Slo, parse_label, summarize_load
-from kvlab.bench.records import Outcome, Record
+from kvlab.bench.analysis.labels import parse_label
+from kvlab.bench.analysis.load import Slo, summarize_load
+from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
+from kvlab.bench.records import Record
 
 LATENCY: dict[str, Callable[[Record], float | None]] = {
     "ttft_ms": metrics.ttft_ms,
@@ -91,8 +99,8 @@ class Objectives:
         return cls(tuple(items), slo)
 
     def samples(self, rows: Sequence[Record]) -> dict[str, np.ndarray]:
-        """Per objective, one value per row: the metric (inf for a failed row or a
-        missing value), or 1.0 / 0.0 for goodput (met or not)."""
+        """Per objective, one value per valid row: the metric (inf for a missing value),
+        or 1.0 / 0.0 for goodput (met or not)."""
         out: dict[str, np.ndarray] = {}
         for o in self.items:
             if o.metric == GOODPUT:
@@ -101,7 +109,7 @@ class Objectives:
                 continue
             values = []
             for r in rows:
-                v = LATENCY[o.metric](r) if r.outcome == Outcome.OK else None
+                v = LATENCY[o.metric](r)
                 values.append(math.inf if v is None else v)
             out[o.metric] = np.array(values, dtype=np.float64)
         return out
@@ -139,49 +147,64 @@ def tail_percentile(values: np.ndarray, q: float) -> float | None:
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """The rates a search may try (requests/s) and when it stops."""
+    """The rates a search may try (requests/s), when it stops, and the share of a rate's
+    requests validation may refuse before the rate is a miss (``max_refused``)."""
 
     low: float
     high: float
     precision: float = 0.05
     max_rates: int = 10
+    max_refused: float = 0.0
 
 
 @dataclass
 class Probe:
-    """One rate tried: its points, those excluded because they slipped, the rows judged
-    and each objective's statistic; ``met`` None when every point slipped."""
+    """One rate tried: its points, those excluded because they slipped, what the kept
+    points' figures stand on (``count``: n valid of m sent, refused by class) and each
+    objective's statistic over the valid rows; ``met`` None when every point slipped.
+    ``refused_miss``: missed because validation refused more than the plan allows."""
 
     rate: float
     points: list[str]
     slipped: list[str]
-    rows: int
+    count: RowCount
     values: dict[str, float | None]
     met: bool | None
+    refused_miss: bool = False
+
+    @property
+    def rows(self) -> int:
+        """Valid rows judged."""
+        return self.count.valid
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "count": self.count.to_dict()}
 
 
-def judge(rate: float, by_point: Mapping[str, Sequence[Record]], objectives: Objectives,
-          slip_threshold_ms: float) -> tuple[Probe, list[Record]]:
-    """The verdict on one rate from the rows of its points (warm-ups left out), and the
-    rows it was judged on (the kept points', pooled)."""
+def judge_rate(rate: float, by_point: Mapping[str, ValidRows], objectives: Objectives,
+               slip_threshold_ms: float, max_refused: float = 0.0
+               ) -> tuple[Probe, list[Record]]:
+    """The verdict on one rate from its points' validated rows, and the valid rows it
+    was judged on (the kept points', pooled). A rate whose kept points had more than
+    ``max_refused`` of their requests refused is missed."""
     kept: list[Record] = []
+    counts: list[RowCount] = []
     slipped = []
-    for label, rows in by_point.items():
-        rows = [r for r in rows if not r.warmup]
-        if not rows:
+    for label, valid in by_point.items():
+        if not valid.sent:
             continue
-        if summarize_load(rows, None, slip_threshold_ms).slipped:
+        if summarize_load(valid, None, slip_threshold_ms).slipped:
             slipped.append(label)
         else:
-            kept += rows
-    if not kept:
-        return Probe(rate, list(by_point), slipped, 0, {}, None), kept
+            kept += valid.rows
+            counts.append(valid.count)
+    count = RowCount.total(counts)
+    if not count.measured:
+        return Probe(rate, list(by_point), slipped, count, {}, None), kept
     values = objectives.statistics(objectives.samples(kept))
-    return Probe(rate, list(by_point), slipped, len(kept), values,
-                 objectives.met(values)), kept
+    too_many = (count.refused_share or 0.0) > max_refused
+    return Probe(rate, list(by_point), slipped, count, values,
+                 objectives.met(values) and not too_many, too_many), kept
 
 
 def round_rate(rate: float) -> float:
@@ -244,6 +267,8 @@ def estimate(probes: Sequence[Probe], objectives: Objectives
     if high is None:
         return "above_high", None, None
     by_rate = {p.rate: p for p in probes}
+    if by_rate[high].refused_miss:  # missed by refusals, not by a statistic: no crossing
+        return "found", (low + high) / 2, (low, high)
     return "found", crossing(objectives, low, by_rate[low].values, high,
                              by_rate[high].values), (low, high)
 
@@ -280,20 +305,25 @@ def bootstrap_rate(probes: Sequence[Probe], kept: Mapping[float, Sequence[Record
                    objectives: Objectives, resamples: int = 1000,
                    seed: int = 0) -> Interval | None:
     """The 95 % percentile-bootstrap interval of the answer (see the module doc)."""
-    judged = [p for p in probes if p.met is not None and kept.get(p.rate)]
+    # a rate missed by its refusals stays missed in every resample, rows or not
+    judged = [p for p in probes if p.met is not None and (kept.get(p.rate) or p.refused_miss)]
     if len(judged) < 2:
         return None
-    samples = {p.rate: objectives.samples(kept[p.rate]) for p in judged}
+    samples = {p.rate: objectives.samples(kept[p.rate]) for p in judged if kept.get(p.rate)}
     rng = np.random.default_rng(seed)
     lowest, highest = min(p.rate for p in judged), max(p.rate for p in judged)
     answers = []
     for _ in range(resamples):
         drawn = []
         for p in judged:
-            n = p.rows
-            pick = rng.integers(0, n, n)
+            if p.rate not in samples:
+                drawn.append(p)
+                continue
+            pick = rng.integers(0, p.rows, p.rows)
             values = objectives.statistics({k: v[pick] for k, v in samples[p.rate].items()})
-            drawn.append(Probe(p.rate, p.points, p.slipped, n, values, objectives.met(values)))
+            met = objectives.met(values) and not p.refused_miss
+            drawn.append(Probe(p.rate, p.points, p.slipped, p.count, values, met,
+                               p.refused_miss))
         status, rate, _ = estimate(drawn, objectives)
         answers.append(rate if rate is not None else
                        (lowest if status == "below_low" else highest))
@@ -301,25 +331,21 @@ def bootstrap_rate(probes: Sequence[Probe], kept: Mapping[float, Sequence[Record
     return Interval(float(low), float(high), 0.95, "percentile")
 
 
-def capacity_search(records: Iterable[Record], objectives: Objectives, plan: SearchPlan,
+def capacity_search(valid: ValidRows, objectives: Objectives, plan: SearchPlan,
                     slip_threshold_ms: float, resamples: int = 1000) -> list[CapacityResult]:
-    """The search of every (mode, capacity) from its rate points' records (a resumed
-    row supersedes its earlier attempt)."""
-    latest: dict[tuple[Any, ...], Record] = {}
-    for r in records:
-        if not r.warmup and parse_label(r.load)[0] == "rate":
-            latest[r.key] = r
-    cells: dict[tuple[str, int], dict[float, dict[str, list[Record]]]] = {}
-    for r in sorted(latest.values(), key=lambda r: r.position):
-        rate = parse_label(r.load)[1]
-        assert rate is not None and r.load is not None
-        cells.setdefault((r.mode, r.capacity), {}).setdefault(rate, {}) \
-            .setdefault(r.load, []).append(r)
+    """The search of every (mode, capacity) from its rate points' validated rows."""
+    cells: dict[tuple[str, int], dict[float, dict[str, ValidRows]]] = {}
+    for (mode, capacity, load), group in valid.groups().items():
+        kind, rate = parse_label(load)
+        if kind != "rate" or rate is None or load is None:
+            continue
+        cells.setdefault((mode, capacity), {}).setdefault(rate, {})[load] = group
     out = []
     for (mode, capacity), rates in cells.items():
         probes, kept = [], {}
         for rate, by_point in sorted(rates.items()):
-            probe, rows = judge(rate, by_point, objectives, slip_threshold_ms)
+            probe, rows = judge_rate(rate, by_point, objectives, slip_threshold_ms,
+                                     plan.max_refused)
             probes.append(probe)
             kept[rate] = rows
         status, rate, found = estimate(probes, objectives)
@@ -337,5 +363,11 @@ def capacity_search(records: Iterable[Record], objectives: Objectives, plan: Sea
             result.notes.append("every point slipped at " + ", ".join(f"{r:g}" for r in
                                                                      undecided)
                                 + " req/s: not measured, counted as not met")
+        for p in probes:
+            if p.refused_miss:
+                result.notes.append(
+                    f"missed at {p.rate:g} req/s by its refused rows: {p.count.describe()}, "
+                    f"more than the {plan.max_refused:.0%} of requests [search] "
+                    "max_refused allows")
         out.append(result)
     return out

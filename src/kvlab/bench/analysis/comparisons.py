@@ -2,8 +2,9 @@
 
 Comparisons are only ever between two modes in the same capacity and load, as ratios of
 mean times A/B with a bootstrap 95 % interval and the verdict it supports
-(``stats.verdict``): above 1 means B took less time. Groups and valid rows are those of
-:mod:`kvlab.bench.analysis.summaries`.
+(``stats.verdict``): above 1 means B took less time. Each side is a group's
+:class:`~kvlab.bench.analysis.valid_rows.ValidRows`: the comparison reads its valid rows
+and says what each side stands on (n valid of m, refused by class).
 
 Pairing: rows of A and B are matched on (query, repetition). When at least
 ``MIN_BOOTSTRAP_VALUES`` queries are valid in both modes, the ratio and its interval
@@ -14,23 +15,14 @@ differ for the same query is refused, never compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.bench.analysis.load import load_order
+from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES, Interval, Verdict, ratio_ci, verdict
-from kvlab.bench.analysis.summaries import (
-    DECODE,
-    E2E,
-    ITL,
-    PREFILL,
-    TTFT,
-    RowMetric,
-    groups,
-    modes_in_order,
-    valid_rows,
-)
+from kvlab.bench.analysis.summaries import DECODE, E2E, ITL, PREFILL, TTFT, RowMetric
+from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
 from kvlab.bench.analysis.validate import Reason, Violation, check_pairs
 from kvlab.bench.records import Record
 
@@ -78,12 +70,15 @@ class MetricComparison:
 
 @dataclass
 class PairComparison:
-    """Mode B against mode A at one capacity and load; ``refused`` says why not."""
+    """Mode B against mode A at one capacity and load; ``refused`` says why not.
+    ``count_a`` and ``count_b``: what each side stands on (n valid of m)."""
 
     mode_a: str
     mode_b: str
     capacity: int
     load: str | None
+    count_a: RowCount
+    count_b: RowCount
     metrics: list[MetricComparison] = field(default_factory=list)
     refused: str | None = None  # one line; metrics is empty when set
     pair_violations: list[Violation] = field(default_factory=list)
@@ -92,6 +87,7 @@ class PairComparison:
         return {
             "mode_a": self.mode_a, "mode_b": self.mode_b, "capacity": self.capacity,
             "load": self.load, "refused": self.refused,
+            "count_a": self.count_a.to_dict(), "count_b": self.count_b.to_dict(),
             "metrics": [c.to_dict() for c in self.metrics],
             "pair_violations": [v.to_dict() for v in self.pair_violations],
         }
@@ -139,43 +135,42 @@ def compare_metric(metric: RowMetric, rows_a: Sequence[Record], rows_b: Sequence
     )
 
 
-def compare_rows(mode_a: str, rows_a: Sequence[Record], mode_b: str, rows_b: Sequence[Record],
-                 *, capacity: int, load: str | None = None, resamples: int = 2000
-                 ) -> PairComparison:
-    """Compare two sets of rows of one capacity and load (A and B may be other runs)."""
-    pair_violations = check_pairs(mode_a, rows_a, mode_b, rows_b)
-    result = PairComparison(mode_a, mode_b, capacity, load, pair_violations=pair_violations)
+def compare_rows(mode_a: str, a: ValidRows, mode_b: str, b: ValidRows, *, capacity: int,
+                 load: str | None = None, resamples: int = 2000) -> PairComparison:
+    """Compare the valid rows of two groups of one capacity and load (A and B may be
+    other runs); pairs are checked over every row each side sent."""
+    pair_violations = check_pairs(mode_a, a.sent, mode_b, b.sent)
+    result = PairComparison(mode_a, mode_b, capacity, load, a.count, b.count,
+                            pair_violations=pair_violations)
     fatal = [v for v in pair_violations if v.reason in _FATAL_PAIR_REASONS]
     if fatal:
         result.refused = (f"prompts differ for {len(fatal)} "
                           f"quer{'y' if len(fatal) == 1 else 'ies'}; first: {fatal[0]}")
         return result
-    good_a, good_b = valid_rows(rows_a), valid_rows(rows_b)
-    if not good_a or not good_b:
-        empty = mode_a if not good_a else mode_b
-        result.refused = f"no valid row in {empty}"
+    if not a.rows or not b.rows:
+        result.refused = f"no valid row in {mode_a if not a.rows else mode_b}"
         return result
     for metric in COMPARED_METRICS:
-        found = compare_metric(metric, good_a, good_b, resamples=resamples)
+        found = compare_metric(metric, a.rows, b.rows, resamples=resamples)
         if found is not None:
             result.metrics.append(found)
     return result
 
 
-def default_pairs(records: Iterable[Record]) -> list[tuple[str, str]]:
+def default_pairs(valid: ValidRows) -> list[tuple[str, str]]:
     """Every pair of modes (A before B in order of first appearance)."""
-    modes = modes_in_order(records)
+    modes = valid.modes()
     return [(a, b) for i, a in enumerate(modes) for b in modes[i + 1:]]
 
 
-def compare_run(records: Sequence[Record], pairs: Sequence[tuple[str, str]] | None = None,
+def compare_run(valid: ValidRows, pairs: Sequence[tuple[str, str]] | None = None,
                 *, resamples: int = 2000) -> list[PairComparison]:
     """Comparisons of ``pairs`` (default: every pair) at each capacity and load both ran."""
-    by = groups(records)
+    by = valid.groups()
     cells = sorted({(k[1], k[2]) for k in by}, key=lambda c: (c[0], load_order(c[1])))
     out: list[PairComparison] = []
     for capacity, load in cells:
-        for a, b in pairs if pairs is not None else default_pairs(records):
+        for a, b in pairs if pairs is not None else default_pairs(valid):
             rows_a, rows_b = by.get((a, capacity, load)), by.get((b, capacity, load))
             if rows_a and rows_b:
                 out.append(compare_rows(a, rows_a, b, rows_b, capacity=capacity, load=load,

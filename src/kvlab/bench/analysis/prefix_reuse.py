@@ -10,9 +10,10 @@ kvlab serve always report it (``timings.cache_n``, OpenAI's
 ``--enable-prompt-tokens-details`` (no request field asks for it); many endpoints
 never. Where rows carry no count, the server's own prefix-cache counter can still
 vouch for them: a Δ of 0 prefix-cache hits over the points that hold them
-(:mod:`kvlab.bench.analysis.server_counters`). :func:`prefix_reuse` says, per mode,
-which held, so a report says "prefix reuse not verifiable" instead of implying a check
-that was never possible.
+(:mod:`kvlab.bench.analysis.server_counters`); a Δ above 0 refuses those points, rows
+counted or not (:mod:`kvlab.bench.analysis.point_verdicts`). :func:`prefix_reuse` says,
+per mode, which held, so a report says "prefix reuse not verifiable" instead of
+implying a check that was never possible.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kvlab.bench.records import Outcome, Record
 ALLOWED = "reuse allowed"
 VERIFIED = "verified"
 VERIFIED_BY_METRICS = "verified by /metrics"
+REFUSED_BY_METRICS = "refused by /metrics"
 NOT_VERIFIABLE = "prefix reuse not verifiable"
 
 
@@ -45,11 +47,14 @@ class PrefixReuse:
 
     @property
     def status(self) -> str:
-        """``reuse allowed``, ``verified`` (every row counted), ``verified by /metrics``
-        (every row in a point with 0 prefix-cache hits), or ``prefix reuse not
-        verifiable``."""
+        """``reuse allowed``, ``refused by /metrics`` (its server counted prefix-cache
+        hits: those points are refused), ``verified`` (every row counted),
+        ``verified by /metrics`` (every row in a point with 0 prefix-cache hits), or
+        ``prefix reuse not verifiable``."""
         if self.asked:
             return ALLOWED
+        if self.metrics_hits:
+            return REFUSED_BY_METRICS
         if self.counted == self.rows:
             return VERIFIED
         if self.covered == self.rows and self.metrics_hits == 0:
@@ -62,6 +67,11 @@ class PrefixReuse:
         if status == ALLOWED:
             return (f"{self.mode}: {ALLOWED} (cache_prompt = true); {self.reused} of "
                     f"{self.rows} rows answered partly from the server's prefix cache")
+        if status == REFUSED_BY_METRICS:
+            return (f"{self.mode}: {REFUSED_BY_METRICS}, its server counted "
+                    f"{self.metrics_hits:g} prefix-cache hit tokens over the points of "
+                    f"{self.covered} of its {self.rows} rows under cache_prompt = false; "
+                    "those points are refused as prefix_reuse (Validation names each)")
         if status == VERIFIED:
             refused = (f"{self.reused} reused a prefix and were refused" if self.reused
                        else "none reused a prefix")
@@ -71,13 +81,9 @@ class PrefixReuse:
             return (f"{self.mode}: {VERIFIED_BY_METRICS}, no row carried a cached-token "
                     f"count but the server's prefix cache hit 0 tokens over the points of "
                     f"all {self.rows} rows")
-        line = (f"{self.mode}: {NOT_VERIFIABLE} on {self.rows - self.counted} of "
+        return (f"{self.mode}: {NOT_VERIFIABLE} on {self.rows - self.counted} of "
                 f"{self.rows} rows (the server reported no cached-token count; vLLM needs "
                 "--enable-prompt-tokens-details)")
-        if self.metrics_hits:
-            line += (f"; its /metrics counted {self.metrics_hits:g} prefix-cache hit tokens "
-                     "over those points")
-        return line
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "status": self.status}

@@ -2,11 +2,11 @@
 
 A *group* is one (mode, capacity, load) cell; ``load`` is the row's load point
 (``c=8``, ``rate=4.0``) or None for a sequential run, so the points of a load sweep are
-never averaged together. Rows are :func:`current_rows` (warm-ups left out, a row
-retried by ``--resume`` superseding its failed attempt); rows refused by
-:func:`~kvlab.bench.analysis.validate.check_row` are counted and left out. Every number
-comes from the row metrics of :mod:`kvlab.bench.analysis.metrics` and the statistics
-of :mod:`kvlab.bench.analysis.stats`.
+never averaged together. A summary reads a group's
+:class:`~kvlab.bench.analysis.valid_rows.ValidRows` (validation's accepted rows, the
+refused ones counted by class) and says what it stands on: "n valid of m". Every
+number comes from the row metrics of :mod:`kvlab.bench.analysis.metrics` and the
+statistics of :mod:`kvlab.bench.analysis.stats`.
 
 evaluation.json, report.md, report.html, summaries.csv and the plots all read these
 :class:`Summary` objects. The other views of the same rows answer other questions:
@@ -21,12 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvlab.bench.analysis import metrics as m
-from kvlab.bench.analysis.load import load_order, parse_label
+from kvlab.bench.analysis.labels import load_order, parse_label
 from kvlab.bench.analysis.stats import Distribution, Interval, bootstrap_ci, describe, percentile
-from kvlab.bench.analysis.validate import check_row
+from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
 from kvlab.bench.records import Record
-
-GroupKey = tuple[str, int, str | None]  # (mode, capacity, load)
 
 
 @dataclass(frozen=True)
@@ -40,10 +38,10 @@ class RowMetric:
 
 
 E2E = RowMetric("e2e_ms", "ms", m.e2e_ms, "end − sent: the client's whole wait")
-TTFT = RowMetric("ttft_ms", "ms", m.ttft_ms, "first non-empty content − sent")
+TTFT = RowMetric("ttft_ms", "ms", m.ttft_ms, "first output token of any kind − sent")
 ITL = RowMetric(
     "itl_effective_ms", "ms", m.itl_effective_ms,
-    "(last content − first content) / (output tokens − 1), server-counted tokens",
+    "(last output − first output) / (output tokens − 1), server-counted tokens",
 )
 PREFILL = RowMetric(
     "prefill_ms", "ms", m.prefill_ms,
@@ -64,8 +62,8 @@ INTERVAL_METRICS: tuple[RowMetric, ...] = (E2E, TTFT, ITL)
 
 EXTRA_DEFINITIONS: tuple[tuple[str, str], ...] = (
     ("e2e_tokens_per_s", "Σ output tokens / Σ e2e (not the mean of per-row rates)"),
-    ("system_tokens_per_s", "Σ output tokens / (last end − first sent) of the group: "
-     "what the server delivered under that load"),
+    ("system_tokens_per_s", "Σ output tokens of valid rows / (last end − first sent) of "
+     "every request of the group: what the server delivered under that load"),
     ("ratio A/B", "mean_A / mean_B of one metric at equal capacity and load; > 1: B took "
      "less time"),
     ("95 % interval", "bootstrap (BCa) interval of the ratio; paired over the queries "
@@ -79,44 +77,14 @@ EXTRA_DEFINITIONS: tuple[tuple[str, str], ...] = (
 # ------------------------------------------------------------------------------ groups
 
 
-def current_rows(records: Iterable[Record]) -> list[Record]:
-    """The latest record per key: a row retried by ``--resume`` supersedes the earlier
-    failed attempt (both stay in records.jsonl). Warm-ups are dropped."""
-    latest: dict[tuple[Any, ...], Record] = {}
-    for record in records:
-        if not record.warmup:
-            latest[record.key] = record
-    return sorted(latest.values(), key=lambda r: r.position)
-
-
 def load_value(load: str | None) -> float | None:
     """The number in a load label ("c=8" -> 8.0); None for sequential or unparsable."""
     return parse_label(load)[1]
 
 
-def groups(records: Iterable[Record]) -> dict[GroupKey, list[Record]]:
-    """Measured rows by (mode, capacity, load), in report order.
-
-    Rows are :func:`current_rows`. Modes keep their order of first appearance;
-    capacities ascend; loads ascend.
-    """
-    by: dict[GroupKey, list[Record]] = {}
-    mode_order: dict[str, int] = {}
-    for row in current_rows(records):
-        mode_order.setdefault(row.mode, len(mode_order))
-        by.setdefault((row.mode, row.capacity, row.load), []).append(row)
-    order = sorted(by, key=lambda k: (k[1], load_order(k[2]), mode_order[k[0]]))
-    return {k: by[k] for k in order}
-
-
 def modes_in_order(records: Iterable[Record]) -> list[str]:
     """Mode names in their order of first appearance."""
     return list(dict.fromkeys(r.mode for r in records))
-
-
-def valid_rows(rows: Iterable[Record]) -> list[Record]:
-    """Measured rows that pass every row check (validate.check_row)."""
-    return [r for r in rows if not r.warmup and not check_row(r)]
 
 
 def values(rows: Iterable[Record], metric: RowMetric) -> list[float]:
@@ -129,7 +97,8 @@ def values(rows: Iterable[Record], metric: RowMetric) -> list[float]:
 
 @dataclass
 class Summary:
-    """One (mode, capacity, load) cell over its valid rows (times in ms).
+    """One (mode, capacity, load) cell over its valid rows (times in ms); ``count``: n
+    valid of m measured, the refused ones by class.
 
     ``metrics`` holds the distribution of every row metric that has a value;
     ``mean_intervals`` the bootstrap 95 % interval of the mean of INTERVAL_METRICS
@@ -139,8 +108,7 @@ class Summary:
     mode: str
     capacity: int
     load: str | None  # load point label; None: sequential
-    queries: int  # valid rows aggregated
-    refused: int  # rows left out by validation
+    count: RowCount  # what the figures stand on
     metrics: dict[str, Distribution]
     mean_intervals: dict[str, Interval | None]
     tokens_per_second: float | None  # Σ output tokens / Σ e2e
@@ -152,9 +120,19 @@ class Summary:
     mean_content_deltas: float | None  # chunks per row, not tokens; None: not streamed
 
     @property
+    def queries(self) -> int:
+        """Valid rows aggregated."""
+        return self.count.valid
+
+    @property
+    def refused(self) -> int:
+        """Rows validation left out."""
+        return self.count.measured - self.count.valid
+
+    @property
     def rows(self) -> int:
         """Measured rows: valid plus refused."""
-        return self.queries + self.refused
+        return self.count.measured
 
     @property
     def e2e_tokens_per_s(self) -> float | None:
@@ -201,7 +179,8 @@ class Summary:
         """The summary as evaluation.json holds it."""
         return {
             "mode": self.mode, "capacity": self.capacity, "load": self.load,
-            "queries": self.queries, "refused": self.refused, "mean_ms": self.mean_ms,
+            "queries": self.queries, "refused": self.refused, "valid": self.count.to_dict(),
+            "mean_ms": self.mean_ms,
             "tokens_per_second": self.tokens_per_second,
             "mean_prompt_tokens": self.mean_prompt_tokens,
             "mean_prompt_ms": self.mean_prompt_ms, "mean_decode_ms": self.mean_decode_ms,
@@ -221,10 +200,12 @@ def _mean(present: Sequence[float]) -> float | None:
     return describe(present).mean if present else None
 
 
-def summarize(rows: Sequence[Record], mode: str, capacity: int, refused: int = 0,
-              load: str | None = None, *, resamples: int = 2000) -> Summary:
-    """Aggregate the valid ``rows`` of one mode at one capacity and load point
-    (``refused``: how many rows validation left out)."""
+def summarize(valid: ValidRows, *, resamples: int = 2000) -> Summary:
+    """Aggregate the valid rows of one (mode, capacity, load) group (one of
+    :meth:`ValidRows.groups`); ValueError for a group without a measured row."""
+    if not valid.sent:
+        raise ValueError("summarize needs a group with at least one measured row")
+    first, rows = valid.sent[0], valid.rows
     dists: dict[str, Distribution] = {}
     cis: dict[str, Interval | None] = {}
     for metric in ROW_METRICS:
@@ -236,10 +217,10 @@ def summarize(rows: Sequence[Record], mode: str, capacity: int, refused: int = 0
             cis[metric.name] = bootstrap_ci(vals, "mean", resamples=resamples)
     gaps = [g for r in rows for g in m.inter_delta_gaps_ms(r)]
     return Summary(
-        mode=mode, capacity=capacity, load=load, queries=len(rows), refused=refused,
+        mode=first.mode, capacity=first.capacity, load=first.load, count=valid.count,
         metrics=dists, mean_intervals=cis,
         tokens_per_second=m.e2e_tokens_per_s(rows),
-        system_tokens_per_s=m.system_tokens_per_s(rows),
+        system_tokens_per_s=m.system_tokens_per_s(rows, within=valid.sent),
         mean_prompt_tokens=_mean([r.prompt_tokens for r in rows if r.prompt_tokens is not None]),
         mean_decode_per_token_ms=_mean(
             [v for r in rows if (v := m.decode_per_token_ms(r)) is not None]),
@@ -250,21 +231,14 @@ def summarize(rows: Sequence[Record], mode: str, capacity: int, refused: int = 0
     )
 
 
-def summarize_group(key: GroupKey, rows: Sequence[Record], *, resamples: int = 2000
-                    ) -> Summary:
-    """The summary of one group's measured rows: refused rows counted and left out."""
-    good = valid_rows(rows)
-    return summarize(good, key[0], key[1], refused=len(rows) - len(good), load=key[2],
-                     resamples=resamples)
-
-
 def report_order(summaries: Sequence[Summary]) -> list[Summary]:
     """Capacity, then load, then mode (in the order the modes first appear): how the
-    reports list summaries, as :func:`groups` orders rows."""
+    reports list summaries, as :meth:`ValidRows.groups` orders rows."""
     modes = {m: i for i, m in enumerate(dict.fromkeys(s.mode for s in summaries))}
     return sorted(summaries, key=lambda s: (s.capacity, load_order(s.load), modes[s.mode]))
 
 
-def summarize_run(records: Iterable[Record], *, resamples: int = 2000) -> list[Summary]:
-    """One summary per (mode, capacity, load), in report order (see :func:`groups`)."""
-    return [summarize_group(k, rows, resamples=resamples) for k, rows in groups(records).items()]
+def summarize_run(valid: ValidRows, *, resamples: int = 2000) -> list[Summary]:
+    """One summary per (mode, capacity, load), in report order (see
+    :meth:`ValidRows.groups`)."""
+    return [summarize(group, resamples=resamples) for group in valid.groups().values()]

@@ -4,8 +4,10 @@ Validation never deletes anything: it returns :class:`Violation` objects that na
 the row (mode, capacity, query, repetition) and the reason. A row the server answered
 partly from its prefix cache (``cached_tokens > 0``) when its request did not allow
 reuse (``cache_prompt`` not true) measured less work than it claims: it is refused as
-``prefix_reuse``. Summaries leave refused
-rows out and say so; comparisons refuse a pair of modes whose prompts differ.
+``prefix_reuse``. A whole load point can be refused too, by the server's own counters
+(:mod:`kvlab.bench.analysis.point_verdicts`). :func:`kvlab.bench.analysis.valid_rows.judge`
+applies both and is the only way rows reach an aggregate; comparisons refuse a pair of
+modes whose prompts differ.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Reason(StrEnum):
     NO_TERMINATOR = "no_terminator"  # stream ended without [DONE] / final stop:true
     NO_USAGE = "no_usage"  # stream without its usage / final counts
     PREFIX_REUSE = "prefix_reuse"  # cached prompt tokens under cache_prompt = false
+    COUNTERS_DIFFER = "counters_differ"  # /metrics deltas disagree with the records (--strict)
     PROMPT_DIFFERS = "prompt_differs"  # same query and capacity, different prompt text
     PROMPT_TOKENS_DIFFER = "prompt_tokens_differ"  # different server-counted prompt tokens
     MISSING_PAIR = "missing_pair"  # a query measured in one mode only
@@ -123,8 +126,9 @@ def check_pairs(
     must match row by row.
 
     Rows are matched on (query, repetition). Each pair must have the same prompt
-    SHA-256 and the same server-counted prompt tokens; a row without a partner is
-    refused too.
+    SHA-256 and the same server-counted prompt tokens where both rows have a count (a
+    failed request has none: it is refused as a row, not as a different prompt); a row
+    without a partner is refused too.
     """
     a_by = {(r.query_id, r.repetition): r for r in rows_a if not r.warmup}
     b_by = {(r.query_id, r.repetition): r for r in rows_b if not r.warmup}
@@ -144,7 +148,8 @@ def check_pairs(
         elif a.prompt_sha256 != b.prompt_sha256:
             detail = f"sha256 {a.prompt_sha256[:12]} vs {b.prompt_sha256[:12]}"
             refuse(a, Reason.PROMPT_DIFFERS, detail)
-        elif a.prompt_tokens != b.prompt_tokens:
+        elif None not in (a.prompt_tokens, b.prompt_tokens) \
+                and a.prompt_tokens != b.prompt_tokens:
             refuse(
                 a,
                 Reason.PROMPT_TOKENS_DIFFER,

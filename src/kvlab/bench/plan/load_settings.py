@@ -98,7 +98,8 @@ class SearchSettings(_Strict):
     threshold) chosen by bisection between ``low`` and ``high`` requests/s, each run
     ``repetitions`` times; see bench.analysis.capacity. Objectives: the ``percentile``
     of TTFT, effective ITL and e2e at most the given ms, and the share of requests
-    meeting every ``[slo]`` at least ``goodput`` (0.95: 95 %)."""
+    meeting every ``[slo]`` at least ``goodput`` (0.95: 95 %). A rate whose requests
+    validation refused beyond ``max_refused`` (a share; 0: any refused row) is missed."""
 
     low: float = Field(gt=0)  # requests/s
     high: float = Field(gt=0)  # requests/s
@@ -110,6 +111,7 @@ class SearchSettings(_Strict):
     itl_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
     goodput: float | None = Field(default=None, gt=0, le=1)
+    max_refused: float = Field(default=0.0, ge=0, lt=1)  # share of a rate's requests
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchSettings:

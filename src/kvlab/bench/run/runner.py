@@ -134,7 +134,7 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
                    repeat_aa: str | None = None, queries: int | None = None,
                    no_launch: bool = False, endpoints: list[str] | None = None,
                    html: bool = True, tokenizer: Path | None = None,
-                   workers: WorkerChoice | None = None) -> RunResult:
+                   workers: WorkerChoice | None = None, strict: bool = False) -> RunResult:
     """Run every mode of an experiment (or resume a run dir), then evaluate it.
 
     ``repeat_aa``: measure only that mode, twice (as ``<mode>`` and ``<mode>-again``,
@@ -153,6 +153,8 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
     address, workers per node; the count defaults to the experiment's ``[load]
     workers``), see bench.run.workers; kept in the manifest, so a resume uses them
     again unless given others.
+    ``strict``: the evaluation refuses a point whose server counters disagree with its
+    records (else it flags it).
     """
     named = tokenizer_path(tokenizer)
     endpoints = list(endpoints or [])
@@ -211,7 +213,7 @@ def run_experiment(experiment_file: Path | None, out: Path = Path("runs"),
         if resume is None:
             discard_if_empty(run)
         raise
-    evaluation = evaluate_run(run.path)
+    evaluation = evaluate_run(run.path, strict=strict)
     if html:
         from kvlab.report.html import write_html
 
@@ -275,16 +277,18 @@ def measure_mode(experiment_file: Path | None, mode_name: str, run_dir: Path | N
     return run
 
 
-def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = ()) -> Evaluation:
+def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = (), *,
+                 strict: bool = False) -> Evaluation:
     """Recompute evaluation.json and report.md of a run dir from its records.
 
     ``definitions``: other tools' definition sets (bench.analysis.definitions) that
-    evaluation.json keeps beside kvlab's; report.md always shows every set."""
+    evaluation.json keeps beside kvlab's; report.md always shows every set. ``strict``:
+    a point whose server counters disagree with its records is refused, not flagged."""
     from kvlab.report.document import write_document
 
     run = RunDir.open(run_dir)
     experiment = run.experiment()  # a damaged experiment.toml is refused here
-    evaluation = evaluate_run_dir(run, definitions)
+    evaluation = evaluate_run_dir(run, definitions, strict=strict)
     write_evaluation(evaluation, run.evaluation_path)
     write_document(run, experiment, evaluation)
     return evaluation

@@ -4,18 +4,21 @@ For one (mode, capacity) whose server is up, :func:`search_capacity` asks
 :func:`~kvlab.bench.analysis.capacity.next_rate` for a rate, runs it ``repetitions``
 times as load points of ``[load]`` (labels ``rate=R#1``, ``rate=R#2``, ..., each
 repetition with its own arrival seed), judges it
-(:func:`~kvlab.bench.analysis.capacity.judge`: slipped points excluded, objectives over
-the rest) and goes on until the search is over. The answer and its interval are
-computed from the records by the run's evaluation, so a report rebuilt later finds the
-same one. A resumed search reuses the points already completed and continues.
+(:func:`~kvlab.bench.analysis.capacity.judge_rate` on the points' validated rows:
+slipped points excluded, a rate with more refused rows than ``max_refused`` allows
+missed, objectives over the valid rows of the rest; the server's counters are read into
+the verdicts by the evaluation, not here) and goes on until the search is over. The
+answer and its interval are computed from the records by the run's evaluation, so a
+report rebuilt later finds the same one. A resumed search reuses the points already
+completed and continues.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvlab.bench.analysis.capacity import Probe, judge, next_rate
-from kvlab.bench.analysis.summaries import current_rows
+from kvlab.bench.analysis.capacity import Probe, judge_rate, next_rate
+from kvlab.bench.analysis.valid_rows import current_rows, judge
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.bench.records import Record
@@ -55,10 +58,13 @@ async def search_capacity(session: Session, mode: Mode, capacity: int, endpoint:
             else:
                 by_point[label] = await session.run_load_point(
                     mode, capacity, endpoint, prompts, server, point)
-        probe, _ = judge(rate, by_point, objectives, load.slip_threshold_ms)
+        probe, _ = judge_rate(rate, {label: judge(rows) for label, rows in by_point.items()},
+                              objectives, load.slip_threshold_ms, plan.max_refused)
         probes.append(probe)
         verdict = {True: "met", False: "missed", None: "undecided (every point slipped)"}
+        why = (f" ({probe.count.describe()}: too many refused)" if probe.refused_miss
+               else f" ({probe.count.describe()})")
         session.reporter.note(f"{mode.name} @ {capacity}: {rate:g} req/s "
-                              f"{verdict[probe.met]} the objectives")
+                              f"{verdict[probe.met]} the objectives{why}")
     session.mark_done(mode, capacity, SEARCH_DONE)
     return probes

@@ -12,9 +12,12 @@ from typing import Any
 from kvlab.bench.analysis.capacity import Objectives, SearchPlan
 from kvlab.bench.analysis.evaluate import Evaluation, evaluate
 from kvlab.bench.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
+from kvlab.bench.analysis.point_verdicts import point_verdicts
 from kvlab.bench.analysis.saturation import load_calibration
+from kvlab.bench.analysis.server_counters import point_counters
 from kvlab.bench.analysis.summaries import modes_in_order
 from kvlab.bench.analysis.turns import TurnPlan
+from kvlab.bench.analysis.valid_rows import ValidRows, judge
 from kvlab.bench.store.rundir import RunDir
 from kvlab.experiment import Experiment
 
@@ -29,7 +32,7 @@ def search_of(experiment: Experiment) -> tuple[Objectives, SearchPlan] | None:
                                itl_ms=search.itl_ms, e2e_ms=search.e2e_ms,
                                goodput=search.goodput, slo=None if slo.empty else slo)
     return objectives, SearchPlan(search.low, search.high, search.precision,
-                                  search.max_rates)
+                                  search.max_rates, search.max_refused)
 
 
 def turn_plans(prepared: dict[str, Any] | None) -> list[TurnPlan]:
@@ -44,13 +47,15 @@ def turn_plans(prepared: dict[str, Any] | None) -> list[TurnPlan]:
 
 
 def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
-                     resamples: int = 2000) -> Evaluation:
+                     resamples: int = 2000, strict: bool = False) -> Evaluation:
     """The complete evaluation of ``run``: its experiment's pairs, mode order, SLOs and
     slip threshold (defaults for a run without one, e.g. a peer's file), the client
     limits it began with (else this machine's, from ``kvlab calibrate``; those of its
     number of load workers for a run with ``--workers``), its server's ``/metrics``
     readings (gauges.jsonl), its run order and A/A mode. ``definitions``: other tools'
-    definition sets evaluation.json keeps beside kvlab's (bench.analysis.definitions)."""
+    definition sets evaluation.json keeps beside kvlab's (bench.analysis.definitions).
+    ``strict``: a point whose server counters disagree with its records is refused, not
+    only flagged (``--strict``)."""
     experiment = run.known_experiment
     records = run.records
     workers = run.state.load_workers()
@@ -63,7 +68,7 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                         resamples=resamples, slip_threshold_ms=DEFAULT_SLIP_THRESHOLD_MS,
                         calibration=calibration, definition_sets=definitions,
                         order=run.state.order, repeat_aa=run.state.repeat_aa,
-                        workers=workers, gauges=run.gauges)
+                        workers=workers, gauges=run.gauges, strict=strict)
     return evaluate(
         records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
         mode_order=[m.name for m in experiment.modes], resamples=resamples,
@@ -71,5 +76,12 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
         slip_threshold_ms=experiment.load.slip_threshold_ms, calibration=calibration,
         definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
         workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
-        search=search_of(experiment),
+        search=search_of(experiment), strict=strict,
     )
+
+
+def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
+    """The validated rows of ``run``, as its evaluation judges them: row checks and the
+    point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
+    verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
+    return judge(run.records, verdicts)
