@@ -35,6 +35,10 @@ def main() -> None:
     import typer
 
     # the click typer runs on (typer >= 0.26 vendors its own copy)
+    from kvlab import watchdog
+
+    watchdog.ensure()  # whatever this command starts ends with it, even after kill -9
+    # the click typer runs on (typer >= 0.26 vendors its own copy)
     clicks = importlib.import_module(typer.BadParameter.__module__)
     no_args = getattr(clicks, "NoArgsIsHelpError", ())
     try:

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
 
@@ -35,6 +36,7 @@ def prove(
     """Prove cached generation equals full recomputation (MHA, GQA, MQA; with --model,
     the sliding-window cache of a real model on a prompt longer than its window);
     exit 1 if not."""
+    require_engine("kvlab prove")
     from kvlab.studies.prove import MASK_PAST, mask_reading, prove_gemma, run_proof
 
     def given(value: int | None, default: int) -> int:
@@ -122,6 +124,7 @@ def kv_bench(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Time naive vs cached generation across contexts; write JSON, CSV and a PNG."""
+    require_engine("kvlab kv-bench")
     from rich.progress import Progress
 
     from kvlab.studies.bench_files import write_outputs
@@ -205,6 +208,7 @@ def engine_check(
     With both references, Transformers is also teacher-forced on llama-server's tokens
     and scored beside the engine. The pass mark (99 %) applies to the engine in float32.
     """
+    require_engine("kvlab engine-check")
     import json
     from functools import partial
 

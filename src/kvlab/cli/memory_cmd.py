@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
+from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 from kvlab.cli.memory_knee import knee_document
 from kvlab.cli.memory_paged import lengths_from_records, paged_view, seq_lengths
@@ -166,6 +167,8 @@ def memory(
                           "--metrics, --block-size and --prefill-budget go with --knee SERVER")
     if measure and llamacpp:
         raise ConfigError("--measure checks the plain formula; drop --llamacpp")
+    if measure:
+        require_engine("kvlab memory --measure")
     if paged is not None and llamacpp:
         raise ConfigError("--paged predicts kvlab's and vLLM's block pool; drop --llamacpp")
     shapes = _load_shapes(preset or [], config or [], gguf or [])

