@@ -15,8 +15,9 @@ Public API::
 
 from __future__ import annotations
 
+import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kvlab.bench.store.rundir import load_run_or_import
 from kvlab.errors import ConfigError, KvlabError
 from kvlab.history.facts import RunFacts, fingerprint, run_facts
-from kvlab.history.location import append_sidecar, read_sidecar
+from kvlab.history.location import append_sidecar, db_path, history_off, read_sidecar
 from kvlab.history.schema import (
     RECORD_COLUMNS,
     RECORD_METRICS,
@@ -82,9 +83,7 @@ def discover(paths: Iterable[Path | str]) -> tuple[list[Path], list[str]]:
     refused = []
     for given in paths:
         path = Path(given).expanduser().resolve()
-        if path.is_file():
-            found[path] = None
-        elif path.is_dir() and is_run_dir(path):
+        if path.is_file() or (path.is_dir() and is_run_dir(path)):
             found[path] = None
         elif path.is_dir():
             runs = sorted(p.parent for p in path.rglob(RECORDS_FILE))
@@ -301,3 +300,11 @@ def rebuild_history(db: Path) -> AddResult:
         return add_runs(conn, paths)
     finally:
         conn.close()
+
+
+def remember(run_path: Path, environ: Mapping[str, str] = os.environ) -> AddResult | None:
+    """Add a run that just ended to the user's history (``kvlab run``'s last step);
+    None when KVLAB_HISTORY=off."""
+    if history_off(environ):
+        return None
+    return add_to_history([run_path], db_path(None, environ))

@@ -17,7 +17,7 @@ from kvlab.bench.store.rundir import RunDir
 from kvlab.bench.store.state import RunState
 from kvlab.bench.store.writer import RunWriter
 from kvlab.experiment import Experiment, with_queries
-from kvlab.servers.preflight import cpu_model
+from kvlab.servers.preflight import cpu_flags, cpu_model
 
 __all__ = ["RunDir", "create_run", "git_commit", "host_facts", "initial_state", "now_iso"]
 
@@ -107,10 +107,12 @@ def _version(package: str) -> str | None:
 
 
 def host_facts() -> dict[str, Any]:
-    """Platform, CPU, cores, memory, Python and torch versions (torch not imported)."""
+    """Platform, CPU (model and SIMD flags), cores, memory, Python and torch versions
+    (torch not imported)."""
     return {
         "platform": platform.platform(),
         "cpu": cpu_model(),
+        "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
         "memory_bytes": _memory_bytes(),
         "python": platform.python_version(),
