@@ -71,7 +71,7 @@ def test_a_duckdb_file_that_is_not_a_history_is_refused(tmp_path: Path) -> None:
 
 
 def test_no_database_to_read_says_how_to_make_one(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no run history at .*kvlab history add"):
+    with pytest.raises(ConfigError, match=r"no run history at .*kvlab history add"):
         connect(tmp_path / "missing.duckdb", read_only=True)
 
 
