@@ -49,6 +49,7 @@ def export_run(run: Path, out: Path) -> list[Path]:
 
     conn = duckdb.connect(":memory:")
     try:
+        conn.execute("SET enable_progress_bar = false")
         create(conn)
         result = add_runs(conn, [run])
         if result.refused:

@@ -183,7 +183,9 @@ def connect(db: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     if not read_only:
         db.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return duckdb.connect(str(db), read_only=read_only)
+        conn = duckdb.connect(str(db), read_only=read_only)
     except duckdb.IOException as exc:
         first = str(exc).splitlines()[0]
         raise ConfigError(f"cannot open the run history {db}: {first}") from None
+    conn.execute("SET enable_progress_bar = false")  # DuckDB's own bar on stdout
+    return conn
