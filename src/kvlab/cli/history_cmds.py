@@ -48,12 +48,14 @@ def _cell(value: Any) -> str:
 
 
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    """A table; a cell too long for a terminal folds onto a second line, never cut
+    (off a terminal lines are as long as they need, see kvlab.cli._app)."""
     table = Table(title=title, title_justify="left")
     for name in header:
-        table.add_column(name, no_wrap=True)
+        table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*[_cell(v) for v in row])
-    console.print(table, crop=False)
+    console.print(table)
 
 
 def remember_run(run_dir: Path, enabled: bool = True) -> None:

@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.analysis.labels import load_order
-from kvlab.bench.analysis.summaries import load_value
-from kvlab.report.html import CSS
+from kvlab.bench.analysis.labels import load_order, parse_label
 from kvlab.report.plots import _colours, _figure, _png, _style
+
+if TYPE_CHECKING:
+    from kvlab.bench.analysis.evaluate import Evaluation
 
 Latency = Literal["itl", "ttft"]
 LATENCY_LABEL = {"itl": "p95 effective ITL (ms)", "ttft": "p95 TTFT (ms)"}
@@ -174,15 +174,17 @@ def load_series(points: Sequence[tuple[str, str, float | None]]) -> list[Series]
         by.setdefault(line, []).append((load, value))
     out = []
     for line, pts in by.items():
-        pts = sorted((p for p in pts if load_value(p[0]) is not None),
+        pts = sorted((p for p in pts if parse_label(p[0])[1] is not None),
                      key=lambda p: load_order(p[0]))
-        out.append(Series(line, [float(load_value(p[0]) or 0.0) for p in pts],
+        out.append(Series(line, [float(parse_label(p[0])[1] or 0.0) for p in pts],
                           [p[1] for p in pts]))
     return out
 
 
 def figure_page(png: bytes, title: str, caption: str = "") -> str:
     """One figure as a self-contained HTML page (inline CSS, the PNG inlined)."""
+    from kvlab.report.html import CSS
+
     data = base64.b64encode(png).decode("ascii")
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
