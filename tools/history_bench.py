@@ -170,7 +170,8 @@ def main() -> int:
     }
     print(f"machine: {result['cpu']}, {result['cores']} cores, "
           f"flags {' '.join(result['cpu_flags'] or [])}")
-    print(f"load average (1, 5, 15 min): before {load_before}, after {result['load_average_after']}")
+    print(f"load average (1, 5, 15 min): before {load_before}, "
+          f"after {result['load_average_after']}")
     print(f"add {result['runs']} runs of {args.records} records ({result['records']:,} rows): "
           f"{add_s:.1f} s ({result['runs_per_s']} runs/s, {result['records_per_s']:,} rows/s)")
     print(f"add them again, unchanged: {again_s:.2f} s ({again.unchanged} unchanged)")
