@@ -283,7 +283,7 @@ def _formula_view(
         if measure:
             if tk != tv:
                 raise ConfigError("--measure allocates one type for K and V; drop --type-k/-v")
-            from kvlab.engine.kv_measure import measure_kv_bytes
+            from kvlab.studies.kv_measure import measure_kv_bytes
 
             m = measure_kv_bytes(shape, n, dtype=tk, n_seq=seqs)
             row.update(measured_bytes=m.measured_bytes, measure_method=m.method, matches=m.matches)
