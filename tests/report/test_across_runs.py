@@ -15,6 +15,7 @@ from kvlab.report.across_runs import (
     overlay,
     pareto,
     pareto_points,
+    points_of_json,
 )
 from tests.history.runs import write_load_run
 
@@ -76,3 +77,36 @@ def test_a_figure_page_is_self_contained() -> None:
     assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
     assert "Pareto &lt;all&gt;" in page and "http" not in page.lower().replace(
         "http-equiv", "")
+
+
+def test_report_html_of_a_load_run_has_the_pareto_plot(tmp_path: Path) -> None:
+    from kvlab.report.html import write_html
+    from tests.report.synthetic_runs import two_mode_rows, write_run
+
+    load = write_html(write_load_run(tmp_path / "load", "load"))
+    assert "<h3>Throughput against latency (Pareto)</h3>" in load.read_text()
+    sequential = write_html(write_run(tmp_path / "seq", two_mode_rows(n=4)))
+    assert "Pareto" not in sequential.read_text()  # no load point: no figure
+
+
+def test_the_results_page_draws_every_load_run_s_points(tmp_path: Path) -> None:
+    import json
+
+    from kvlab.report.results_html import write_index
+    from kvlab.report.results_page import results_page
+
+    root = tmp_path / "results"
+    write_load_run(root / "runs" / "synthetic-20260101-100000", "r1")
+    page = write_index(results_page(root)).read_text()
+    assert "<h3>Throughput against latency (Pareto)</h3>" in page
+    assert page.count("data:image/png;base64,") == 1
+    evaluation = json.loads((root / "runs" / "synthetic-20260101-100000" /
+                             "evaluation.json").read_text())
+    points = {(p.line, p.load): p for p in points_of_json(evaluation, "synthetic · ")}
+    assert sorted(points) == [("synthetic · fast", "c=1"), ("synthetic · fast", "c=2"),
+                              ("synthetic · slow", "c=1"), ("synthetic · slow", "c=2")]
+    from kvlab.bench.run.runner import evaluate_run
+
+    fresh = {(p.line, p.load): p for p in pareto_points(
+        evaluate_run(root / "runs" / "synthetic-20260101-100000"), prefix="synthetic · ")}
+    assert fresh == points  # the file and the run's evaluation give the same points

@@ -73,6 +73,25 @@ def pareto_points(evaluation: Evaluation, prefix: str = "") -> list[ParetoPoint]
     return points
 
 
+def points_of_json(evaluation: dict[str, Any], prefix: str = "") -> list[ParetoPoint]:
+    """:func:`pareto_points` of an evaluation.json (the results page reads files, not
+    runs): its ``load`` points and the p95s of its ``summaries``."""
+    cells = {(s["mode"], s["capacity"], s["load"]): s
+             for s in evaluation.get("summaries") or []}
+    capacities = len({p["capacity"] for p in evaluation.get("load") or []}) > 1
+    points = []
+    for point in evaluation.get("load") or []:
+        cell = cells.get((point["mode"], point["capacity"], point["load"]))
+        if point["load"] is None or cell is None:
+            continue
+        at = f" @ {point['capacity']}" if capacities else ""
+        points.append(ParetoPoint(f"{prefix}{point['mode']}{at}", point["load"],
+                                  point.get("output_tokens_per_s"),
+                                  (cell.get("itl_effective_ms") or {}).get("p95"),
+                                  (cell.get("ttft_ms") or {}).get("p95")))
+    return points
+
+
 def frontier(points: Sequence[ParetoPoint], which: Latency) -> list[ParetoPoint]:
     """The points no other point beats: none has at least their tokens/s at no more
     latency, and more of one or less of the other."""
@@ -118,6 +137,12 @@ def pareto(points: Sequence[ParetoPoint], which: Latency = "itl",
     _style(ax)
     ax.legend(fontsize=7, loc="best")
     return _png(fig)
+
+
+def run_pareto(evaluation: Evaluation) -> bytes | None:
+    """The Pareto plot of one run's load points (report.html's figure; None for a run
+    without two load points of one mode)."""
+    return pareto(pareto_points(evaluation))
 
 
 @dataclass(frozen=True)
