@@ -9,7 +9,6 @@ from kvlab.bench.run.runner import evaluate_run
 from kvlab.report.across_runs import (
     ParetoPoint,
     Series,
-    figure_page,
     frontier,
     load_series,
     overlay,
@@ -73,6 +72,8 @@ def test_an_overlay_over_time_with_intervals_and_over_load() -> None:
 
 
 def test_a_figure_page_is_self_contained() -> None:
+    from kvlab.report.figure_page import figure_page
+
     page = figure_page(PNG + b"rest", "Pareto <all>", "runs: a, b")
     assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
     assert "Pareto &lt;all&gt;" in page and "http" not in page.lower().replace(

@@ -149,7 +149,7 @@ def runs(
 
 def _write_figure(png: bytes | None, out: Path, title: str, caption: str) -> None:
     from kvlab.errors import ConfigError
-    from kvlab.report.across_runs import figure_page
+    from kvlab.report.figure_page import figure_page
 
     if png is None:
         raise ConfigError(f"nothing to draw for {out}: no run selected has such points")

@@ -7,18 +7,15 @@
   one line per series, with each point's 95 % interval where it has one.
 
 Both return PNG bytes (None when there is nothing to draw), like :mod:`kvlab.report.plots`;
-:func:`figure_page` wraps one in a self-contained HTML page (inline CSS, the PNG inlined,
-nothing fetched). The points come from a run's :class:`~kvlab.bench.analysis.evaluate.
+:func:`kvlab.report.figure_page.figure_page` wraps one in a self-contained HTML page. The points come from a run's :class:`~kvlab.bench.analysis.evaluate.
 Evaluation` (:func:`pareto_points`) or from the run history (kvlab.history.queries).
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from html import escape
 from typing import TYPE_CHECKING, Any, Literal
 
 from kvlab.bench.analysis.labels import load_order, parse_label
@@ -204,14 +201,3 @@ def load_series(points: Sequence[tuple[str, str, float | None]]) -> list[Series]
         out.append(Series(line, [float(parse_label(p[0])[1] or 0.0) for p in pts],
                           [p[1] for p in pts]))
     return out
-
-
-def figure_page(png: bytes, title: str, caption: str = "") -> str:
-    """One figure as a self-contained HTML page (inline CSS, the PNG inlined)."""
-    from kvlab.report.html import CSS
-
-    data = base64.b64encode(png).decode("ascii")
-    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-            f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-            f"<h1>{escape(title)}</h1><p class=muted>{escape(caption)}</p>"
-            f'<img alt="{escape(title)}" src="data:image/png;base64,{data}"></body></html>\n')
