@@ -7,8 +7,10 @@
   one line per series, with each point's 95 % interval where it has one.
 
 Both return PNG bytes (None when there is nothing to draw), like :mod:`kvlab.report.plots`;
-:func:`kvlab.report.figure_page.figure_page` wraps one in a self-contained HTML page. The points come from a run's :class:`~kvlab.bench.analysis.evaluate.
-Evaluation` (:func:`pareto_points`) or from the run history (kvlab.history.queries).
+:func:`kvlab.report.figure_page.figure_page` wraps one in a self-contained HTML page.
+The points come from a run's :class:`~kvlab.bench.analysis.evaluate.Evaluation`
+(:func:`pareto_points`), its evaluation.json (:func:`points_of_json`) or the run history
+(kvlab.history.queries).
 """
 
 from __future__ import annotations
