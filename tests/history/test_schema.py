@@ -103,3 +103,32 @@ def test_deleting_the_database_loses_nothing(tmp_path: Path) -> None:
 def test_nothing_to_rebuild_from_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="nothing to rebuild"):
         rebuild_history(tmp_path / "none.duckdb")
+
+
+def test_a_writer_waits_for_another_process_s_write(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB has one writer: a run ending while another kvlab adds its own waits, then
+    opens; one still held after LOCK_WAIT_S is one line."""
+    import subprocess
+    import sys
+    import time
+
+    from kvlab.history import schema
+
+    db = tmp_path / "h.duckdb"
+    hold = ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', "
+            "flush=True); time.sleep(float(sys.argv[2]))")
+    with subprocess.Popen([sys.executable, "-c", hold, str(db), "2"], stdout=subprocess.PIPE,
+                          text=True) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        started = time.monotonic()
+        connect(db).close()
+        assert holder.poll() is not None  # it opened only once the holder was gone
+        assert time.monotonic() - started < schema.LOCK_WAIT_S
+    monkeypatch.setattr(schema, "LOCK_WAIT_S", 0.5)
+    with subprocess.Popen([sys.executable, "-c", hold, str(db), "5"], stdout=subprocess.PIPE,
+                          text=True) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(ConfigError, match=f"^cannot open the run history {db}: .*lock"):
+            connect(db)
+        holder.kill()

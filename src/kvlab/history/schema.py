@@ -23,6 +23,7 @@ recorded (:func:`kvlab.history.ingest.open_writable`); a newer one is refused.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     import duckdb
 
 SCHEMA_VERSION = 2
+LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 
 # records.jsonl's fields and their column types (Record's fields, in its order);
 # ``prompt`` is left out: ``body`` holds what was sent and ``prompt_sha256`` names it.
@@ -174,7 +176,8 @@ def recorded_paths(conn: duckdb.DuckDBPyConnection) -> list[str]:
 
 def connect(db: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection to ``db`` (created when writable and missing). ConfigError (one line)
-    when read-only and there is no database, or another process holds it."""
+    when read-only and there is no database, or another process still holds it after
+    LOCK_WAIT_S seconds."""
     import duckdb
 
     if read_only and not db.is_file():
@@ -182,10 +185,17 @@ def connect(db: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
                           "RUN_DIR...` (or give --db / KVLAB_HISTORY)")
     if not read_only:
         db.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        conn = duckdb.connect(str(db), read_only=read_only)
-    except duckdb.IOException as exc:
-        first = str(exc).splitlines()[0]
-        raise ConfigError(f"cannot open the run history {db}: {first}") from None
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            conn = duckdb.connect(str(db), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            # another kvlab is adding its run (DuckDB has one writer): wait a little
+            if "lock" in str(exc).lower() and time.monotonic() < deadline:
+                time.sleep(0.25)
+                continue
+            first = str(exc).splitlines()[0]
+            raise ConfigError(f"cannot open the run history {db}: {first}") from None
     conn.execute("SET enable_progress_bar = false")  # DuckDB's own bar on stdout
     return conn
