@@ -192,3 +192,30 @@ def test_a_run_moved_keeps_its_id_and_says_where_it_went(tmp_path: Path) -> None
     assert result.replaced == ["r1"]
     assert result.warnings == [f"r1: was {path}, now {moved} (same run id)"]
     assert conn.execute("SELECT path FROM runs").fetchall() == [(str(moved),)]
+
+
+def test_a_damaged_line_is_named_and_a_torn_last_line_is_not(tmp_path: Path) -> None:
+    """kvlab's reader skips a torn last line and refuses a damaged middle one; with its
+    evaluation current, the run is added and the damaged line named."""
+    import os
+
+    path = write_load_run(tmp_path / "r1", "r1")
+    lines = (path / "records.jsonl").read_text().splitlines(keepends=True)
+    torn = shutil.copytree(path, tmp_path / "torn")
+    (torn / "records.jsonl").write_text("".join(lines) + lines[0][:40])  # a crash mid-write
+    damaged = shutil.copytree(path, tmp_path / "damaged")
+    (damaged / "records.jsonl").write_text("".join([*lines[:3], "{not json\n", *lines[3:]]))
+    (damaged / "manifest.json").write_text(
+        (path / "manifest.json").read_text().replace('"r1"', '"r2"', 1))
+    conn = memory_db()
+    refused = add_runs(conn, [torn, damaged])  # both newer than their evaluation.json
+    assert refused.added == ["r1"] and len(refused.refused) == 1
+    assert refused.refused[0].startswith(f"{damaged}: {damaged / 'records.jsonl'}: cannot "
+                                         "read the records")
+    os.utime(damaged / "evaluation.json")  # evaluated after the damage
+    result = add_runs(conn, [damaged])
+    assert result.added == ["r2"] and result.warnings == [
+        "r2: 1 line of its records.jsonl does not read as records (left out; the file is "
+        "as it was)"]
+    assert conn.execute("SELECT run_id, count(*) FROM records GROUP BY ALL ORDER BY ALL"
+                        ).fetchall() == [("r1", 37), ("r2", 37)]

@@ -157,8 +157,21 @@ def _records_sql(files: Sequence[Path]) -> tuple[str, str]:
     return read, insert
 
 
-def _insert_batch(conn: duckdb.DuckDBPyConnection, batch: Sequence[RunFacts]) -> int:
-    """Replace the batch's runs in one transaction; returns the records inserted."""
+# Lines of each file that read as nulls, but for a torn last line.
+UNREADABLE = """
+    SELECT f.run_id, count(*) FILTER (WHERE r.t_sent IS NULL AND r.ordinality < r.last)
+    FROM (SELECT *, max(ordinality) OVER (PARTITION BY filename) AS last FROM batch_raw) r
+    JOIN batch_files f USING (filename)
+    GROUP BY f.run_id
+    HAVING count(*) FILTER (WHERE r.t_sent IS NULL AND r.ordinality < r.last) > 0
+    ORDER BY f.run_id"""
+
+
+def _insert_batch(conn: duckdb.DuckDBPyConnection,
+                  batch: Sequence[RunFacts]) -> tuple[int, list[str]]:
+    """Replace the batch's runs in one transaction; returns the records inserted and
+    a line per run with lines that do not read as records (a torn last line, which
+    kvlab's own reader skips too, is not one)."""
     import pyarrow as pa
 
     ids = pa.table({"run_id": [f.run_id for f in batch]})
@@ -193,6 +206,7 @@ def _insert_batch(conn: duckdb.DuckDBPyConnection, batch: Sequence[RunFacts]) ->
         conn.execute(read)
         row = conn.execute(insert).fetchone()
         inserted = int(row[0]) if row else 0
+        damaged = conn.execute(UNREADABLE).fetchall()
         conn.execute("DROP TABLE batch_raw")
         conn.execute("COMMIT")
     except BaseException:
@@ -201,7 +215,14 @@ def _insert_batch(conn: duckdb.DuckDBPyConnection, batch: Sequence[RunFacts]) ->
     finally:
         for name in ("batch_ids", "batch_files", "batch_refusals"):
             conn.unregister(name)
-    return inserted
+    return inserted, [f"{rid}: {n} line{'s' if n > 1 else ''} of its records.jsonl "
+                      f"{'do' if n > 1 else 'does'} not read as records (left out; the file "
+                      "is as it was)" for rid, n in damaged]
+
+
+def _add(result: AddResult, records: int, warnings: list[str]) -> None:
+    result.records += records
+    result.warnings += warnings
 
 
 def add_runs(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path | str], *,
@@ -232,10 +253,10 @@ def add_runs(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path | str], *,
             batch.append(facts)
             result.added.append(facts.run_id)
             if len(batch) >= batch_runs:
-                result.records += _insert_batch(conn, batch)
+                _add(result, *_insert_batch(conn, batch))
                 batch = []
         if batch:
-            result.records += _insert_batch(conn, batch)
+            _add(result, *_insert_batch(conn, batch))
     return result
 
 
