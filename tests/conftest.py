@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if name in LEAKED_VARIABLES or name.startswith(LEAKED_PREFIXES):
             del os.environ[name]
     os.environ["HF_HUB_OFFLINE"] = "1"
+    # Every `kvlab run` of the suite (module fixtures and subprocesses included) adds its
+    # run to a history of the suite's own, never to the developer's (kvlab history).
+    os.environ["KVLAB_HISTORY"] = str(Path(tempfile.mkdtemp(prefix="kvlab-test-history-"))
+                                      / "history.duckdb")
 
 
 @pytest.fixture(autouse=True)

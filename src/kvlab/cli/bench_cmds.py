@@ -177,6 +177,9 @@ def run(
     strict: bool = typer.Option(
         False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
         "with its records, instead of flagging it."),
+    no_history: bool = typer.Option(
+        False, "--no-history", help="Do not add the run to the run history (kvlab history; "
+        "KVLAB_HISTORY=off does the same for every run)."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report.
 
@@ -222,6 +225,9 @@ def run(
         print_json(result.evaluation.to_json())
     else:
         _print_evaluation(result.evaluation, result.run_dir.path)
+    from kvlab.cli.history_cmds import remember_run
+
+    remember_run(result.run_dir.path, enabled=not no_history)
 
 
 @app.command()

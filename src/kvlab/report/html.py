@@ -33,7 +33,7 @@ from kvlab.bench.analysis.validate import Violation
 from kvlab.bench.records import GaugeSample, Record
 from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import RunDir, load_run
-from kvlab.report import plots, reasoning
+from kvlab.report import across_runs, plots, reasoning
 from kvlab.report import server_histograms as histograms
 from kvlab.report.markdown import load_markdown, valid_text, verdicts_lines
 from kvlab.report.prompts import output_rule, prompt_rule, prompts_body
@@ -256,7 +256,7 @@ def _load(evaluation: Evaluation) -> str:
 
 
 def _figures(valid: ValidRows, summaries: Sequence[Summary],
-             gauges: Sequence[GaugeSample] = ()) -> str:
+             gauges: Sequence[GaugeSample] = (), pareto: bytes | None = None) -> str:
     parts = ["<h2>Figures</h2>"]
     figures = [
         ("Phase bars", plots.phase_bars(summaries),
@@ -267,6 +267,9 @@ def _figures(valid: ValidRows, summaries: Sequence[Summary],
          "Prefill grows with the prompt; ITL should stay flat with a KV cache."),
         ("Throughput against load", plots.throughput_vs_load(summaries),
          "System output tokens/s and mean e2e per load point."),
+        ("Throughput against latency (Pareto)", pareto,
+         "Output tokens/s of the valid rows against their p95 effective ITL, per load "
+         "point and mode; ringed: the points no other point beats on both."),
         ("Server gauges during the load points", plots.gauges_over_time(gauges),
          "The server's /metrics, polled every 0.25 s (gauges.jsonl): requests running "
          "and waiting, KV blocks in use."),
@@ -376,7 +379,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _summaries(summaries),
         _comparisons(evaluation.pairs, named=evaluation.named_pairs),
         _load(evaluation),
-        _figures(evaluation.valid, summaries, run.gauges),
+        _figures(evaluation.valid, summaries, run.gauges, across_runs.run_pareto(evaluation)),
         _workers(manifest, rows),
         _kv_check(manifest),
         _section(reasoning.TITLE, reasoning.section_body(evaluation.reasoning)),

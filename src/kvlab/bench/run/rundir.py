@@ -16,7 +16,7 @@ from kvlab.bench.store.rundir import RunDir
 from kvlab.bench.store.state import RunState
 from kvlab.bench.store.writer import RunWriter
 from kvlab.experiment import Experiment, with_queries
-from kvlab.servers.preflight import cpu_model
+from kvlab.servers.preflight import cpu_flags, cpu_model
 from kvlab.version import source_commit
 
 __all__ = ["RunDir", "create_run", "host_facts", "initial_state", "now_iso"]
@@ -89,10 +89,12 @@ def _version(package: str) -> str | None:
 
 
 def host_facts() -> dict[str, Any]:
-    """Platform, CPU, cores, memory, Python and torch versions (torch not imported)."""
+    """Platform, CPU (model and SIMD flags), cores, memory, Python and torch versions
+    (torch not imported)."""
     return {
         "platform": platform.platform(),
         "cpu": cpu_model(),
+        "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
         "memory_bytes": _memory_bytes(),
         "python": platform.python_version(),
