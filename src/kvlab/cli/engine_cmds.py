@@ -35,7 +35,7 @@ def prove(
     """Prove cached generation equals full recomputation (MHA, GQA, MQA; with --model,
     the sliding-window cache of a real model on a prompt longer than its window);
     exit 1 if not."""
-    from kvlab.engine.prove import MASK_PAST, mask_reading, prove_gemma, run_proof
+    from kvlab.studies.prove import MASK_PAST, mask_reading, prove_gemma, run_proof
 
     def given(value: int | None, default: int) -> int:
         return default if value is None else value
@@ -124,8 +124,8 @@ def kv_bench(
     """Time naive vs cached generation across contexts; write JSON, CSV and a PNG."""
     from rich.progress import Progress
 
-    from kvlab.engine.bench_files import write_outputs
-    from kvlab.engine.timing import DEFAULT_CONTEXTS, BenchSettings, run_kv_bench
+    from kvlab.studies.bench_files import write_outputs
+    from kvlab.studies.timing import DEFAULT_CONTEXTS, BenchSettings, run_kv_bench
 
     settings = BenchSettings(preset=preset, model=model,
                              contexts=tuple(sorted(set(int_list(contexts, "--contexts"))))
@@ -211,15 +211,16 @@ def engine_check(
     import torch
 
     from kvlab.bench.plan.workload import builtin_queries
-    from kvlab.engine.agreement import run_agreement
     from kvlab.engine.models import load_model
-    from kvlab.engine.reference import (
+    from kvlab.errors import ConfigError
+    from kvlab.servers.fetch import model_file
+    from kvlab.studies.agreement import run_agreement
+    from kvlab.studies.reference import (
         compare_logits,
         load_transformers_gemma,
         reference_prompts,
         transformers_forced_logits,
     )
-    from kvlab.errors import ConfigError
 
     unknown = sorted(set(against) - {"transformers", "llama-server"})
     odd_numerics = sorted(set(numerics) - {"float32", "llamacpp"})
@@ -230,7 +231,7 @@ def engine_check(
     chosen = builtin_queries(queries)
     caps = sorted(set(int_list(capacities, "--capacities")))
     torch.set_num_threads(threads)
-    loaded = load_model(model)
+    loaded = load_model(model_file(model), name=model)
     document: dict[str, Any] = {"model": model, "sha256": loaded.sha256, "threads": threads}
     ok = True
     forcers: dict[str, Any] = {}
@@ -246,7 +247,7 @@ def engine_check(
             del reference
     if "llama-server" in against:
         if "llamacpp" in numerics:
-            from kvlab.engine.llamacpp_numerics import (
+            from kvlab.studies.llamacpp_numerics import (
                 llamacpp_teacher_forced_logits,
                 weight_types,
             )

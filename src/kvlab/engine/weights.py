@@ -3,7 +3,7 @@
 A decode step multiplies a few rows of activations by every weight matrix, so it reads
 every weight once, and at a few rows that read is the step's cost: bytes of weights /
 memory bandwidth is a floor on the step time, and the floor is the same for 1 row as
-for 8 as long as the arithmetic keeps up (:mod:`kvlab.engine.roofline` measures
+for 8 as long as the arithmetic keeps up (:mod:`kvlab.studies.roofline` measures
 both). Fewer bytes per weight lower the floor; a kernel that keeps up with more rows
 keeps it flat. The forms (``FORMATS``), all through torch's own operators:
 

@@ -77,7 +77,7 @@ def _img(png: bytes | None, alt: str) -> str:
 
 
 def _markdown_block(text: str) -> str:
-    """The little markdown kvlog.render_markdown emits: pipe tables, bullets, lines."""
+    """The little markdown kv_check.kv_check_table emits: pipe tables, bullets, lines."""
     out: list[str] = []
     table: list[list[str]] = []
 
@@ -304,13 +304,13 @@ def _kv_check(manifest: dict[str, Any]) -> str:
     found = kv_checks(manifest)
     if not found:
         return ""
-    from kvlab.servers.kvlog import render_markdown
+    from kvlab.report.kv_check import kv_check_table
 
     parts = ["<h2>KV check (predicted vs logged by llama-server)</h2>"]
     for where, check in found:
         parts.append(f"<h3>{escape(where)}</h3>")
         try:
-            parts.append(_markdown_block(render_markdown(check)))
+            parts.append(_markdown_block(kv_check_table(check)))
         except ValueError as exc:  # a check of another shape: show it raw, never drop it
             parts.append(f"<p>unreadable check ({escape(str(exc).splitlines()[0])})</p>"
                          f"<pre>{escape(json.dumps(check, indent=2))}</pre>")

@@ -290,14 +290,14 @@ def kv_check_markdown(manifest: dict[str, Any]) -> str:
     """The KV check of every launched llama-server: kvlab's predicted KV-cache
     allocation next to the ``llama_kv_cache: size = ...`` lines of its log; "" when no
     server logged one. A disagreement is shown, never hidden."""
-    from kvlab.servers.kvlog import render_markdown
+    from kvlab.report.kv_check import kv_check_table
 
     out: list[str] = []
     for entry in manifest.get("servers", []):
         check = (entry.get("facts") or {}).get("kv_check")
         if check:
             out += [f"### {entry.get('mode')} @ {entry.get('capacity')}", "",
-                    render_markdown(check), ""]
+                    kv_check_table(check), ""]
     if not out:
         return ""
     return "\n".join(["", "## KV check: predicted vs allocated by llama-server", "", *out])

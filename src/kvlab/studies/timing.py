@@ -230,9 +230,10 @@ def _model_and_prompts(settings: BenchSettings) -> tuple[LanguageModel, dict[int
     (the first tokens of the workload's padding)."""
     if settings.model is not None:
         from kvlab.engine.models import load_model
-        from kvlab.engine.prove import gemma_prompt
+        from kvlab.servers.fetch import model_file
+        from kvlab.studies.prove import gemma_prompt
 
-        loaded = load_model(settings.model)
+        loaded = load_model(model_file(settings.model), name=settings.model)
         return loaded.model, {c: gemma_prompt(loaded.tokenizer, c) for c in settings.contexts}
     toy = build_model(get_preset(settings.preset), seed=settings.seed)
     gen = torch.Generator().manual_seed(settings.seed)

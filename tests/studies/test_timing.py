@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvlab.engine.timing import BenchSettings, Run, run_kv_bench
 from kvlab.errors import ConfigError, PromptTooLongError
+from kvlab.studies.timing import BenchSettings, Run, run_kv_bench
 
 
 def test_metrics_are_functions_of_token_offsets() -> None:
@@ -48,7 +48,7 @@ def test_context_too_long_is_refused_before_timing() -> None:
 
 
 def test_a_real_model_replaces_the_preset_in_the_settings() -> None:
-    from kvlab.engine.timing import BenchSettings
+    from kvlab.studies.timing import BenchSettings
 
     settings = BenchSettings(preset="not-a-preset", model="gemma-3-270m")
     assert settings.label == "gemma-3-270m"

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from kvlab.bench.plan.workload import builtin_queries
-from kvlab.engine.agreement import (
+from kvlab.engine.gemma import Gemma3
+from kvlab.engine.gguf_tokenizer import GGUFTokenizer
+from kvlab.engine.models import LoadedModel
+from kvlab.studies.agreement import (
     AgreementReport,
     DecodeCheck,
     ForcedCheck,
@@ -17,9 +20,6 @@ from kvlab.engine.agreement import (
     run_agreement,
     score_forced,
 )
-from kvlab.engine.gemma import Gemma3
-from kvlab.engine.gguf_tokenizer import GGUFTokenizer
-from kvlab.engine.models import LoadedModel
 
 
 def test_summary_figures() -> None:

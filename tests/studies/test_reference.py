@@ -8,7 +8,7 @@ import pytest
 
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
-from kvlab.engine.reference import (
+from kvlab.studies.reference import (
     compare_logits,
     load_transformers_gemma,
     reference_prompts,
@@ -32,7 +32,7 @@ def test_logits_equal_transformers_within_tolerance(
         assert r.ok
     assert all(r.argmax_agreement == 1.0 for r in results)
     # Teacher forcing reads the same logits: step i sees the prompt and forced[:i].
-    from kvlab.engine.agreement import teacher_forced_logits
+    from kvlab.studies.agreement import teacher_forced_logits
 
     ids, forced = prompts["plain"], [506, 5279, 529]
     theirs = transformers_forced_logits(reference, ids, forced)  # (3, V)

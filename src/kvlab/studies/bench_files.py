@@ -6,9 +6,9 @@ import csv
 import json
 from pathlib import Path
 
-from kvlab.engine.timing import KvBenchResult
 from kvlab.errors import ConfigError
 from kvlab.servers.preflight import machine_snapshot
+from kvlab.studies.timing import KvBenchResult
 
 
 def write_json(result: KvBenchResult, path: Path) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.engine import speed
 from kvlab.engine.gemma import build_gemma
 from kvlab.engine.gemma_config import GemmaConfig
+from kvlab.studies import speed
 
 TINY = GemmaConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=1,
                    head_dim=16, ffn_dim=48, max_len=64, window=4, sliding=(True, False))

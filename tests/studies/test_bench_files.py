@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.engine.bench_files import write_outputs
-from kvlab.engine.timing import BenchSettings, KvBenchResult, Run
 from kvlab.errors import ConfigError
+from kvlab.studies.bench_files import write_outputs
+from kvlab.studies.timing import BenchSettings, KvBenchResult, Run
 
 
 def _result() -> KvBenchResult:

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from kvlab.engine.prove import mask_reading, run_proof
 from kvlab.errors import ConfigError
+from kvlab.studies.prove import mask_reading, run_proof
 from tests.rounding import hold_to_bound
 
 
@@ -49,7 +49,7 @@ def test_bad_input(kwargs: dict[str, object]) -> None:
 def test_gemma_proof_on_a_prompt_longer_than_its_window(gemma_model, gemma_tokenizer,
                                                         gemma_gguf) -> None:  # type: ignore[no-untyped-def]
     from kvlab.engine.models import LoadedModel
-    from kvlab.engine.prove import prove_gemma
+    from kvlab.studies.prove import prove_gemma
 
     loaded = LoadedModel("gemma-3-270m", gemma_gguf, "", gemma_model, gemma_tokenizer)
     report = prove_gemma(prompt_tokens=530, new_tokens=3, threads=None, loaded=loaded)
@@ -64,7 +64,7 @@ def test_gemma_proof_on_a_prompt_longer_than_its_window(gemma_model, gemma_token
 
 
 def test_gemma_proof_bad_input() -> None:
-    from kvlab.engine.prove import prove_gemma
+    from kvlab.studies.prove import prove_gemma
 
     with pytest.raises(ConfigError, match="unknown model 'nope'"):
         prove_gemma("nope")

@@ -4,8 +4,8 @@ engine-batch``, never asserted)."""
 from __future__ import annotations
 
 from kvlab.engine.gemma import build_gemma
-from kvlab.engine.roofline import StepTime, copy_bandwidth, kv_nbytes_read, time_steps
 from kvlab.engine.weights import to_format, weight_nbytes
+from kvlab.studies.roofline import StepTime, copy_bandwidth, kv_nbytes_read, time_steps
 from tests.engine.test_gemma import TINY
 
 

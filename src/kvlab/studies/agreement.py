@@ -13,7 +13,7 @@ with llama-server's own ``/tokenize``, then a query):
   cached pass, and its top-1 prediction at each step is compared with the token
   llama-server chose there (every step sees llama.cpp's own history). Other
   teacher-forced predictors (Transformers; the engine under llama.cpp's numerics, see
-  :mod:`kvlab.engine.llamacpp_numerics`) can be scored the same way, beside it.
+  :mod:`kvlab.studies.llamacpp_numerics`) can be scored the same way, beside it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gemma_config import GemmaConfig
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
-from kvlab.engine.llamacpp_numerics import (
+from kvlab.engine.masks import causal_mask
+from kvlab.studies.llamacpp_numerics import (
     F16KVCache,
     fake_q8_0,
     fake_q8_K,
@@ -24,7 +25,6 @@ from kvlab.engine.llamacpp_numerics import (
     server_prompt_ubatches,
     weight_types,
 )
-from kvlab.engine.masks import causal_mask
 from tests.rounding import assert_close_up_to_rounding
 
 
@@ -122,8 +122,8 @@ def test_server_prompt_ubatches() -> None:
 def test_llamacpp_numerics_change_the_logits_not_the_greedy_choice(
     gemma_model: Gemma3, gemma_tokenizer: GGUFTokenizer, gemma_gguf: Path,
 ) -> None:
-    from kvlab.engine.agreement import teacher_forced_logits
     from kvlab.engine.generate import generate
+    from kvlab.studies.agreement import teacher_forced_logits
 
     ids = gemma_tokenizer.encode("The capital of France is")
     forced = generate(gemma_model, ids, 4).tokens
@@ -145,7 +145,7 @@ def test_quantized_numerics_amplify_a_last_bit_nudge(
     more than the float32 ones, because Q8/F16 rounding turns last-bit differences into
     whole quantization steps."""
     from kvlab.bench.plan.workload import padding_text
-    from kvlab.engine.agreement import teacher_forced_logits
+    from kvlab.studies.agreement import teacher_forced_logits
 
     ids = gemma_tokenizer.encode(padding_text()[:600])
     forced = [506, 5279, 529, 506]

@@ -139,9 +139,8 @@ class PagedMeasurement:
 def measure_paged_blocks(shape: ModelShape, lengths: list[int], block: int,
                          n_blocks: int) -> PagedMeasurement:
     """Grow one sequence per length in the engine's :class:`BlockPool` of ``n_blocks``
-    blocks (each in one step, as a prefill does) and count the blocks it holds."""
-    import torch
-
+    blocks (each in one step, as a prefill does) and count the blocks it holds (the
+    allocator alone: no K/V tensor is allocated)."""
     layout = _engine_config(shape)
     if layout is None:
         raise ConfigError(
@@ -154,7 +153,7 @@ def measure_paged_blocks(shape: ModelShape, lengths: list[int], block: int,
     # No length limit here: every sequence given is held, every window stays a window.
     layout = _SlidingLayout(layout.n_layers, layout.n_kv_heads, layout.head_dim,
                             2**62, tuple(windows))
-    pool = BlockPool(layout, n_blocks=n_blocks, block_size=block, dtype=torch.float32)
+    pool = BlockPool(layout, n_blocks=n_blocks, block_size=block)
     for seq, length in enumerate(lengths):
         pool.add(seq)
         pool.grow(seq, length)

@@ -185,9 +185,10 @@ def prove_gemma(
     here, about 20 s).
     """
     from kvlab.engine.models import load_model
+    from kvlab.servers.fetch import model_file
 
     _check_counts(threads, prompt_tokens, new_tokens)
-    loaded = loaded or load_model(name)
+    loaded = loaded or load_model(model_file(name), name=name)
     prompt = gemma_prompt(loaded.tokenizer, prompt_tokens)
     report = ProofReport(mask=causal_mask(MASK_NEW, MASK_PAST).tolist())
     with _threads(threads):

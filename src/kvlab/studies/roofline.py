@@ -22,6 +22,7 @@ from torch import nn
 
 from kvlab.engine.lm import LanguageModel, model_dtype
 from kvlab.engine.paged import BlockPool
+from kvlab.engine.paged_kv import PagedKV
 from kvlab.engine.ragged import RaggedBatch
 from kvlab.engine.weights import weight_nbytes
 
@@ -76,15 +77,15 @@ def time_steps(model: LanguageModel, batch_sizes: list[int], context: int = 64,
     largest = max(batch_sizes)
     bs = 16
     grow_to = context + repeats * steps * len(batch_sizes) + 1
-    pool = BlockPool(model.config, n_blocks=largest * (-(-grow_to // bs) + 1),
-                     block_size=bs, dtype=model_dtype(model))
+    pool = BlockPool(model.config, n_blocks=largest * (-(-grow_to // bs) + 1), block_size=bs)
+    kv = PagedKV.for_pool(pool, model_dtype(model))
     gen = torch.Generator().manual_seed(seed)
     vocab = model.config.vocab_size
     with torch.inference_mode():
         for seq in range(largest):  # one prefill per sequence
             pool.add(seq)
             pool.grow(seq, context)
-            batch = RaggedBatch(pool, [(seq, context)])
+            batch = RaggedBatch(pool, kv, [(seq, context)])
             model(torch.randint(0, vocab, (1, context), generator=gen), batch, last_only=True)
             batch.advance()
         samples: dict[int, list[float]] = {b: [] for b in batch_sizes}
@@ -95,13 +96,13 @@ def time_steps(model: LanguageModel, batch_sizes: list[int], context: int = 64,
                     start = time.perf_counter()
                     for seq in range(b):
                         pool.grow(seq, 1)
-                    batch = RaggedBatch(pool, [(seq, 1) for seq in range(b)])
+                    batch = RaggedBatch(pool, kv, [(seq, 1) for seq in range(b)])
                     model(ids, batch, logits_at=torch.arange(b))  # (1, B, V)
                     batch.advance()
                     samples[b].append(time.perf_counter() - start)
     weights = weight_nbytes(_as_module(model))
-    kv = kv_nbytes_read(model, context)
-    return [StepTime(b, 1e3 * statistics.median(samples[b][steps:]), weights, b * kv)
+    kv_bytes = kv_nbytes_read(model, context)
+    return [StepTime(b, 1e3 * statistics.median(samples[b][steps:]), weights, b * kv_bytes)
             for b in batch_sizes]
 
 
