@@ -79,6 +79,7 @@ class Dialect(ABC):
     path: ClassVar[str]  # where a client posts a request
     routes: ClassVar[tuple[str, ...]]  # every route a server answers it on, path first
     chat: ClassVar[bool] = False  # the prompt is a list of messages (a chat template)
+    prompt_field: ClassVar[str] = "prompt"  # the body field of the prompt (chat: messages)
     needs_model: ClassVar[bool] = False  # a request must name the model
     max_tokens_field: ClassVar[str]  # the body field of the output length
     terminator: ClassVar[str]  # what ends its stream, in words for a message

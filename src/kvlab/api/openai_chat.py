@@ -24,6 +24,7 @@ class OpenAIChat(OpenAIDialect):
     path = "/v1/chat/completions"
     routes = ("/v1/chat/completions", "/chat/completions")
     chat = True
+    prompt_field = "messages"
     id_prefix = "chatcmpl-"
     part_key = "delta"
     answer_key = "message"

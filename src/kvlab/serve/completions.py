@@ -44,10 +44,9 @@ async def complete(request: Request, dialect: Dialect) -> Response:
     state: ServerState = request.app.state.kvlab
     body = await read_json_body(request)
     params = parse_gen_params(body, state.settings.seed)
-    if dialect.chat:
-        prompt_ids = state.prompt_ids(state.slot.chat.render(body), "messages")
-    else:
-        prompt_ids = state.prompt_ids(body.get("prompt"), "prompt")
+    field = dialect.prompt_field
+    prompt = state.slot.chat.render(body) if dialect.chat else body.get(field)
+    prompt_ids = state.prompt_ids(prompt, field)
     state.check_fits(prompt_ids, params)
     head = AnswerHead(id=dialect.id_prefix + uuid.uuid4().hex, created=int(time.time()),
                       model=state.model_id, fingerprint=FINGERPRINT,

@@ -152,7 +152,8 @@ class SyntheticServer:
             req = json.loads(body or b"{}")
             sched = self.default.override(req)
             if sched.prompt_tokens < 0:
-                sched = replace(sched, prompt_tokens=prompt_token_count(req))
+                sched = replace(sched, prompt_tokens=prompt_token_count(
+                    req, dialect.prompt_field))
         except (ValueError, TypeError) as exc:
             conn.write(http_response(400, {"error": {"message": str(exc), "code": 400}}))
             return

@@ -20,12 +20,13 @@ if TYPE_CHECKING:
 _WORD = re.compile(r"\w+|[^\w\s]")
 
 
-def prompt_token_count(req: dict[str, Any]) -> int:
-    """The synthetic "tokenizer": words and punctuation marks of the prompt (a chat
-    is first laid out as ``"<role>: <content>\\n"`` per message, then ``"assistant: "``,
-    like kvlab serve's template); a prompt of token ids counts its ids. At least 1."""
-    prompt = req.get("prompt")
-    if isinstance(prompt, list):
+def prompt_token_count(req: dict[str, Any], field: str = "prompt") -> int:
+    """The synthetic "tokenizer": words and punctuation marks of the prompt in ``field``
+    (a chat is first laid out as ``"<role>: <content>\\n"`` per message, then
+    ``"assistant: "``, like kvlab serve's template); a prompt of token ids counts its
+    ids. At least 1."""
+    prompt = req.get(field)
+    if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
         return max(1, len(prompt))
     if not isinstance(prompt, str):
         given = req.get("messages")
