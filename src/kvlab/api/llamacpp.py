@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kvlab.api.dialect import AnswerHead, Dialect, Finish
 from kvlab.api.facts import (
@@ -30,7 +30,7 @@ class LlamaCompletion(Dialect):
 
     kind = "llamacpp-completion"
     path = "/completion"
-    routes = ("/completion", "/completions")
+    routes: ClassVar[tuple[str, ...]] = ("/completion", "/completions")
     max_tokens_field = "n_predict"
     terminator = "the final stop event"
 

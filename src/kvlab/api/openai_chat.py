@@ -10,7 +10,7 @@ content: null}``, then one ``delta.content`` per token; a whole answer's text is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kvlab.api.dialect import AnswerHead, Finish
 from kvlab.api.openai import OpenAIDialect
@@ -22,7 +22,7 @@ class OpenAIChat(OpenAIDialect):
 
     kind = "openai-chat"
     path = "/v1/chat/completions"
-    routes = ("/v1/chat/completions", "/chat/completions")
+    routes: ClassVar[tuple[str, ...]] = ("/v1/chat/completions", "/chat/completions")
     chat = True
     prompt_field = "messages"
     id_prefix = "chatcmpl-"

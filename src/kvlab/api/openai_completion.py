@@ -7,7 +7,7 @@ so does a whole answer's. The rest is OpenAI's common ground (:mod:`kvlab.api.op
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kvlab.api.dialect import AnswerHead, Finish
 from kvlab.api.openai import OpenAIDialect
@@ -19,7 +19,7 @@ class OpenAICompletion(OpenAIDialect):
 
     kind = "openai-completion"
     path = "/v1/completions"
-    routes = ("/v1/completions",)
+    routes: ClassVar[tuple[str, ...]] = ("/v1/completions",)
     id_prefix = "cmpl-"
     part_key = None
     answer_key = None
