@@ -12,7 +12,6 @@ from enum import StrEnum
 
 from kvlab.api.dialect import Dialect
 from kvlab.api.llamacpp import LlamaCompletion
-from kvlab.api.llamacpp_infill import LlamaInfill
 from kvlab.api.openai_chat import OpenAIChat
 from kvlab.api.openai_completion import OpenAICompletion
 
@@ -23,14 +22,12 @@ class ApiKind(StrEnum):
     LLAMACPP_COMPLETION = "llamacpp-completion"  # llama.cpp POST /completion
     OPENAI_CHAT = "openai-chat"  # POST /v1/chat/completions
     OPENAI_COMPLETION = "openai-completion"  # POST /v1/completions
-    LLAMACPP_INFILL = "llamacpp-infill"  # llama.cpp POST /infill
 
 
 DIALECTS: dict[ApiKind, Dialect] = {ApiKind(d.kind): d for d in (
     LlamaCompletion(),
     OpenAIChat(),
     OpenAICompletion(),
-    LlamaInfill(),
 )}
 if set(DIALECTS) != set(ApiKind):
     raise RuntimeError(f"ApiKind without a dialect: {sorted(set(ApiKind) - set(DIALECTS))}")
