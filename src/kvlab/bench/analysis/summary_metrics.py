@@ -11,7 +11,6 @@ own) and one line in :data:`SUMMARY_METRICS`. The row functions are
 from __future__ import annotations
 
 from kvlab.bench.analysis import metrics as m
-from kvlab.bench.analysis.e2e_per_token import E2E_PER_TOKEN
 from kvlab.bench.analysis.metric import DIST, VALUE, Column, Metric
 from kvlab.bench.analysis.percentiles import describe
 from kvlab.bench.analysis.valid_rows import ValidRows
@@ -101,7 +100,6 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     ITL,
     INTER_DELTA,
     CONTENT_DELTAS,
-    E2E_PER_TOKEN,
     ANSWER_TTFT,
     OVERHEAD,
     DECODE_TPS,
