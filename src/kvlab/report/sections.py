@@ -17,7 +17,6 @@ from kvlab.report.peer_definitions import PeerDefinitions
 from kvlab.report.prompts import Prompts
 from kvlab.report.protocol import Protocol
 from kvlab.report.reasoning import Reasoning
-from kvlab.report.refusals import Refusals
 from kvlab.report.section import Section
 from kvlab.report.server_counters import ServerCounters
 from kvlab.report.server_histograms import ServerHistograms
@@ -31,7 +30,6 @@ SECTIONS: tuple[Section, ...] = (
     Protocol(),
     MetricDefinitions(),
     Validation(),
-    Refusals(),
     Summaries(),
     Comparisons(),
     Intervals(),
