@@ -125,14 +125,45 @@ def gemma_tokenizer(gemma_gguf: Path) -> GGUFTokenizer:
     return load_gguf_tokenizer(gemma_gguf, check_gguf(gemma_gguf).tokenizer_json)
 
 
+def _kernels() -> str:
+    """The CPU kernel set torch picked, and the overrides tests/kernel_sets.py sets."""
+    import torch
+
+    kernels = torch.backends.cpu.get_cpu_capability()
+    for name in ("MKL_CBWR", "ONEDNN_MAX_CPU_ISA"):
+        if os.environ.get(name):
+            kernels += f", {name}={os.environ[name]}"
+    return kernels
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The worst |difference| of each equality-up-to-rounding test against its bound,
     under the kernel set torch picked (tests/rounding.py); as JSON too when
-    KVLAB_ROUNDING_REPORT names a file."""
-    import json
-    import os
+    KVLAB_ROUNDING_REPORT names a file. Then each top-1 agreement with float32 and its
+    floor (tests/agreement.py)."""
+    _agreement_summary(terminalreporter)
+    _rounding_summary(terminalreporter)
 
-    import torch
+
+def _agreement_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.agreement import AGREEMENTS
+
+    if not AGREEMENTS:
+        return
+    terminalreporter.section(f"top-1 agreement with float32 (torch CPU kernels: "
+                             f"{_kernels()})")
+    terminalreporter.write_line(f"{'form':>13} {'positions':>9} {'agree':>6} "
+                                f"{'near ties':>9} {'disagree':>8} {'agreement':>9} "
+                                f"{'floor':>6}  test")
+    for held in AGREEMENTS:
+        a = held.agreement
+        terminalreporter.write_line(
+            f"{a.name:>13} {a.positions:>9} {a.agree:>6} {a.near_ties:>9} "
+            f"{a.disagree:>8} {a.rate:>9.1%} {held.floor:>6.0%}  {held.test}")
+
+
+def _rounding_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    import json
 
     from tests.rounding import MARGINS
 
@@ -143,9 +174,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         delta, bound = worst.get(m.test, (0.0, 0.0))
         if m.delta / m.bound >= (delta / bound if bound else -1.0):
             worst[m.test] = (m.delta, m.bound)
-    kernels = torch.backends.cpu.get_cpu_capability()
-    if os.environ.get("MKL_CBWR"):
-        kernels += f", MKL_CBWR={os.environ['MKL_CBWR']}"
+    kernels = _kernels()
     terminalreporter.section(f"rounding margins (torch CPU kernels: {kernels})")
     for test, (delta, bound) in sorted(worst.items()):
         sign = "<=" if delta <= bound else "> "
