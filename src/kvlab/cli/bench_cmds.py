@@ -52,12 +52,8 @@ def _print_load(evaluation: Evaluation) -> None:
 def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
     from rich.table import Table
 
-    from kvlab.report.markdown import (
-        comparison_header,
-        comparison_rows,
-        summary_header,
-        summary_rows,
-    )
+    from kvlab.report.comparisons import comparison_header, comparison_rows
+    from kvlab.report.summary_table import summary_header, summary_rows
 
     # Short headers so the table fits 100 columns; report.md has every column. The load
     # column only when the run has load points.

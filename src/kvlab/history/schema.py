@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvlab.bench.analysis.summaries import INTERVAL_METRICS
+from kvlab.bench.analysis.summary_metrics import INTERVAL_METRICS
 from kvlab.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvlab.report.section import ReportInput, Section
 from kvlab.servers.kvlog import KvCheck, log_mib
 
 
@@ -47,3 +48,31 @@ def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
     for c in chk.caches:
         lines.extend(f"- {c.kind}: {m}" for m in c.mismatches)
     return "\n".join(lines)
+
+
+def kv_check_body(manifest: dict[str, Any]) -> str:
+    """The KV check of every launched llama-server, one table per server: kvlab's
+    predicted KV-cache allocation next to the ``llama_kv_cache: size = ...`` lines of its
+    log; "" when no server logged one."""
+    out: list[str] = []
+    for entry in manifest.get("servers", []):
+        check = (entry.get("facts") or {}).get("kv_check")
+        if check:
+            out += [f"### {entry.get('mode')} @ {entry.get('capacity')}", "",
+                    kv_check_table(check), ""]
+    return "\n".join(out)
+
+
+def kv_check_markdown(manifest: dict[str, Any]) -> str:
+    """The section as report.md text ("" when no server logged a check)."""
+    body = kv_check_body(manifest)
+    return f"\n## {KvCheckSection.heading}\n\n{body}" if body else ""
+
+
+class KvCheckSection(Section):
+    """Predicted against allocated KV caches, per launched llama-server."""
+
+    heading = "KV check: predicted vs allocated by llama-server"
+
+    def body(self, report: ReportInput) -> str:
+        return kv_check_body(report.manifest)
