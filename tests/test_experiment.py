@@ -138,7 +138,7 @@ def test_arrivals_and_ramp_reach_the_load_points() -> None:
     assert (first.arrival, first.burstiness, first.ramp_up_s, first.seed) == (
         "gamma", 0.5, 3.0, 9)
     assert second.label == "rate=4.0" and second.requests == 10
-    again = e.load.point(4.0, 10, repetition=2)
+    again = e.load.probe(4.0, 10, repetition=2)
     assert again.label == "rate=4.0#2" and again.seed == 11  # a repeat draws anew
 
 
@@ -146,7 +146,7 @@ def test_arrivals_and_ramp_reach_the_load_points() -> None:
     ('kind = "rate"\nvalues = [1]\nburstiness = 0.5',
      'load: burstiness shapes gamma arrivals: set arrival = "gamma"'),
     ('kind = "concurrency"\nvalues = [2]\narrival = "gamma"',
-     "load: arrival and ramp_up_s shape rate loads only"),
+     "load.arrival: applies to rate loads only, not concurrency"),
     ('kind = "rate"', "load.values: a rate load needs values, e.g. [1, 2, 4]"),
     ('kind = "trace"\nvalues = [1.0]', "load: a trace load replays a trace's times; set "
      '[workload.dataset] kind = "trace"'),

@@ -26,7 +26,7 @@ def _print_load(evaluation: Evaluation) -> None:
 
     from kvlab.report.markdown import fmt, valid_text
 
-    points = [p for p in evaluation.load if p.kind != "sequential"]
+    points = [p for p in evaluation.load if p.load is not None]  # not sequential rows
     if not points:
         return
     table = Table(title="load: rates in req/s (drawn: the arrivals' own rate); "
@@ -37,7 +37,7 @@ def _print_load(evaluation: Evaluation) -> None:
                          no_wrap=True)
     rows = [[p.mode, str(p.capacity), p.load or "", valid_text(p.count),
              fmt(p.target_rate),
-             fmt(p.scheduled_rate) if p.kind == "rate" else "—", fmt(p.achieved_rate),
+             fmt(p.scheduled_rate) if p.target_rate is not None else "—", fmt(p.achieved_rate),
              fmt(p.send_lag_ms["p50"], 3), fmt(p.send_lag_ms["p99"], 3),
              fmt(p.request_throughput), fmt(p.output_tokens_per_s, 1),
              fmt(p.goodput), "SLIPPED" if p.slipped else "kept"] for p in points]

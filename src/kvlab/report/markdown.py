@@ -223,7 +223,7 @@ def queries_line(workload: Workload, manifest: dict[str, Any]) -> str:
 
 def load_markdown(summaries: Sequence[LoadSummary]) -> str:
     """The "Load" section: one row per (mode, capacity, load) from bench.analysis.load summaries."""
-    if not any(s.kind != "sequential" for s in summaries):
+    if all(s.load is None for s in summaries):  # sequential rows only
         return ""
     slo = next((s.slo for s in summaries if s.slo), {})
     slo_text = ", ".join(f"{k} ≤ {v:g}" for k, v in slo.items() if v is not None) or "none set"

@@ -14,7 +14,7 @@ import pytest
 
 from kvlab.bench.analysis.validate import Reason, check_row
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.bench.plan.schedule import LoadPoint, arrival_offsets_ns
+from kvlab.bench.plan.loads.trace import TracePoint
 from kvlab.bench.plan.workload import Prepared
 from kvlab.bench.records import Record, read_records
 from kvlab.bench.run.runner import RunResult, run_experiment
@@ -164,7 +164,7 @@ def test_a_trace_is_replayed_at_its_times_and_lengths(tmp_path) -> None:
                        key=lambda r: r.t_scheduled or 0)
         assert len(point) == len(trace)
         start = point[0].t_scheduled or 0
-        expected = arrival_offsets_ns(LoadPoint("trace", speed).with_trace(times), None)
+        expected = TracePoint(speed, times_ms=tuple(times)).arrivals_ns(None)
         assert [(r.t_scheduled or 0) - start for r in point] == expected
         for r in point:  # calibration counts exactly what the server reports
             line = trace[int(r.query_id.removeprefix("line")) - 1]
@@ -189,7 +189,7 @@ def test_bursty_arrivals_follow_their_gamma_schedule(tmp_path) -> None:
         mine = sorted((r for r in rows if r.load == point.label),
                       key=lambda r: r.t_scheduled or 0)
         start = mine[0].t_scheduled or 0
-        assert [(r.t_scheduled or 0) - start for r in mine] == arrival_offsets_ns(point, 60)
+        assert [(r.t_scheduled or 0) - start for r in mine] == point.arrivals_ns(60)
     assert result.evaluation.counts["refused_rows"] == 0
     assert {s.load for s in result.evaluation.load} == {"rate=8.0", "rate=14.0"}
 

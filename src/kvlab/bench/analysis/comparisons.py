@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES, Interval, Verdict, ratio_ci, verdict
 from kvlab.bench.analysis.summaries import DECODE, E2E, ITL, PREFILL, TTFT, RowMetric
 from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
 from kvlab.bench.analysis.validate import Reason, Violation, check_pairs
+from kvlab.bench.labels import load_order
 from kvlab.bench.records import Record
 
 COMPARED_METRICS: tuple[RowMetric, ...] = (E2E, PREFILL, DECODE, TTFT, ITL)  # times only

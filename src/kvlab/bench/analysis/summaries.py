@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvlab.bench.analysis import metrics as m
-from kvlab.bench.analysis.labels import load_order, parse_label
 from kvlab.bench.analysis.stats import Distribution, Interval, bootstrap_ci, describe, percentile
 from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
+from kvlab.bench.labels import load_order, parse_label
 from kvlab.bench.records import Record
 
 

@@ -94,7 +94,7 @@ def _attach(experiment: Experiment, endpoints: list[str], aa: str | None) -> Att
 def _workers(choice: WorkerChoice | None, experiment: Experiment) -> RaySettings | None:
     """The load workers of a run (None: one process); ConfigError before a run dir."""
     load = experiment.load
-    return worker_settings(choice, load.workers, load.kind == "sequential")
+    return worker_settings(choice, load.workers, load.one_by_one)
 
 
 def tokenizer_path(path: Path | str | None) -> str | None:

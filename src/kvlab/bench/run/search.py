@@ -51,7 +51,7 @@ async def search_capacity(session: Session, mode: Mode, capacity: int, endpoint:
     while (rate := next_rate(probes, plan)) is not None:
         by_point: dict[str, list[Record]] = {}
         for k in range(1, experiment.search.repetitions + 1):
-            point = load.point(rate, requests, repetition=k)
+            point = load.probe(rate, requests, repetition=k)
             label = point.label or ""  # a rate point always has one
             if session.state.point_done(mode.name, capacity, label):
                 by_point[label] = earlier.get(label, [])

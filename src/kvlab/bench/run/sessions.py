@@ -19,13 +19,14 @@ and a lost worker into :class:`~kvlab.errors.RunInterrupted`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gauges import DEFAULT_INTERVAL_S, GaugeRecorder
+from kvlab.bench.plan.loads.base import LoadStrategy
 from kvlab.bench.plan.order import (
     Block,
     interleave,
@@ -35,7 +36,6 @@ from kvlab.bench.plan.order import (
     server_sessions,
     split,
 )
-from kvlab.bench.plan.schedule import LoadPoint
 from kvlab.bench.plan.workload import Prepared, PreparedPrompt, Query, warmup_prompt
 from kvlab.bench.records import Outcome, Record, RunClock
 from kvlab.bench.run.reporter import Reporter
@@ -153,7 +153,7 @@ class Session:
         if self.experiment.search is not None:
             done = self.state.point_done(mode.name, capacity, SEARCH_DONE)
             return [] if done else [(0, SEARCH_DONE)]
-        if self.experiment.load.kind != "sequential":
+        if not self.experiment.load.one_by_one:
             return self.points_todo(mode, capacity)
         return [
             (rep, qid) for rep, qid in rows
@@ -206,7 +206,7 @@ class Session:
             if self.experiment.search is not None:
                 await search_capacity(self, mode, capacity, endpoint, prompts, server)
                 return
-            if self.experiment.load.kind != "sequential":
+            if not self.experiment.load.one_by_one:
                 await self.measure_points(mode, capacity, endpoint, prompts, server)
                 return
             self.reporter.begin(mode.name, capacity, len(todo))
@@ -236,10 +236,10 @@ class Session:
 
     def points_todo(self, mode: Mode, capacity: int) -> list[tuple[int, str]]:
         """Load points of this mode and capacity not completed yet, as (index, label)."""
-        return [(i, point.label) for i, point in enumerate(self.points())
-                if not self.state.point_done(mode.name, capacity, point.label)]
+        return [(i, point.label or "") for i, point in enumerate(self.points())
+                if not self.state.point_done(mode.name, capacity, point.label or "")]
 
-    def points(self) -> list[Any]:
+    def points(self) -> Sequence[LoadStrategy]:
         w = self.experiment.workload
         return self.experiment.load.points(len(self.queries) * w.repetitions)
 
@@ -255,21 +255,19 @@ class Session:
 
     async def run_load_point(self, mode: Mode, capacity: int, endpoint: Endpoint,
                              prompts: dict[str, PreparedPrompt], server: Server | None,
-                             point: LoadPoint) -> list[Record]:
+                             point: LoadStrategy) -> list[Record]:
         """Send one load point whole (a trace point at its rows' arrival times), enter
         it in the state as done, and return its measured records."""
         from kvlab.bench.plan.schedule import run_point
 
-        if point.kind == "trace":
-            point = point.with_trace([prompts[q.id].arrival_ms or 0.0 for q in self.queries])
-        n = point.planned_requests(5000 if point.duration_s else 0)
+        point = point.with_prompts([prompts[q.id] for q in self.queries])
+        n = point.planned_requests()
         first = self.position
         specs = [self.spec(mode, capacity, prompts[self.queries[i % len(self.queries)].id],
                            i // len(self.queries), position=first + i)
                  for i in range(n)]
         self.position += n
-        self.reporter.begin(f"{mode.name} {point.label}", capacity, len(specs)
-                            if not point.duration_s else point.planned_requests(len(specs)))
+        self.reporter.begin(f"{mode.name} {point.label}", capacity, n)
 
         def landed(record: Record) -> None:
             self.writer.append(record)
@@ -392,7 +390,7 @@ def drive(session: Session, modes: list[Mode]) -> None:
     try:
         if session.workers is not None:
             session.reporter.note("starting the load workers")
-            session.workers.start(session.experiment.load.max_concurrency)
+            session.workers.start(session.experiment.load.in_flight_cap())
         asyncio.run(session.run_modes(modes))
         return
     except KeyboardInterrupt:

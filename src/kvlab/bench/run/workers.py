@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
-from kvlab.bench.plan.schedule import LoadPoint
+from kvlab.bench.plan.loads.base import LoadStrategy
 from kvlab.bench.records import Record, RunClock
 from kvlab.bench.store.state import PointClocks, RunState, WorkerChoice
 from kvlab.bench.store.writer import RunWriter
@@ -95,7 +95,7 @@ class RunWorkers:
                 "a server at an address the workers can reach (--no-launch --endpoint, or "
                 "an external endpoint)")
 
-    async def send_point(self, mode: str, capacity: int, point: LoadPoint,
+    async def send_point(self, mode: str, capacity: int, point: LoadStrategy,
                          specs: Sequence[RequestSpec], endpoint: Endpoint, clock: RunClock,
                          landed: Callable[[Record], None]) -> list[Record]:
         """Send one load point through the workers; its clocks go into the state first."""
