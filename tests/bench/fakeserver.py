@@ -22,6 +22,12 @@ server reuses prefixes whatever ``cache_prompt`` says, as vLLM's automatic prefi
 caching does: a prompt's words shared with the previous prompt, in whole blocks of
 ``BLOCK`` words, are reported as ``cached_tokens``; ``details`` False leaves
 ``prompt_tokens_details`` out (vLLM without ``--enable-prompt-tokens-details``).
+``reasoning`` N (OpenAI routes): the first N generated tokens are a reasoning model's
+thinking, streamed as ``delta.<reasoning_field>`` (chat; ``reasoning`` as vLLM 0.32
+writes it, or ``reasoning_content`` as llama-server does) or beside ``text``
+(completions), and returned so in a whole answer; ``usage_reasoning`` is the usage's
+``completion_tokens_details.reasoning_tokens`` (None: left out). ``metrics`` is the
+body of ``GET /metrics`` (None: 404).
 ``GET /v1/models`` and the completion
 routes answer 401 without the right ``Authorization: Bearer`` key when ``api_key`` is
 set. Bodies and headers received are kept in ``requests``.
@@ -80,6 +86,10 @@ class FakeServer:
         self.fault: str | None = None
         self.prefix_cache = False  # reuse shared prefixes, ignoring cache_prompt
         self.details = True  # report usage.prompt_tokens_details
+        self.reasoning = 0  # generated tokens streamed as reasoning before the answer
+        self.reasoning_field = "reasoning"  # or "reasoning_content"
+        self.usage_reasoning: int | None = None  # usage's reasoning_tokens; None: absent
+        self.metrics: str | None = None  # GET /metrics's text; None: 404
         self._previous: list[str] = []  # the last prompt's words (prefix_cache)
         self.requests: list[dict[str, Any]] = []
         self.base_url = ""
@@ -105,6 +115,7 @@ class FakeServer:
         app = web.Application()
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/completion", self._quiet(self._completion))
         app.router.add_post("/v1/chat/completions", self._quiet(self._openai))
         app.router.add_post("/v1/completions", self._quiet(self._openai))
@@ -152,6 +163,11 @@ class FakeServer:
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.metrics is None:
+            return web.Response(status=404)
+        return web.Response(text=self.metrics, content_type="text/plain")
 
     async def _models(self, request: web.Request) -> web.Response:
         denied = self._denied(request)
@@ -265,14 +281,18 @@ class FakeServer:
         }
         if self.details:
             usage["prompt_tokens_details"] = {"cached_tokens": self._cached(str(prompt))}
+        if self.usage_reasoning is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.usage_reasoning}
         timings = {"cache_n": 0, "prompt_n": prompt_n, "predicted_n": reported}
         obj = "chat.completion" if chat else "text_completion"
+        thinking = min(self.reasoning, n)
         if not body.get("stream") or fault == "not_sse":
-            text = "".join(f"t{i} " for i in range(n))
+            text = "".join(f"t{i} " for i in range(thinking, n))
+            answer: dict[str, Any] = {"content": text} if chat else {"text": text}
+            if thinking:
+                answer[self.reasoning_field] = "".join(f"r{i} " for i in range(thinking))
             choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
-            choice.update(
-                {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
-            )
+            choice.update({"message": {"role": "assistant", **answer}} if chat else answer)
             return web.json_response(
                 {
                     "object": obj,
@@ -301,7 +321,12 @@ class FakeServer:
             if fault == "error_event" and i == n // 2:
                 await self._emit(resp, _sse({"error": {"code": 500, "message": "boom"}}))
                 return resp
-            part = {"delta": {"content": f"t{i} "}} if chat else {"text": f"t{i} "}
+            part: dict[str, Any]
+            if i < thinking:  # thinking: no answer text yet
+                said = {self.reasoning_field: f"r{i} "}
+                part = {"delta": said} if chat else {"text": "", **said}
+            else:
+                part = {"delta": {"content": f"t{i} "}} if chat else {"text": f"t{i} "}
             part.update(index=0, finish_reason=None)
             await self._emit(resp, _sse({"object": obj, "choices": [part]}))
         last = {"delta": {}} if chat else {"text": ""}

@@ -191,3 +191,31 @@ def test_evaluate_with_other_tools_definitions(tmp_path) -> None:
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("error: unknown definition set 'genai-perf'; valid: kvlab, vllm, "
                                   "guidellm, aiperf, all")
+
+
+def test_evaluate_names_reasoning_rows_and_a_flagged_server_histogram(tmp_path) -> None:
+    from tests.bench.analysis.test_reasoning import thinking
+    from tests.bench.analysis.test_server_histograms import FakeVllm
+
+    run = tmp_path / "r-run"
+    run.mkdir()
+    (run / "experiment.toml").write_text('name = "r"\n[[modes]]\nname = "a"\n')
+    with RecordStore(run / "records.jsonl") as store:
+        for i in (1, 2):
+            store.append(thinking(f"q{i}").model_copy(update={"position": i, "load": "c=2"}))
+    vllm = FakeVllm()
+    start = vllm.reading("start", 1)
+    vllm.observe(0.6, 0.7)  # vLLM's TTFTs, above the rows' 100 ms: the client is wrong
+    end = vllm.reading("end", 3)
+    (run / "gauges.jsonl").write_text(start.model_dump_json() + "\n"
+                                      + end.model_dump_json() + "\n")
+    result = kvlab("evaluate", str(run))
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "reasoning: 2 rows streamed reasoning first" in out
+    assert "warning: a @ 512 c=2: the client's TTFT p50 100 ms is below vLLM's own" in out
+    report = (run / "report.md").read_text()
+    assert "## Reasoning streams" in report and "## Server histograms (/metrics)" in report
+    data = json.loads((run / "evaluation.json").read_text())
+    assert data["server_histograms"][0]["flags"]
+    assert data["reasoning"][0]["rows"] == {"valid": 2, "measured": 2, "refused": {}, "flags": []}

@@ -38,7 +38,7 @@ def _metrics(base_url: str) -> dict[str, float]:
     assert response.headers["content-type"].startswith("text/plain")
     return {k.split("{")[0].removeprefix("kvlab:") + ("{" + k.split("{")[1] if "window" in k
                                                       else ""): v
-            for k, v in parse_prometheus(response.text).items()}
+            for k, v in parse_prometheus(response.text).samples.items()}
 
 
 def test_concurrent_requests_get_the_tokens_one_slot_gives(batched_url: str) -> None:

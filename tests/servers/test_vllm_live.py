@@ -65,7 +65,7 @@ def send(server: VllmServer, api: ApiKind, prompt: str, max_tokens: int = 16,
 
 
 def metrics(server: VllmServer) -> dict[str, float]:
-    return parse_prometheus(httpx.get(f"{server.base_url}/metrics", timeout=10).text)
+    return parse_prometheus(httpx.get(f"{server.base_url}/metrics", timeout=10).text).samples
 
 
 def test_launch_keeps_argv_version_processes_log_and_model_hashes(vllm: VllmServer) -> None:

@@ -87,11 +87,19 @@ class Record(BaseModel):
     t_sent: int
     t_headers: int | None = None
     t_first_chunk: int | None = None
+    # first and last output chunk of ANY kind: a reasoning model's thinking
+    # (delta.reasoning / reasoning_content) is output, so TTFT counts from here
     t_first_content: int | None = None
     t_last_content: int | None = None
+    # first chunk of the answer itself (delta.content / text, not reasoning): the time
+    # to first answer token; equals t_first_content when nothing was reasoning. None:
+    # no answer chunk came, or not streamed, or a record from before kvlab read it
+    t_first_answer: int | None = None
     t_end: int
-    chunk_ns: list[int] = Field(default_factory=list)  # arrival of each content chunk
+    chunk_ns: list[int] = Field(default_factory=list)  # arrival of each output chunk
     chunk_tokens: list[int | None] = Field(default_factory=list)  # tokens in each chunk
+    reasoning_chunks: list[int] = Field(default_factory=list)  # chunk_ns indexes that
+    # carried reasoning (one may carry answer text too); [] when none did
     # Most any read of this answer waited in the socket before the client's loop took
     # it (ns). Times above are the kernel's arrival stamps, so this lag is not in them,
     # unless it outgrew the gap between two events (they then share the later stamp).
@@ -107,6 +115,8 @@ class Record(BaseModel):
     timings: dict[str, Any] | None = None  # llama.cpp "timings", verbatim
     saw_terminator: bool | None = None  # [DONE] or final stop:true; None if not streamed
     saw_usage: bool | None = None  # usage object seen; None if not applicable
+    # usage.completion_tokens_details.reasoning_tokens, verbatim; None: not reported
+    usage_reasoning_tokens: int | None = None
 
     # provenance: None for a request kvlab sent; else the peer result file it was read
     # from (bench.peers): its facts are the peer's clock, and facts it lacks are None
@@ -116,7 +126,11 @@ class Record(BaseModel):
     outcome: Outcome
     http_status: int | None = None
     error: str | None = None  # short excerpt, never a secret
-    text: str = ""
+    text: str = ""  # the answer (reasoning left out)
+    reasoning_text: str = ""  # the reasoning streamed or returned, "" when none
+    # what the client noticed in an answer that is not a failure, one line each (e.g.
+    # the usage's reasoning count differs from the reasoning tokens streamed)
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, int, str, int, bool, str | None]:
@@ -181,6 +195,14 @@ class GaugeSample(BaseModel):
     """What a server's ``/metrics`` said at one moment of a load point: the raw
     Prometheus samples (``name{labels}`` -> value), stamped on the run's clock.
 
+    ``samples`` holds every sample of every family (a histogram's ``_bucket{le=...}``,
+    ``_sum`` and ``_count``, a summary's ``{quantile=...}``), its key written as the
+    exposition writes it: the name, then the labels in the server's order. ``types``
+    gives each family's declared type (``counter``, ``gauge``, ``histogram``,
+    ``summary``, ``unknown``) and ``timestamps`` the server's own time (seconds since
+    the epoch) of the samples that carried one. A file written before kvlab kept them has
+    neither; its samples read the same.
+
     Each point is bracketed by two samples that delimit its counters: ``phase`` "start"
     (before its first request, warm-ups done) and "end" (after its last answer, once
     the counters stopped moving). ``position`` is then the run position (a Record's
@@ -194,6 +216,8 @@ class GaugeSample(BaseModel):
     load: str | None  # the load point's label, e.g. "c=8"; None: the sequential rows
     t_ns: int  # run clock (ns since the run started) when the answer arrived
     samples: dict[str, float]
+    types: dict[str, str] = Field(default_factory=dict)  # family name -> its TYPE
+    timestamps: dict[str, float] = Field(default_factory=dict)  # sample key -> s
     phase: Literal["start", "during", "end"] = "during"
     position: int | None = None  # set on "start" and "end" samples (see above)
 
@@ -210,3 +234,17 @@ def read_gauges(path: Path) -> list[GaugeSample]:
         except ValueError:
             continue
     return out
+
+
+def point_spans(gauges: Iterable[GaugeSample]) -> list[tuple[GaugeSample, GaugeSample]]:
+    """Each completed point's (start, end) samples, in file order; a start without its
+    end (an interrupted point) is dropped."""
+    pairs: list[tuple[GaugeSample, GaugeSample]] = []
+    open_spans: dict[tuple[str, int, str | None], GaugeSample] = {}
+    for g in gauges:
+        key = (g.mode, g.capacity, g.load)
+        if g.phase == "start":
+            open_spans[key] = g
+        elif g.phase == "end" and key in open_spans:
+            pairs.append((open_spans.pop(key), g))
+    return pairs

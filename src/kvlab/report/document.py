@@ -21,7 +21,9 @@ from kvlab.report.markdown import (
 )
 from kvlab.report.peer_definitions import definitions_markdown
 from kvlab.report.prompts import prompts_markdown
+from kvlab.report.reasoning import reasoning_markdown
 from kvlab.report.server_counters import server_counters_markdown
+from kvlab.report.server_histograms import server_histograms_markdown
 from kvlab.report.verdicts import pairs_markdown
 from kvlab.report.workers import workers_markdown
 from kvlab.report.workloads import workloads_markdown
@@ -30,7 +32,8 @@ from kvlab.report.workloads import workloads_markdown
 def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation) -> str:
     """report.md: protocol, definitions, validation, summaries, comparisons with their
     intervals, prompts, run order, load points, load workers and their clocks, client
-    load, KV check, server counters, capacity search, prefix cache, multi-turn growth,
+    load, KV check, reasoning streams, server counters and histograms, capacity search,
+    prefix cache, multi-turn growth,
     other tools' definitions and, for an A/A run, the
     noise floor."""
     manifest = run.manifest()
@@ -45,7 +48,9 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
     if evaluation.client is not None:
         report += client_markdown(evaluation.client)
     report += kv_check_markdown(manifest)
+    report += reasoning_markdown(evaluation.reasoning)
     report += server_counters_markdown(evaluation.server_counters)
+    report += server_histograms_markdown(evaluation.server_histograms)
     report += workloads_markdown(evaluation)
     report += definitions_markdown(evaluation.definitions)
     if evaluation.repeat_aa:

@@ -33,7 +33,8 @@ from kvlab.bench.analysis.validate import Violation
 from kvlab.bench.records import GaugeSample, Record
 from kvlab.bench.store.evaluation import evaluate_run_dir
 from kvlab.bench.store.rundir import RunDir, load_run
-from kvlab.report import plots
+from kvlab.report import plots, reasoning
+from kvlab.report import server_histograms as histograms
 from kvlab.report.markdown import load_markdown, valid_text, verdicts_lines
 from kvlab.report.prompts import output_rule, prompt_rule, prompts_body
 from kvlab.report.verdicts import comparison_rows, fmt_num, load_label
@@ -324,6 +325,11 @@ def _server_counters(evaluation: Evaluation) -> str:
     return f"<h2>{escape(TITLE)}</h2>\n{_markdown_block(body)}" if body else ""
 
 
+def _section(title: str, body: str) -> str:
+    """A report.md section's Markdown body under its title ("" without a body)."""
+    return f"<h2>{escape(title)}</h2>\n{_markdown_block(body)}" if body else ""
+
+
 def _prompts(run: RunDir, rows: Sequence[Record]) -> str:
     """How the prompts were sized and what the server counted (report.md's section)."""
     experiment = run.known_experiment
@@ -373,7 +379,9 @@ def render_html(run: RunDir, *, resamples: int = 2000,
         _figures(evaluation.valid, summaries, run.gauges),
         _workers(manifest, rows),
         _kv_check(manifest),
+        _section(reasoning.TITLE, reasoning.section_body(evaluation.reasoning)),
         _server_counters(evaluation),
+        _section(histograms.TITLE, histograms.section_body(evaluation.server_histograms)),
         *(f"<h2>{escape(title)}</h2>\n{_markdown_block(text)}"
           for title, text in workload_sections(evaluation)),
         _peer_definitions(evaluation.definitions),

@@ -55,7 +55,10 @@ def section_body(found: Sequence[Cell], names: Sequence[str] = tuple(SETS)) -> s
     evaluation's cells under every set (bench.analysis.definitions.cells)."""
     found = [c.only(names) for c in found]
     out = [f"Times in ms as median / p95 over the valid rows; tok/s is each tool's "
-           f"output rate. {WHY_THEY_DIFFER}", ""]
+           f"output rate. {WHY_THEY_DIFFER}", "",
+           "With a reasoning model, every set times TTFT to the first token of any kind, "
+           "its thinking included. The first answer token: " + "; ".join(
+               f"{n}, {SETS[n].definitions['first_answer']}" for n in names) + ".", ""]
     if not found:
         return "\n".join([*out, "No valid row to compute them from."]) + "\n"
     groups: dict[tuple[int, str | None], list[Cell]] = {}

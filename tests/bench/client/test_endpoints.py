@@ -44,6 +44,7 @@ def _reset(server):
     server.fault = None
     server.crlf = False
     yield
+    server.reasoning, server.reasoning_field, server.usage_reasoning = 0, "reasoning", None
 
 
 def endpoint(server: FakeServer, api: ApiKind, **kw) -> Endpoint:
@@ -85,6 +86,9 @@ def test_stream_ok_records_facts(server, api):
     assert rec.timings is not None and rec.timings["prompt_n"] == 5
     assert rec.cached_tokens == 0
     assert rec.stop_type in ("limit", "length")
+    # no reasoning: the first answer token is the first token, and nothing else changes
+    assert rec.t_first_answer == rec.t_first_content and rec.reasoning_chunks == []
+    assert rec.reasoning_text == "" and rec.notes == [] and rec.usage_reasoning_tokens is None
     if CLIENT == "aiohttp" or sys.platform != "linux":
         assert rec.read_lag_ns is None  # reads stamped when handled: no lag to tell
     else:
@@ -102,6 +106,39 @@ def test_stream_ok_records_facts(server, api):
     assert rec.chunk_ns == sorted(rec.chunk_ns)
     assert rec.prompt_sha256 == hashlib.sha256(b"a b c d e").hexdigest()
     assert rec.http_status == 200
+
+
+OPENAI_APIS = [ApiKind.OPENAI_CHAT, ApiKind.OPENAI_COMPLETION]
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+@pytest.mark.parametrize("api", OPENAI_APIS)
+def test_a_reasoning_stream_is_output_from_its_first_thought(server, api, field):
+    server.reasoning, server.reasoning_field, server.usage_reasoning = 3, field, 3
+    rec = send(endpoint(server, api), spec(8))
+    assert rec.outcome is Outcome.OK, rec.error
+    assert len(rec.chunk_ns) == 8 and rec.reasoning_chunks == [0, 1, 2]
+    assert rec.reasoning_text == "r0 r1 r2 " and rec.text == "t3 t4 t5 t6 t7 "
+    assert rec.t_first_content == rec.chunk_ns[0] <= rec.t_first_answer == rec.chunk_ns[3]
+    assert rec.output_tokens == 8 and rec.usage_reasoning_tokens == 3 and rec.notes == []
+
+
+def test_a_usage_that_counts_no_reasoning_is_noted_on_the_record(server):
+    server.reasoning, server.usage_reasoning = 4, 0  # as vLLM 0.32 with a plain parser
+    rec = send(endpoint(server, ApiKind.OPENAI_CHAT), spec(8))
+    assert rec.outcome is Outcome.OK, rec.error
+    assert rec.usage_reasoning_tokens == 0 and len(rec.reasoning_chunks) == 4
+    assert rec.notes == ["usage says 0 reasoning tokens, 4 were streamed: the streamed "
+                         "count is used"]
+
+
+@pytest.mark.parametrize("api", OPENAI_APIS)
+def test_a_whole_answer_keeps_reasoning_apart(server, api):
+    server.reasoning, server.usage_reasoning = 2, 2
+    rec = send(endpoint(server, api), spec(6, stream=False))
+    assert rec.outcome is Outcome.OK, rec.error
+    assert rec.reasoning_text == "r0 r1 " and rec.text == "t2 t3 t4 t5 "
+    assert rec.usage_reasoning_tokens == 2 and rec.t_first_answer is None
 
 
 @pytest.mark.parametrize("api", ALL_APIS)

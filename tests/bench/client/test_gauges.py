@@ -7,22 +7,84 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from kvlab.bench.client.gauges import GaugeRecorder, parse_prometheus
 from kvlab.bench.records import RunClock, read_gauges
 from kvlab.report.plots import gauges_over_time
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
+from tests.bench.fakeserver import FakeServer
 from tests.ports import refusing_url
 from tests.serve.conftest import wait_ready
 
 
-def test_prometheus_text_becomes_samples() -> None:
+def test_prometheus_text_becomes_samples_with_their_types() -> None:
     text = ('# HELP kvlab:num_requests_running x\n# TYPE kvlab:num_requests_running gauge\n'
             'kvlab:num_requests_running{model_name="toy"} 3\n'
-            'kvlab:kv_blocks_in_use{model_name="toy",window="512"} 12.5\nbroken line\n')
-    assert parse_prometheus(text) == {
+            'kvlab:kv_blocks_in_use{model_name="toy",window="512"} 12.5\n'
+            '# TYPE kvlab:prompt_tokens_total counter\nkvlab:prompt_tokens_total 40\n')
+    found = parse_prometheus(text)
+    assert found.samples == {
         'kvlab:num_requests_running{model_name="toy"}': 3.0,
-        'kvlab:kv_blocks_in_use{model_name="toy",window="512"}': 12.5}
+        'kvlab:kv_blocks_in_use{model_name="toy",window="512"}': 12.5,
+        "kvlab:prompt_tokens_total": 40.0}
+    assert found.types == {"kvlab:num_requests_running": "gauge",
+                           "kvlab:kv_blocks_in_use": "unknown", "kvlab:prompt_tokens": "counter"}
+    assert found.timestamps == {}
+
+
+def test_a_sample_with_a_timestamp_keeps_its_value() -> None:
+    """The text format allows a timestamp (ms since the epoch) after the value: the old
+    hand parser split each line at its last space and took the timestamp as the value."""
+    text = ('# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{model_name="m"} 2 1700000000123\n'
+            'vllm:num_requests_waiting{model_name="m"} 0\n')
+    found = parse_prometheus(text)
+    assert found.samples == {'vllm:num_requests_running{model_name="m"}': 2.0,
+                             'vllm:num_requests_waiting{model_name="m"}': 0.0}
+    assert found.timestamps == {'vllm:num_requests_running{model_name="m"}': 1700000000.123}
+
+
+def test_histograms_and_summaries_keep_every_sample() -> None:
+    text = ('# HELP vllm:time_to_first_token_seconds TTFT\n'
+            '# TYPE vllm:time_to_first_token_seconds histogram\n'
+            'vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 3.0\n'
+            'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 4.0\n'
+            'vllm:time_to_first_token_seconds_count{model_name="m"} 4.0\n'
+            'vllm:time_to_first_token_seconds_sum{model_name="m"} 0.9\n'
+            '# TYPE rpc_seconds summary\n'
+            'rpc_seconds{quantile="0.5"} 0.25\nrpc_seconds_sum 3.5\nrpc_seconds_count 10\n')
+    found = parse_prometheus(text)
+    assert found.types == {"vllm:time_to_first_token_seconds": "histogram",
+                           "rpc_seconds": "summary"}
+    assert found.samples == {
+        'vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"}': 3.0,
+        'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"}': 4.0,
+        'vllm:time_to_first_token_seconds_count{model_name="m"}': 4.0,
+        'vllm:time_to_first_token_seconds_sum{model_name="m"}': 0.9,
+        'rpc_seconds{quantile="0.5"}': 0.25, "rpc_seconds_sum": 3.5, "rpc_seconds_count": 10.0}
+
+
+def test_a_label_value_is_escaped_back_as_the_text_format_writes_it() -> None:
+    text = 'x{path="a\\\\b",say="\\"hi\\"",two="1\\n2"} 1\n'
+    (key,) = parse_prometheus(text).samples
+    assert key == text.split(" ")[0]
+
+
+def test_a_body_that_is_not_prometheus_text_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError):
+        parse_prometheus("this is not metrics at all\n")
+
+
+def test_an_old_gauges_file_still_reads(tmp_path: Path) -> None:
+    """gauges.jsonl written before families kept their types: the same samples."""
+    path = tmp_path / "gauges.jsonl"
+    path.write_text('{"mode":"a","capacity":64,"load":"c=1","t_ns":5,'
+                    '"samples":{"vllm:prompt_tokens_total{model_name=\\"m\\"}":12.0},'
+                    '"phase":"start","position":0}\n')
+    (sample,) = read_gauges(path)
+    assert sample.samples == {'vllm:prompt_tokens_total{model_name="m"}': 12.0}
+    assert sample.types == {} and sample.timestamps == {}
 
 
 def test_gauges_are_recorded_while_a_batching_server_works(tmp_path: Path) -> None:
@@ -127,3 +189,29 @@ def test_an_endpoint_key_is_sent_and_never_written(tmp_path: Path) -> None:
     assert kept and kept[0].phase == "start" and kept[-1].phase == "end"
     assert key not in (tmp_path / "with.jsonl").read_text()
     assert read_gauges(tmp_path / "without.jsonl") == []
+
+
+def test_a_metrics_body_that_is_not_prometheus_text_is_said_and_not_recorded(
+        tmp_path: Path) -> None:
+    path = tmp_path / "gauges.jsonl"
+
+    async def read(url: str) -> GaugeRecorder:
+        recorder = GaugeRecorder(url, path, RunClock(), mode="a", capacity=1, load="c=1",
+                                 interval_s=None, start_position=0, end_position=lambda: 0)
+        async with recorder:
+            pass
+        return recorder
+
+    with FakeServer() as server:
+        server.metrics = "requests running: 3\n"
+        recorder = asyncio.run(read(server.base_url))
+        assert read_gauges(path) == []
+        assert recorder.problem is not None
+        assert recorder.problem.startswith("/metrics is not Prometheus text (")
+        server.metrics = "# TYPE x_seconds histogram\nx_seconds_bucket{le=\"+Inf\"} 1 17\n"
+        assert asyncio.run(read(server.base_url)).problem is None
+    start, end = read_gauges(path)
+    assert (start.phase, end.phase) == ("start", "end")
+    assert start.types == {"x_seconds": "histogram"}
+    assert start.samples == {'x_seconds_bucket{le="+Inf"}': 1.0}
+    assert start.timestamps == {'x_seconds_bucket{le="+Inf"}': 0.017}

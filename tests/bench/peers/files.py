@@ -29,8 +29,10 @@ def vllm_result(n: int = 6, out: int = 64, ttft: float = 0.1, gap: float = 0.01,
 
 
 def guidellm_report(n: int = 6, out: int = 64, ttft: float = 0.1, gap: float = 0.01,
-                    tail: float = 0.05, output_tokens: list[int] | None = None) -> dict[str, Any]:
-    """A GuideLLM report with one synchronous benchmark of ``n`` successful requests."""
+                    tail: float = 0.05, output_tokens: list[int] | None = None,
+                    answer_after: float | None = None) -> dict[str, Any]:
+    """A GuideLLM report with one synchronous benchmark of ``n`` successful requests;
+    ``answer_after`` (s after the first token): GuideLLM 0.7's first answer token."""
     requests = []
     for i in range(n):
         start = 1_700_000_000.0 + i
@@ -44,6 +46,8 @@ def guidellm_report(n: int = 6, out: int = 64, ttft: float = 0.1, gap: float = 0
                 "request_start": start, "first_request_iteration": start + ttft,
                 "first_token_iteration": start + ttft, "last_token_iteration": last,
                 "request_end": last + tail,
+                **({} if answer_after is None else
+                   {"first_output_token_iteration": start + ttft + answer_after}),
             }},
         })
     return {"metadata": {}, "benchmarks": [{

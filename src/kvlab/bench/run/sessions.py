@@ -310,11 +310,16 @@ class Session:
         endpoint's key goes in the headers only."""
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         last = end if callable(end) else (lambda: end)
-        async with GaugeRecorder(endpoint.base_url, self.run.gauges_path, self.clock,
+        recorder = GaugeRecorder(endpoint.base_url, self.run.gauges_path, self.clock,
                                  mode=mode.name, capacity=capacity, load=load,
                                  start_position=start, end_position=last, headers=headers,
-                                 interval_s=DEFAULT_INTERVAL_S if poll else None):
-            yield
+                                 interval_s=DEFAULT_INTERVAL_S if poll else None)
+        try:
+            async with recorder:
+                yield
+        finally:
+            if recorder.problem:
+                self.reporter.note(f"{mode.name} @ {capacity}: {recorder.problem}")
 
     def died(self, mode: Mode, capacity: int, server: Server) -> str:
         """The one-line reason a managed server stopped mid-run (its signal, if any)."""
