@@ -24,7 +24,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tomllib
 from pathlib import Path
@@ -120,6 +119,12 @@ class Protocol(_Strict):
     cache_salt: bool = False
     request_timeout_s: float = Field(default=120.0, gt=0)
     ready_timeout_s: float = Field(default=180.0, gt=0)
+
+    def params(self) -> dict[str, Any]:
+        """The body fields every request carries (a request may add its cache_salt, a
+        mode its ``body``)."""
+        return {"temperature": self.temperature, "seed": self.seed,
+                "ignore_eos": self.ignore_eos, "cache_prompt": self.cache_prompt}
 
 
 class Mode(_Strict):
@@ -266,28 +271,6 @@ class Experiment(_Strict):
     def all_capacities(self) -> list[int]:
         """Every capacity any mode uses, ascending."""
         return sorted({c for m in self.modes for c in self.capacities(m)})
-
-    def request_params(self, mode: Mode, salt: str | None = None) -> dict[str, Any]:
-        """Body fields every request of this mode carries; the mode's ``body`` wins.
-        ``salt`` (with ``protocol.cache_salt``): this request's ``cache_salt``."""
-        p = self.protocol
-        params: dict[str, Any] = {
-            "temperature": p.temperature,
-            "seed": p.seed,
-            "ignore_eos": p.ignore_eos,
-            "cache_prompt": p.cache_prompt,
-        }
-        if p.cache_salt and salt is not None:
-            params["cache_salt"] = salt
-        params.update(mode.body)
-        return params
-
-
-def request_salt(run_id: str, position: int) -> str:
-    """The ``cache_salt`` of the request at ``position`` of run ``run_id``: unique per
-    request, stable on resume, 32 hex digits (vLLM takes up to 128 characters, none of
-    ``@ / \\``)."""
-    return hashlib.sha256(f"{run_id}:{position}".encode()).hexdigest()[:32]
 
 
 def _describe_error(error: ErrorDetails) -> str:

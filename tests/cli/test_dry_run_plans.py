@@ -1,16 +1,19 @@
 """Guard rail: ``kvlab run --dry-run`` plans every shipped experiment as it did before
-the run plan became a type (captures made at f3fd4f6, in ``tests/data/dryrun/``).
+the run plan became a type (captures made at f3fd4f6 with the old planner, in
+``tests/data/dryrun/``).
 
-The plan printed now is richer (its steps); each capture keeps what the old dry run
-said per launched server: mode, capacity, server kind, API, requests, and the argv or
-endpoint. Paths and free ports are written as placeholders, so the captures hold on any
-machine."""
+The plan printed now is richer (its steps, in run order); each capture keeps what the
+old dry run said per (mode, capacity), in the experiment's mode order: the server kind,
+the API, the requests (warm-ups + queries x repetitions), and the exact argv kvlab
+launches or the external endpoint. The plan's JSON is reduced to that and compared.
+Paths and free ports are written as placeholders, so the captures hold on any machine."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,11 +36,36 @@ def placeholders(value: object) -> object:
     return value
 
 
-def servers_of(experiment: Path) -> list[dict[str, object]]:
-    """What the dry run says of each server it would launch or reach."""
-    from kvlab.cli.llamacpp_cmds import dry_run_plan
+def dry_run(experiment: Path) -> dict[str, Any]:
+    """The plan ``kvlab run EXPERIMENT --dry-run --json`` prints."""
+    from typer.testing import CliRunner
 
-    return [placeholders(e) for e in dry_run_plan(experiment)]  # type: ignore[misc]
+    from kvlab.cli import app
+
+    result = CliRunner().invoke(app, ["run", str(experiment), "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    plan: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])["plan"]
+    return plan
+
+
+def servers_of(experiment: Path) -> list[dict[str, object]]:
+    """What the dry run says of each (mode, capacity), as the old dry run said it."""
+    plan = dry_run(experiment)
+    w = plan["workload"]
+    launches: dict[tuple[str, int], dict[str, Any]] = {}
+    for step in plan["steps"]:
+        if step["step"] == "launch":
+            launches.setdefault((step["mode"], step["capacity"]), step)
+    out = []
+    for mode in plan["modes"]:
+        for capacity in mode["capacities"]:
+            launch = launches[(mode["name"], capacity)]
+            entry = {"mode": mode["name"], "capacity": capacity, "server": launch["server"],
+                     "api": launch["api"],
+                     "requests": w["warmup"] + w["queries"] * w["repetitions"]}
+            entry.update({k: launch[k] for k in ("argv", "endpoint") if k in launch})
+            out.append(placeholders(entry))
+    return out  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)
@@ -50,3 +78,20 @@ def test_dry_run_plans_what_it_planned_before(experiment: Path,
 
 def test_every_shipped_experiment_has_a_capture() -> None:
     assert {p.stem for p in EXPERIMENTS} == {p.stem for p in CAPTURES.glob("*.json")}
+
+
+def test_the_printed_plan_has_a_line_per_step() -> None:
+    from typer.testing import CliRunner
+
+    from kvlab.cli import app
+
+    path = ROOT / "experiments" / "quickstart-abba.toml"
+    plan = dry_run(path)
+    text = CliRunner().invoke(app, ["run", str(path), "--dry-run"]).stdout
+    numbered = [line for line in text.splitlines() if line[:5].strip().rstrip(".").isdigit()]
+    assert len(numbered) == len(plan["steps"])
+    # ABBA: A1 B1 B2 A2; B1 and B2 are adjacent and share one server
+    assert [s["step"] for s in plan["steps"][:4]] == ["launch", "warmup", "rows", "stop"]
+    assert [s["mode"] for s in plan["steps"] if s["step"] == "launch"] == [
+        "recompute", "kv-cache", "recompute"]
+    assert [len(s["rows"]) for s in plan["steps"] if s["step"] == "rows"] == [3, 6, 3]

@@ -28,6 +28,7 @@ from kvlab.bench.plan.schedule import (
 )
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.servers.embedded import EmbeddedServer
+from tests.experiments import embedded, experiment
 from tests.lateness import LatenessProbe
 
 GREEDY = {"temperature": 0, "seed": 42, "ignore_eos": True, "cache_prompt": False}
@@ -181,23 +182,9 @@ def test_warmups_are_flagged_and_not_returned(server) -> None:
     assert seen[0].load == "c=2" and seen[0].t_scheduled is None
 
 
-SWEEP = """
-name = "sweep"
-[workload]
-queries = 2
-capacities = [256]
-output_tokens = 4
-[load]
-kind = "concurrency"
-values = [1, 3]
-requests = 6
-[slo]
-e2e_ms = 60000
-[[modes]]
-name = "m"
-[modes.embedded]
-threads = 1
-"""
+SWEEP = experiment(
+    "sweep", embedded("m"), workload=dict(queries=2, capacities=[256], output_tokens=4),
+    load=dict(kind="concurrency", values=[1, 3], requests=6), slo=dict(e2e_ms=60000))
 
 
 @pytest.mark.slow
@@ -206,7 +193,7 @@ def test_sweep_through_the_runner_resumes_whole_points(tmp_path) -> None:
     import json
 
     from kvlab.bench.records import read_records
-    from kvlab.bench.run.runner import SilentReporter, run_experiment
+    from kvlab.bench.run.runner import RunOutput, RunRequest, SilentReporter, run_experiment
     from kvlab.errors import RunInterrupted
 
     class StopAfter(SilentReporter):
@@ -218,15 +205,15 @@ def test_sweep_through_the_runner_resumes_whole_points(tmp_path) -> None:
             if self.n == 0:
                 raise KeyboardInterrupt
 
-    path = tmp_path / "sweep.toml"
-    path.write_text(SWEEP)
+    path = SWEEP.write(tmp_path)
     with pytest.raises(RunInterrupted):
-        run_experiment(path, out=tmp_path / "runs", reporter=StopAfter(8))  # inside c=3
+        run_experiment(RunRequest(path),
+                       RunOutput(tmp_path / "runs", reporter=StopAfter(8)))  # inside c=3
     (run_dir,) = (tmp_path / "runs").iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["points_done"] == [["m", 256, "c=1"]]
 
-    result = run_experiment(None, resume=run_dir)
+    result = run_experiment(RunRequest(resume=run_dir))
     records = read_records(run_dir / "records.jsonl")
     c1 = [r for r in records if r.load == "c=1" and not r.warmup]
     assert len(c1) == 6  # not rerun

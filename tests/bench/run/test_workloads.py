@@ -17,7 +17,7 @@ from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.bench.plan.loads.trace import TracePoint
 from kvlab.bench.plan.workload import Prepared
 from kvlab.bench.records import Record, read_records
-from kvlab.bench.run.runner import RunResult, run_experiment
+from kvlab.bench.run.runner import RunOutput, RunRequest, RunResult, run_experiment
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
 
@@ -31,7 +31,7 @@ def shipped(name: str, tmp_path: Path, url: str | None = None) -> RunResult:
         path = tmp_path / f"{name}.toml"
         path.write_text(text.replace("http://127.0.0.1:8090", url).replace(
             '"data/', f'"{EXPERIMENTS}/data/'))
-    return run_experiment(path, out=tmp_path / "runs", html=False)
+    return run_experiment(RunRequest(path), RunOutput(tmp_path / "runs", html=False))
 
 
 def measured(result: RunResult) -> list[Record]:
@@ -207,9 +207,10 @@ def test_an_interrupted_dataset_run_resumes_from_the_file_it_began_with(tmp_path
     path = tmp_path / "dataset-jsonl.toml"
     path.write_text((EXPERIMENTS / "dataset-jsonl.toml").read_text())
     with pytest.raises(RunInterrupted):
-        run_experiment(path, out=tmp_path / "runs", reporter=StopAfter(2), html=False)
+        run_experiment(RunRequest(path),
+                       RunOutput(tmp_path / "runs", reporter=StopAfter(2), html=False))
     (run_dir,) = (tmp_path / "runs").iterdir()
-    result = run_experiment(None, resume=run_dir, html=False)
+    result = run_experiment(RunRequest(resume=run_dir), RunOutput(html=False))
     rows = measured(result)
     assert sorted(r.query_id for r in rows) == ["kv1", "kv2", "kv3", "kv4", "kv5", "kv6"]
     assert result.evaluation.counts["refused_rows"] == 0

@@ -1,4 +1,5 @@
-"""Sharding a load point: the workers together send exactly the one-process schedule."""
+"""Sharding a load point (each strategy's shard): the workers together send exactly the
+one-process schedule."""
 
 from __future__ import annotations
 
