@@ -142,11 +142,14 @@ class Experiment:
 def experiment(name: str, *modes: Mode, workload: Table | None = None, load: Table | None = None,
                protocol: Table | None = None, slo: Table | None = None,
                search: Table | None = None, dataset: Table | None = None,
-               compare: Sequence[tuple[str, str]] = (), order: str | None = None) -> Experiment:
+               compare: Sequence[tuple[str, str]] = (), order: str | None = None,
+               description: str | None = None) -> Experiment:
     """An experiment of ``modes`` with these tables (left out: the file's defaults;
     :data:`SMALL` is the smallest workload a test can judge)."""
     work = dict(workload or {})
     top: dict[str, Any] = {"name": name}
+    if description is not None:
+        top["description"] = description
     if compare:
         top["compare"] = [list(pair) for pair in compare]
     if order is not None:

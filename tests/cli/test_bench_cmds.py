@@ -11,7 +11,7 @@ import pytest
 
 from kvlab.bench.records import RecordStore
 from tests.bench.rows import MS, row
-from tests.experiments import experiment, synthetic
+from tests.experiments import embedded, experiment, synthetic
 
 QUICK = str(Path(__file__).parents[2] / "experiments" / "quickstart.toml")
 SWEEP = str(Path(__file__).parents[2] / "experiments" / "load-sweep.toml")
@@ -128,8 +128,8 @@ def test_explain() -> None:
 def test_evaluate_a_saved_run(tmp_path) -> None:
     run = tmp_path / "x-run"
     run.mkdir()
-    (run / "experiment.toml").write_text(
-        'name = "x"\ncompare = [["a", "b"]]\n[[modes]]\nname = "a"\n[[modes]]\nname = "b"\n')
+    experiment("x", embedded("a"), embedded("b"), compare=[("a", "b")]).write(
+        run, "experiment.toml")
     with RecordStore(run / "records.jsonl") as store:
         for mode, end in (("a", 1200), ("b", 1000)):
             store.append(row(mode=mode, t_end=end * MS))
@@ -161,7 +161,7 @@ def test_run_help_documents_no_launch_per_capacity() -> None:
 def test_evaluate_with_other_tools_definitions(tmp_path) -> None:
     run = tmp_path / "x-run"
     run.mkdir()
-    (run / "experiment.toml").write_text('name = "x"\n[[modes]]\nname = "a"\n')
+    experiment("x", embedded("a")).write(run, "experiment.toml")
     with RecordStore(run / "records.jsonl") as store:
         for i, end in enumerate((500, 1500)):
             store.append(row(query_id=f"q{i}", t_end=end * MS, t_last_content=400 * MS))
@@ -188,7 +188,7 @@ def test_evaluate_names_reasoning_rows_and_a_flagged_server_histogram(tmp_path) 
 
     run = tmp_path / "r-run"
     run.mkdir()
-    (run / "experiment.toml").write_text('name = "r"\n[[modes]]\nname = "a"\n')
+    experiment("r", embedded("a")).write(run, "experiment.toml")
     with RecordStore(run / "records.jsonl") as store:
         for i in (1, 2):
             store.append(thinking(f"q{i}").model_copy(update={"position": i, "load": "c=2"}))
