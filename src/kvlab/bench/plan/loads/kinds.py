@@ -22,7 +22,6 @@ from typing import Annotated, get_args
 from pydantic import Field
 
 from kvlab.bench.plan.loads.base import LoadTable
-from kvlab.bench.plan.loads.burst import BurstLoad
 from kvlab.bench.plan.loads.concurrency import ConcurrencyLoad
 from kvlab.bench.plan.loads.rate import RateLoad
 from kvlab.bench.plan.loads.sequential import SequentialLoad
@@ -30,7 +29,7 @@ from kvlab.bench.plan.loads.trace import TraceLoad
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 LoadSettings = Annotated[
-    SequentialLoad | ConcurrencyLoad | RateLoad | TraceLoad | BurstLoad,
+    SequentialLoad | ConcurrencyLoad | RateLoad | TraceLoad,
     Field(discriminator="kind"),
 ]
 
