@@ -13,7 +13,6 @@ from typing import Annotated, Any, get_args
 
 from pydantic import Field, TypeAdapter
 
-from kvlab.bench.engines.aiohttp_only import AiohttpSettings
 from kvlab.bench.engines.engine import EngineSettings
 from kvlab.bench.engines.inprocess import InProcessSettings
 from kvlab.bench.engines.memory import MemorySettings
@@ -21,7 +20,7 @@ from kvlab.bench.engines.ray import RayEngineSettings
 
 # The registry: one settings class per engine, told apart by its ``kind`` field.
 EngineSettingsUnion = Annotated[
-    InProcessSettings | RayEngineSettings | MemorySettings | AiohttpSettings,
+    InProcessSettings | RayEngineSettings | MemorySettings,
     Field(discriminator="kind"),
 ]
 
