@@ -21,7 +21,15 @@ from typing import Any
 from kvlab.bench.engines.engine import EngineSettings
 from kvlab.bench.engines.inprocess import InProcessSettings
 from kvlab.bench.engines.kinds import saved_engine, workers_engine
-from kvlab.bench.plan.order import interleave, plan_blocks, resolve_order, server_sessions, split
+from kvlab.bench.plan.dataset import Dataset
+from kvlab.bench.plan.order import (
+    Block,
+    interleave,
+    plan_blocks,
+    resolve_order,
+    server_sessions,
+    split,
+)
 from kvlab.bench.plan.workload import BUILTIN_QUERIES
 from kvlab.bench.records import Outcome
 from kvlab.bench.run.runplan import (
@@ -177,7 +185,7 @@ def mode_plan(experiment: Experiment, mode: Mode) -> ModePlan:
                     tuple(experiment.capacities(mode)))
 
 
-def build_plan(experiment: Experiment, dataset: Any, done: Done, *, tokenizer: str | None,
+def build_plan(experiment: Experiment, dataset: Dataset, done: Done, *, tokenizer: str | None,
                attach: Attach | None, asked: EngineSettings | None,
                overrides: dict[str, Any], repeat_aa: str | None,
                only: str | None = None) -> RunPlan:
@@ -199,12 +207,12 @@ def build_plan(experiment: Experiment, dataset: Any, done: Done, *, tokenizer: s
         launched = experiment.mode(mode).settings.launched
         return attach.url(mode, capacity) if attach is not None and launched else None
 
-    def rows_todo(mode: str, capacity: int, shares: list[Any] | None) -> list[Row]:
+    def rows_todo(mode: str, capacity: int, shares: list[Block] | None) -> list[Row]:
         mine = [r for b in shares for r in split(every, b.part, b.parts)] if shares else every
         return [Row(mode, rep, qid) for rep, qid in mine
                 if (mode, capacity, qid, rep, False, None) not in done.rows]
 
-    def measures(mode: str, capacity: int, shares: list[Any] | None) -> list[Step]:
+    def measures(mode: str, capacity: int, shares: list[Block] | None) -> list[Step]:
         if experiment.search is not None:
             if (mode, capacity, SEARCH_DONE) in done.points:
                 return []
