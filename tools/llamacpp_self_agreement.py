@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 
 from kvlab.bench.plan.workload import builtin_queries
-from kvlab.engine.agreement import protocol_prompts, server_tokenize
 from kvlab.servers.fetch import fetch_bundled
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
+from kvlab.studies.agreement import protocol_prompts, server_tokenize
 
 
 def greedy_with_logprobs(threads: int, queries: int, capacity: int, n_predict: int

@@ -19,7 +19,7 @@ from kvlab.errors import ConfigError
 
 # Every option of kvlab that takes a list of numbers (command -> options).
 LIST_OPTIONS = {
-    "memory": {"--context", "--seqs"},
+    "memory": {"--context", "--seqs", "--kv-blocks"},
     "kv-bench": {"--contexts"},
     "engine-check": {"--capacities"},
     "engine-speed": {"--contexts"},

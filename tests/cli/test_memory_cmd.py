@@ -182,3 +182,72 @@ def test_out_writes_the_document_with_the_machine(monkeypatch, capsys, tmp_path)
     code, _, err = run(monkeypatch, capsys, "-p", "toy", "--out", str(tmp_path))  # a folder
     assert code == 2 and err.startswith(f"error: --out {tmp_path}: cannot write")
     assert err.count("\n") == 1
+
+
+# -- --knee ------------------------------------------------------------------------------
+
+GEMMA_WORK = ("-p", "gemma-3-270m", "--prompt-tokens", "192", "--output-tokens", "64")
+
+
+def test_knee_vllm_one_row_per_budget(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "--knee", "vllm", "--kv-blocks", "79,121",
+                       *GEMMA_WORK, "--json")  # fmt: skip
+    doc = last_json(out)
+    assert code == 0 and doc["mode"] == "knee" and doc["workload"]["kv_tokens"] == 255
+    rows = doc["models"][0]["rows"]
+    assert [(r["fits"], r["first_past"], r["past"]) for r in rows] == [
+        (6, 7, "queue"), (10, 11, "queue")]
+    assert [r["capacity"] for r in rows] == [78, 120]  # the null block is not usable
+
+
+def test_knee_vllm_from_a_kv_space_stops_at_max_num_seqs(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "--knee", "vllm", "--kv-space-gib", "1",
+                       *GEMMA_WORK, "--json")  # fmt: skip
+    (row,) = last_json(out)["models"][0]["rows"]
+    assert code == 0 and row["budget"] == "1 GiB = 2730 blocks"
+    assert (row["fits"], row["bound"]) == (128, "slots")
+
+
+def test_knee_reads_the_budget_from_saved_metrics(monkeypatch, capsys, tmp_path):
+    vllm_metrics = tmp_path / "vllm.txt"
+    vllm_metrics.write_text('vllm:cache_config_info{block_size="128",engine="0",'
+                            'num_gpu_blocks="79"} 1.0\n')
+    code, out, _ = run(monkeypatch, capsys, "--knee", "vllm", "--metrics", str(vllm_metrics),
+                       *GEMMA_WORK, "--json")  # fmt: skip
+    assert code == 0 and last_json(out)["models"][0]["rows"][0]["fits"] == 6
+    kvlab_metrics = tmp_path / "kvlab.txt"
+    kvlab_metrics.write_text('kvlab:kv_blocks_total{model_name="gemma-3-270m"} 160\n')
+    code, out, _ = run(monkeypatch, capsys, "--knee", "kvlab", "--metrics",
+                       str(kvlab_metrics), *GEMMA_WORK, "--json")  # fmt: skip
+    (row,) = last_json(out)["models"][0]["rows"]
+    assert code == 0 and (row["fits"], row["past"], row["per_seq"]) == (10, "preempt", 16)
+
+
+def test_knee_llamacpp_table(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "--knee", "llamacpp", "-L", "3072", "--slots",
+                       "6", *GEMMA_WORK)  # fmt: skip
+    assert code == 0
+    line = next(x for x in out.splitlines() if "-c 3072 -np 6" in x and "│" in x)
+    cells = [c.strip() for c in line.split("│") if c.strip()]
+    assert cells[5:9] == ["6", "7", "queue", "slots"]
+    assert "request 7 waits for a free slot" in out.replace("\n", " ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--kv-blocks", "79"), "go with --knee SERVER"),
+        (("--knee", "vllm", *GEMMA_WORK), "needs one KV budget"),
+        (("--knee", "llamacpp", "--kv-blocks", "79", *GEMMA_WORK), "not --kv-blocks"),
+        (("--knee", "vllm", "--kv-blocks", "79", "--llamacpp", *GEMMA_WORK), "drop --llamacpp"),
+        (("--knee", "vllm", "--kv-blocks", "79", "-p", "gemma-3-270m"), "--prompt-tokens N"),
+        (("--knee", "sglang", "--kv-blocks", "79", *GEMMA_WORK), "give one of vllm"),
+        (("--knee", "vllm", "--kv-blocks", "10", *GEMMA_WORK), "raise num_gpu_blocks"),
+        (("--knee", "vllm", "--metrics", "/nonexistent", *GEMMA_WORK), "no such file or URL"),
+    ],
+)
+def test_knee_bad_input_is_one_line(monkeypatch, capsys, args, message):
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert code == 2
+    assert err.startswith("error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -40,7 +40,8 @@ def test_engine_batch_measures_each_format_and_batch(monkeypatch, capsys) -> Non
     doc = json.loads(out.strip().splitlines()[-1])
     assert [(r["dtype"], r["batch"]) for r in doc["rows"]] == [
         ("float32", 1), ("float32", 2), ("int8", 1), ("int8", 2)]
-    assert doc["fidelity"]["formats"]["float32"]["top1"] == 1.0
+    # each format's agreement with float32 on the real model: tests/engine/test_weights_gemma.py
+    assert set(doc["fidelity"]["formats"]) == {"float32", "int8"}
     assert doc["copy_gb_per_s"] > 0 and doc["load_average"]
     by = {r["dtype"]: r["bytes_per_step"] for r in doc["rows"] if r["batch"] == 1}
     assert by["int8"] < by["float32"] / 3  # a quarter of the weight bytes, plus K/V

@@ -9,6 +9,7 @@ from kvlab.engine import build_model, get_preset
 from kvlab.engine.gemma import build_gemma
 from kvlab.engine.generate import generate
 from kvlab.engine.paged import BlockPool, blocks_held
+from kvlab.engine.paged_kv import PagedKV
 from kvlab.engine.ragged import RaggedBatch
 from kvlab.errors import CacheOverflowError, EngineError
 from tests.engine.test_gemma import TINY
@@ -89,11 +90,12 @@ def _check_paged_equals_contiguous(model, vocab: int, lengths: list[int],
     refs = [generate(model, p, steps, keep_logits=True) for p in prompts]
     n_keys = max(lengths) + steps
     pool = BlockPool(model.config, n_blocks=64, block_size=block_size)
+    kv = PagedKV.for_pool(pool)
     with torch.inference_mode():
         for seq, prompt in enumerate(prompts):  # one prefill per sequence
             pool.add(seq)
             pool.grow(seq, len(prompt))
-            batch = RaggedBatch(pool, [(seq, len(prompt))])
+            batch = RaggedBatch(pool, kv, [(seq, len(prompt))])
             logits = model(torch.tensor([prompt]), batch, last_only=True)
             batch.advance()
             assert_close_up_to_rounding(logits[0, -1], refs[seq].logits[0], model.config,
@@ -102,7 +104,7 @@ def _check_paged_equals_contiguous(model, vocab: int, lengths: list[int],
         for step in range(1, steps):  # then every sequence decodes in one batch
             for seq in rows:
                 pool.grow(seq, 1)
-            batch = RaggedBatch(pool, [(seq, 1) for seq in rows])
+            batch = RaggedBatch(pool, kv, [(seq, 1) for seq in rows])
             ids = torch.tensor([[refs[seq].tokens[step - 1] for seq in rows]])  # (1, R)
             logits = model(ids, batch)  # (1, R, V)
             batch.advance()
@@ -113,7 +115,8 @@ def _check_paged_equals_contiguous(model, vocab: int, lengths: list[int],
 
 def test_a_ragged_batch_refuses_a_start_position() -> None:
     pool = BlockPool(TOY, n_blocks=4, block_size=16)
+    kv = PagedKV.for_pool(pool)
     pool.add(0)
     pool.grow(0, 2)
     with pytest.raises(EngineError, match="own position"):
-        RaggedBatch(pool, [(0, 2)]).positions(2, start_pos=0)
+        RaggedBatch(pool, kv, [(0, 2)]).positions(2, start_pos=0)

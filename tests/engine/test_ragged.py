@@ -10,6 +10,7 @@ from kvlab.engine import build_model, get_preset
 from kvlab.engine.gemma import build_gemma
 from kvlab.engine.generate import generate
 from kvlab.engine.paged import BlockPool
+from kvlab.engine.paged_kv import PagedKV
 from kvlab.engine.ragged import RaggedBatch
 from kvlab.errors import EngineError
 from tests.engine.test_gemma import TINY
@@ -23,10 +24,10 @@ def _prompt(vocab: int, n: int, seed: int) -> list[int]:
     return torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def _prefill(model, pool: BlockPool, seq: int, ids: list[int]) -> None:
+def _prefill(model, pool: BlockPool, kv: PagedKV, seq: int, ids: list[int]) -> None:
     pool.add(seq)
     pool.grow(seq, len(ids))
-    batch = RaggedBatch(pool, [(seq, len(ids))])
+    batch = RaggedBatch(pool, kv, [(seq, len(ids))])
     model(torch.tensor([ids]), batch, last_only=True)
     batch.advance()
 
@@ -43,10 +44,11 @@ def test_rows_and_chunks_in_one_forward_equal_each_alone(name: str, chunks_first
     prompts = [_prompt(vocab, n, seed) for seed, n in enumerate((9, 14, 13, 6))]
     refs = [generate(model, p, 2, keep_logits=True) for p in prompts]
     pool = BlockPool(model.config, n_blocks=32, block_size=4)
+    kv = PagedKV.for_pool(pool)
     with torch.inference_mode():
-        _prefill(model, pool, 0, prompts[0])
-        _prefill(model, pool, 1, prompts[1])
-        _prefill(model, pool, 2, prompts[2][:5])  # the first chunk of sequence 2
+        _prefill(model, pool, kv, 0, prompts[0])
+        _prefill(model, pool, kv, 1, prompts[1])
+        _prefill(model, pool, kv, 2, prompts[2][:5])  # the first chunk of sequence 2
         work = [(0, [refs[0].tokens[0]]), (1, [refs[1].tokens[0]]),
                 (2, prompts[2][5:]), (3, prompts[3])]
         if chunks_first:
@@ -54,7 +56,7 @@ def test_rows_and_chunks_in_one_forward_equal_each_alone(name: str, chunks_first
         pool.add(3)
         for seq, ids in work:
             pool.grow(seq, len(ids))
-        batch = RaggedBatch(pool, [(seq, len(ids)) for seq, ids in work])
+        batch = RaggedBatch(pool, kv, [(seq, len(ids)) for seq, ids in work])
         row = torch.tensor([[t for _, ids in work for t in ids]])  # (1, N)
         lasts = torch.tensor([s.last for s in batch.segments])
         logits = model(row, batch, logits_at=lasts)[0]  # (4, V)
@@ -68,6 +70,7 @@ def test_rows_and_chunks_in_one_forward_equal_each_alone(name: str, chunks_first
 
 def test_positions_follow_each_sequence() -> None:
     pool = BlockPool(get_preset("toy"), n_blocks=8, block_size=4)
+    kv = PagedKV.for_pool(pool)
     for seq, n in ((0, 5), (1, 2)):
         pool.add(seq)
         pool.grow(seq, n)
@@ -75,7 +78,7 @@ def test_positions_follow_each_sequence() -> None:
     pool.add(2)
     for seq, n in ((0, 1), (2, 3), (1, 1)):
         pool.grow(seq, n)
-    batch = RaggedBatch(pool, [(0, 1), (2, 3), (1, 1)])
+    batch = RaggedBatch(pool, kv, [(0, 1), (2, 3), (1, 1)])
     assert batch.positions(5).tolist() == [[5, 0, 1, 2, 2]]
     assert [s.last for s in batch.segments] == [0, 3, 4]
     with pytest.raises(EngineError, match="planned for 5 tokens"):
@@ -84,6 +87,7 @@ def test_positions_follow_each_sequence() -> None:
 
 def test_an_empty_segment_is_refused() -> None:
     pool = BlockPool(get_preset("toy"), n_blocks=4, block_size=4)
+    kv = PagedKV.for_pool(pool)
     pool.add(0)
     with pytest.raises(EngineError, match="at least one token"):
-        RaggedBatch(pool, [(0, 0)])
+        RaggedBatch(pool, kv, [(0, 0)])

@@ -14,6 +14,7 @@ from kvlab.engine.gemma import build_gemma
 from kvlab.engine.gemma_config import GemmaConfig
 from kvlab.engine.generate import generate
 from kvlab.engine.paged import BlockPool
+from kvlab.engine.paged_kv import PagedKV
 from kvlab.engine.ragged import RaggedBatch
 from kvlab.engine.rounding import FLOAT32_EPS, ULPS, rounding_bound, summed_terms
 from tests.engine.test_gemma import TINY
@@ -94,17 +95,18 @@ def test_a_wrong_block_table_fails_the_bound(name: str, swap: bool) -> None:
                for s in (0, 1)]
     refs = [generate(model, p, 2, keep_logits=True) for p in prompts]
     pool = BlockPool(model.config, n_blocks=32, block_size=4)
+    kv = PagedKV.for_pool(pool)
     with torch.inference_mode():
         for seq, prompt in enumerate(prompts):
             pool.add(seq)
             pool.grow(seq, PROMPT_LEN + 1)
-            batch = RaggedBatch(pool, [(seq, PROMPT_LEN)])
+            batch = RaggedBatch(pool, kv, [(seq, PROMPT_LEN)])
             model(torch.tensor([prompt]), batch, last_only=True)
             batch.advance()
         if swap:  # the bug: each sequence's first block points at the other's
-            tables = [pool.seqs[seq].tables[0] for seq in (0, 1)]
+            tables = [pool.table(seq, 0) for seq in (0, 1)]
             tables[0][0], tables[1][0] = tables[1][0], tables[0][0]
-        batch = RaggedBatch(pool, [(0, 1), (1, 1)])
+        batch = RaggedBatch(pool, kv, [(0, 1), (1, 1)])
         logits = model(torch.tensor([[r.tokens[0] for r in refs]]), batch)[0]  # (2, V)
     for seq in (0, 1):
         args = (logits[seq], refs[seq].logits[1], model.config, PROMPT_LEN + 1)

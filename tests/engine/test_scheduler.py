@@ -176,3 +176,61 @@ def test_each_step_is_one_forward_of_rows_and_chunks() -> None:
     # Step 2: first's decode row and second's first chunk of 16 tokens, flattened.
     assert model.calls[1] == (1, 17)
     assert first.n_out == second.n_out == 4
+
+
+class _FailingAt(_Counting):
+    """A model whose forward number ``fail_at`` (from 0) raises, as a broken step would."""
+
+    def __init__(self, model, fail_at: int) -> None:
+        super().__init__(model)
+        self.fail_at = fail_at
+
+    def __call__(self, ids, cache=None, **kwargs):
+        if len(self.calls) == self.fail_at:
+            self.calls.append(ids.shape)
+            raise RuntimeError("the forward failed")
+        return super().__call__(ids, cache, **kwargs)
+
+
+def test_abort_all_after_a_failed_step_ends_everything_and_empties_the_pool() -> None:
+    model = _FailingAt(build_model(get_preset("toy")), fail_at=2)
+    pool = BlockPool(model.config, n_blocks=6, block_size=16)
+    scheduler = Scheduler(model, pool, max_running=2, token_budget=32)
+    requests = [scheduler.submit(_greedy(p, 10)) for p in _prompts(256, [20, 30, 12])]
+    scheduler.step()
+    scheduler.step()  # the first two run, the third waits for a place
+    with pytest.raises(RuntimeError, match="the forward failed"):
+        scheduler.step()  # blocks were taken for this step; nothing was committed
+    assert pool.used() > 0
+    ended = scheduler.abort_all()
+    assert ended == requests  # running first (in admission order), then waiting
+    assert all(r.stop_type == "aborted" for r in ended) and scheduler.idle
+    assert pool.used() == 0 and not pool.seqs
+    # The scheduler serves on: a new request gets the tokens it gets alone.
+    prompt = _prompts(256, [25])[0]
+    req = scheduler.submit(_greedy(prompt, 6))
+    scheduler.run()
+    alone = generate(model.model, prompt, 6, keep_logits=True)
+    assert_same_generation(req.tokens, torch.stack(req.logits), alone.tokens, alone.logits,
+                           model.config, 31)
+
+
+def test_stats_are_a_snapshot_of_requests_blocks_and_counters() -> None:
+    model = build_model(get_preset("toy"))
+    pool = BlockPool(model.config, n_blocks=8, block_size=16, prefix_caching=True)
+    scheduler = Scheduler(model, pool, max_running=1)
+    for prompt in _prompts(256, [20, 10]):
+        scheduler.submit(_greedy(prompt, 4))
+    scheduler.step()  # the first one's whole prompt and first token; the second waits
+    stats = scheduler.stats()
+    assert (stats.running, stats.waiting, stats.blocks_total) == (1, 1, 8)
+    assert stats.blocks_used == {None: 2} and stats.blocks_cached == {None: 0}
+    assert (stats.counters.prompt_tokens, stats.counters.generation_tokens) == (20, 1)
+    scheduler.run()
+    assert stats.counters.generation_tokens == 1  # a copy, not the live counters
+    after = scheduler.stats()
+    assert (after.running, after.waiting, after.blocks_used) == (0, 0, {None: 0})
+    assert after.blocks_cached == {None: 1}  # the first's one full block, kept for a hit
+    assert after.counters.generation_tokens == 8 and after.counters.finished == 2
+    without = Scheduler(model, BlockPool(model.config, n_blocks=8, block_size=16)).stats()
+    assert without.blocks_cached is None

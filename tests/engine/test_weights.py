@@ -3,6 +3,11 @@ reads counted, and each product within the error its arithmetic allows."""
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,6 +19,7 @@ from kvlab.engine.weights import (
     FORMATS,
     Int8Linear,
     PackedLinear,
+    activation_levels,
     fidelity,
     to_format,
     weight_format,
@@ -33,22 +39,54 @@ def _data(rows: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return w, x
 
 
+def _levels_this_cpu_sums() -> list[int]:
+    """7-bit parts everywhere; 8-bit where this CPU's product does not saturate."""
+    return sorted({63, activation_levels()})
+
+
 @pytest.mark.parametrize("rows", [1, 3, 16])
-@pytest.mark.parametrize(("parts", "error"), [(2, 1 / 508), (1, 1 / 2)])
+@pytest.mark.parametrize("parts", [2, 1])
+@pytest.mark.parametrize("levels", _levels_this_cpu_sums())
 def test_int8_product_is_within_its_activation_rounding(rows: int, parts: int,
-                                                         error: float) -> None:
+                                                         levels: int) -> None:
     # The weights are rounded once (one scale per output row); the activations are
-    # sent as step * (hi + lo / 254), off by at most step / 508 each (step / 2 as hi).
+    # sent as step * (hi + lo / 2L), off by at most step / 4L each (step / 2 as hi).
     w, x = _data(rows)
     scale = w.abs().amax(dim=1) / 127
     wq = torch.round(w / scale[:, None]) * scale[:, None]  # the int8 weights, as floats
-    got = Int8Linear(w, parts)(x)
+    got = Int8Linear(w, parts, levels)(x)
     exact = F.linear(x.double(), wq.double())
-    step = x.abs().amax(dim=1, keepdim=True).double() / 127  # (rows, 1)
+    error = 1 / (4 * levels) if parts == 2 else 1 / 2
+    step = x.abs().amax(dim=1, keepdim=True).double() / levels  # (rows, 1)
     magnitude = x.abs().double() @ wq.abs().double().T  # (rows, out)
     bound = step * error * wq.abs().double().sum(dim=1) + 40 * F32_EPS * magnitude
     assert ((got.double() - exact).abs() <= bound).all()
     assert (w - wq).abs().max() <= scale.max() / 2
+
+
+def test_activation_levels_sum_without_overflow() -> None:
+    # Every activation and weight at its largest: 127 x L summed 256 times, which a
+    # product that saturates pairs in int16 (x86 without VNNI) gets wrong at L = 127.
+    n = 256
+    y = Int8Linear(torch.ones(8, n), parts=1)(torch.ones(2, n))  # (2, 8)
+    assert torch.allclose(y, torch.full((2, 8), float(n)), rtol=1e-5)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="ONEDNN_MAX_CPU_ISA=AVX2 stands for an x86 CPU without VNNI")
+def test_the_formats_hold_on_a_cpu_without_vnni_or_avx512() -> None:
+    """This module's tests again, with oneDNN held to AVX2 (an x86 CPU without VNNI or
+    AVX-512, where u8 x s8 pairs saturate in int16 and bf16 cannot be packed)."""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    probe = ("import torch; from kvlab.engine.weights import activation_levels; "
+             "print(activation_levels(), torch.ops.mkldnn._is_mkldnn_bf16_supported())")
+    seen = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                          text=True, check=True).stdout.split()
+    assert seen == ["63", "False"], f"oneDNN did not take AVX2 as its limit: {seen}"
+    done = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p",
+                           "no:cacheprovider", "-k", "not without_vnni"], env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:]
 
 
 def test_packed_bfloat16_product_is_bfloat16_rounding_of_the_float32_sum() -> None:

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from kvlab.engine.kv_measure import measure_kv_bytes
 from kvlab.errors import ConfigError
 from kvlab.memory import compare_mha, kv_bytes, shape_from_preset, uniform_shape
+from kvlab.studies.kv_measure import measure_kv_bytes
 
 
 def _gib3(model: str) -> list[str]:
@@ -92,8 +92,8 @@ def test_non_positive_context_is_refused():
 
 
 def test_gemma_measure_allocates_the_engines_sliding_cache() -> None:
-    from kvlab.engine.kv_measure import measure_kv_bytes
     from kvlab.memory.presets import shape_from_preset
+    from kvlab.studies.kv_measure import measure_kv_bytes
 
     shape = shape_from_preset("gemma-3-270m")
     for context in (300, 4096):  # below and above the 512-token window

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.engine.kv_measure import measure_paged_blocks
 from kvlab.memory import kv_bytes, shape_from_preset
 from kvlab.memory.paged import contiguous_bytes, paged_kv_bytes
+from kvlab.studies.kv_measure import measure_paged_blocks
 
 LENGTHS = [1, 15, 16, 17, 100, 511, 512, 513, 600, 1000, 4096]
 

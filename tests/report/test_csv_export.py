@@ -39,3 +39,11 @@ def test_csv_columns_and_values(tmp_path: Path) -> None:
     assert [(s["valid"], s["refused_by_reason"]) for s in summaries] == [
         ("5", ""), ("4", "truncated=1")]
     assert float(summaries[0]["e2e_ms_mean_ci_low"]) <= float(summaries[0]["e2e_ms_mean"])
+
+
+def test_every_column_is_named_once() -> None:
+    """A metric's name must not be a record field's (records.csv would name two columns
+    alike), nor give two metrics one summaries.csv column."""
+    for columns in (RECORD_COLUMNS, SUMMARY_COLUMNS):
+        assert len(columns) == len(set(columns)), sorted(c for c in columns
+                                                         if columns.count(c) > 1)

@@ -15,8 +15,9 @@ from kvlab.servers.kvlog import LoggedKvCache, PredictedKvCache, build_check
 from tests.report.synthetic_runs import make_row, two_mode_rows, write_run
 
 HEADINGS = ["Protocol", "Metric definitions", "Validation", "Summaries per (mode, capacity)",
-            "Comparisons", "Figures", "KV check (predicted vs logged by llama-server)",
-            "Manifest"]
+            "Comparisons (ratio = mean A / mean B at equal capacity)",
+            "Comparisons with 95 % intervals and verdicts", "Figures",
+            "KV check: predicted vs allocated by llama-server", "Manifest essentials"]
 
 
 def _kv_check() -> dict[str, object]:

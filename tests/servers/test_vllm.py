@@ -47,7 +47,8 @@ def test_argv_keeps_prefix_caching_off_and_asks_for_cached_token_counts() -> Non
 def test_every_setting_reaches_the_command_line_or_the_environment(tmp_path: Path) -> None:
     settings = VllmSettings(
         model=tmp_path, served_model_name="m", dtype="float32", max_model_len=4096,
-        max_num_seqs=16, kv_cache_space_gib=1.5, threads=2, prefix_caching=True,
+        max_num_seqs=16, kv_cache_space_gib=2, kv_cache_bytes=31064064, threads=2,
+        prefix_caching=True,
         enforce_eager=True, chat_template=tmp_path / "t.jinja", extra_args=["--seed", "7"])
     server = settings.build(capacity=1024)
     argv = server.argv()
@@ -59,11 +60,21 @@ def test_every_setting_reaches_the_command_line_or_the_environment(tmp_path: Pat
     assert "--enable-prefix-caching" in argv and "--enforce-eager" in argv
     assert argv[argv.index("--seed") + 1] == "7"
     env = server.env_overrides()
-    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1.5"
+    assert argv[argv.index("--kv-cache-memory-bytes") + 1] == "31064064"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
     assert env["HF_HUB_OFFLINE"] == "1"  # weights come from local files only
     assert VllmSettings(cpu_bind="auto").omp_bind() == "auto"
     assert "VLLM_CPU_OMP_THREADS_BIND" not in VllmSettings().build(512).env_overrides()
+
+
+def test_a_fraction_of_a_gib_is_refused_in_one_line() -> None:
+    """vLLM-CPU reads VLLM_CPU_KVCACHE_SPACE with int(): 0.5 would stop it at start-up
+    with "invalid literal for int()", so the setting refuses it and names the way to a
+    small budget."""
+    with pytest.raises(ValueError, match="whole GiB; for a smaller budget give kv_cache_bytes"):
+        VllmSettings(kv_cache_space_gib=0.5)
+    assert VllmSettings(kv_cache_space_gib=2.0).kv_cache_space_gib == 2
 
 
 def test_a_max_model_len_below_the_capacity_is_refused_before_launch() -> None:

@@ -5,6 +5,10 @@ caching off, cached-token counts on), serves every test of this module: starting
 takes 40-130 s on two cores, so it is started once. ``--enforce-eager`` (no
 torch.compile) halves the start-up and changes no token count. Runs of the whole
 harness, with their own launches, are in tests/servers/test_vllm_run.py.
+
+The same vLLM also answers for the checkpoint kvlab converts for it: its teacher-forced
+top-1 on the fixed prompt set, read from vLLM's ``prompt_logprobs``, is held to a floor
+of agreement with kvlab's float32 engine on the GGUF (tests/agreement.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gauges import parse_prometheus
 from kvlab.bench.plan.sizing import server_counter
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.engine.gemma import Gemma3
+from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 from kvlab.servers.vllm import VllmServer, VllmSettings, start_ticks
+from tests.agreement import Agreement, hold_to_floor, prompt_set, teacher_forced_logits
 from tests.conftest import vllm_missing
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -31,6 +38,10 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 CAPACITY = 1024
 # ~300 tokens: more than two of vLLM's 128-token blocks, so a prefix cache would hit
 LONG_PROMPT = "The key and value cache keeps what attention has already read. " * 24
+# Share of the prompt set's positions where vLLM's top-1 (bf16, on the converted
+# checkpoint) is kvlab float32's, or a near tie: kvlab's own bf16 floor
+# (tests/engine/test_weights_gemma.py; docs/lessons/serving-formats.md).
+VLLM_FLOOR = 0.95
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +168,38 @@ def test_a_vllm_that_dies_at_start_up_is_one_line(tmp_path: Path) -> None:
     assert "--no-such-flag" in line  # the log's last error line names it
     assert f"log: {tmp_path / 'dead.log'}" in line
     assert not server.is_alive()
+
+
+def prompt_top1(server: VllmServer, ids: list[int]) -> list[int]:
+    """vLLM's top-1 token at each position of the prompt ``ids`` but the last
+    (teacher-forced: position i sees ``ids[:i + 1]``), from ``prompt_logprobs``."""
+    body = {"model": server.settings.model_name(), "prompt": ids, "max_tokens": 1,
+            "temperature": 0, "prompt_logprobs": 1, "return_token_ids": True}
+    answer = httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text[:300]
+    choice = answer.json()["choices"][0]
+    assert choice["prompt_token_ids"] == ids  # token ids in, no BOS added
+    ranked = choice["prompt_logprobs"]  # None for the first token, then one dict per token
+    assert len(ranked) == len(ids) and ranked[0] is None
+    # each dict: the top-1 (rank 1) and the prompt's own token, keyed by id
+    return [int(min(entries.items(), key=lambda kv: kv[1]["rank"])[0])
+            for entries in ranked[1:]]
+
+
+def test_the_converted_checkpoint_agrees_with_kvlabs_float32(
+    vllm: VllmServer, gemma_gguf: Path, gemma_model: Gemma3, gemma_tokenizer: GGUFTokenizer,
+) -> None:
+    import torch
+
+    from kvlab.servers.fetch import check_gguf
+
+    # kvlab's engine in float32 on the very GGUF vLLM's checkpoint was converted from
+    assert vllm.model is not None and vllm.model.converted_from is not None
+    assert vllm.model.converted_from["gguf_sha256"] == check_gguf(gemma_gguf).sha256
+    prompts = prompt_set(gemma_tokenizer)
+    agreement = Agreement(f"vllm {vllm.settings.dtype}")
+    for ids, reference in zip(prompts, teacher_forced_logits(gemma_model, prompts),
+                              strict=True):
+        agreement.add(torch.tensor(prompt_top1(vllm, ids)), reference[:-1],
+                      gemma_model.config, len(ids))
+    hold_to_floor(agreement, VLLM_FLOOR)

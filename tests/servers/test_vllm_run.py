@@ -51,14 +51,20 @@ def test_a_vllm_with_its_prefix_cache_on_gets_its_rows_refused(tmp_path: Path) -
     assert "--enable-prefix-caching" in entry["facts"]["argv"]
     assert entry["facts"]["version_endpoint"] == {"version": "0.32.0"}
     refused = [v for v in evaluation.violations if v.reason == "prefix_reuse"]
-    # the warm-up computed the shared padding; every measured row then hit it
-    assert len(refused) == 3, [str(v) for v in evaluation.violations]
-    assert all("from its prefix cache under cache_prompt = false" in v.detail
-               for v in refused)
+    # the warm-up computed the shared padding; every measured row then hit it, and is
+    # refused twice: by its own cached-token count and by the point's hit counter
+    assert len({v.row_key for v in refused}) == 3, [str(v) for v in evaluation.violations]
+    by_row = [v for v in refused if "from its prefix cache under cache_prompt = false"
+              in v.detail and not v.detail.startswith("point ")]
+    by_point = [v for v in refused if v.detail.startswith("point ")]
+    assert len(by_row) == len(by_point) == 3, [str(v) for v in refused]
+    assert all("vllm:prefix_cache_hits" in v.detail for v in by_point)
     (reuse,) = evaluation.prefix_reuse
     assert reuse.reused == 3 and reuse.counted == 3
     report = (result.run_dir.path / "report.md").read_text()
-    assert "reused a prefix and were refused" in report
+    # the rows' own counts and the server's hit counter agree: both say reuse
+    assert reuse.status == "refused by /metrics" and reuse.metrics_hits
+    assert "those points are refused as prefix_reuse" in report
 
 
 def test_ctrl_c_mid_run_leaves_no_vllm_process(tmp_path: Path) -> None:

@@ -25,13 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class ApiKind(StrEnum):
-    """Which HTTP API a request used."""
-
-    LLAMACPP_COMPLETION = "llamacpp-completion"  # llama.cpp POST /completion
-    OPENAI_CHAT = "openai-chat"  # POST /v1/chat/completions
-    OPENAI_COMPLETION = "openai-completion"  # POST /v1/completions
+from kvlab.api.dialects import ApiKind  # which API a request used (its dialect's key)
 
 
 class Outcome(StrEnum):

@@ -23,6 +23,7 @@ from kvlab.cli import endpoint_cmds  # noqa: F401  isort: skip
 from kvlab.cli import calibrate_cmd  # noqa: F401  isort: skip
 from kvlab.cli import bench_cmds  # noqa: F401  isort: skip
 from kvlab.cli import report_cmds  # noqa: F401  isort: skip
+from kvlab.cli import history_cmds  # noqa: F401  isort: skip
 
 __all__ = ["app", "main"]
 
@@ -34,6 +35,10 @@ def main() -> None:
 
     import typer
 
+    # the click typer runs on (typer >= 0.26 vendors its own copy)
+    from kvlab import watchdog
+
+    watchdog.ensure()  # whatever this command starts ends with it, even after kill -9
     # the click typer runs on (typer >= 0.26 vendors its own copy)
     clicks = importlib.import_module(typer.BadParameter.__module__)
     no_args = getattr(clicks, "NoArgsIsHelpError", ())

@@ -29,6 +29,26 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from kvlab.version import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="Print kvlab's version and the git commit of its "
+                                      "source (when known), then exit."),
+) -> None:
+    # the options every command shares (before the command's name): only --version
+    pass
+
+
 # Rich cuts a table to 80 columns when its stream is not a terminal (CI, `make run >
 # log`, `| tee`): "pag…", "con…". Off a terminal, lines are as long as their content
 # needs, unless COLUMNS says otherwise.

@@ -52,12 +52,8 @@ def _print_load(evaluation: Evaluation) -> None:
 def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
     from rich.table import Table
 
-    from kvlab.report.markdown import (
-        comparison_header,
-        comparison_rows,
-        summary_header,
-        summary_rows,
-    )
+    from kvlab.report.comparisons import comparison_header, comparison_rows
+    from kvlab.report.summary_table import summary_header, summary_rows
 
     # Short headers so the table fits 100 columns; report.md has every column. The load
     # column only when the run has load points.
@@ -178,6 +174,9 @@ def run(
     strict: bool = typer.Option(
         False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
         "with its records, instead of flagging it."),
+    no_history: bool = typer.Option(
+        False, "--no-history", help="Do not add the run to the run history (kvlab history; "
+        "KVLAB_HISTORY=off does the same for every run)."),
 ) -> None:
     """Run every mode of an experiment; write records, manifest, evaluation and report.
 
@@ -217,6 +216,9 @@ def run(
         print_json(result.evaluation.to_json())
     else:
         _print_evaluation(result.evaluation, result.run_dir.path)
+    from kvlab.cli.history_cmds import remember_run
+
+    remember_run(result.run_dir.path, enabled=not no_history)
 
 
 @app.command()

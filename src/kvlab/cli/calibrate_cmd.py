@@ -96,7 +96,9 @@ def calibrate(
     itl_ms: float = typer.Option(50.0, help="Inter-token gap the server keeps (ms)."),
     ttft_ms: float = typer.Option(20.0, help="Time to first token the server keeps (ms)."),
     tokens: int = typer.Option(32, help="Tokens per request in the accuracy levels."),
-    api: str = typer.Option("llamacpp-completion", help="llamacpp-completion or openai-chat."),
+    api: str = typer.Option("llamacpp-completion",
+                            help="The API the client speaks: llamacpp-completion, "
+                                 "openai-chat or openai-completion."),
     known_delay_ms: float = typer.Option(
         0.0, help="Self-test: every client timestamp reads this much late (ms)."
     ),
@@ -142,8 +144,8 @@ def calibrate(
         ray_module("kvlab calibrate --workers")
     if http_client not in ("auto", "aiohttp"):
         raise ConfigError(f"--http-client must be auto or aiohttp, got {http_client!r}")
-    if api not in ("llamacpp-completion", "openai-chat"):
-        raise ConfigError(f"--api must be llamacpp-completion or openai-chat, got {api!r}")
+    if api not in set(ApiKind):
+        raise ConfigError(f"--api must be one of {', '.join(ApiKind)}, got {api!r}")
     levels = tuple(int_list(concurrency, "--concurrency"))
     durations = (duration_s, ingest_duration_s, ramp_duration_s)
     if min(durations) <= 0 or min(itl_ms, ttft_ms) < 0 or tokens < 2 or ingest_streams < 1:

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
 
@@ -35,7 +36,8 @@ def prove(
     """Prove cached generation equals full recomputation (MHA, GQA, MQA; with --model,
     the sliding-window cache of a real model on a prompt longer than its window);
     exit 1 if not."""
-    from kvlab.engine.prove import MASK_PAST, mask_reading, prove_gemma, run_proof
+    require_engine("kvlab prove")
+    from kvlab.studies.prove import MASK_PAST, mask_reading, prove_gemma, run_proof
 
     def given(value: int | None, default: int) -> int:
         return default if value is None else value
@@ -122,10 +124,11 @@ def kv_bench(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Time naive vs cached generation across contexts; write JSON, CSV and a PNG."""
+    require_engine("kvlab kv-bench")
     from rich.progress import Progress
 
-    from kvlab.engine.bench_files import write_outputs
-    from kvlab.engine.timing import DEFAULT_CONTEXTS, BenchSettings, run_kv_bench
+    from kvlab.studies.bench_files import write_outputs
+    from kvlab.studies.timing import DEFAULT_CONTEXTS, BenchSettings, run_kv_bench
 
     settings = BenchSettings(preset=preset, model=model,
                              contexts=tuple(sorted(set(int_list(contexts, "--contexts"))))
@@ -205,21 +208,23 @@ def engine_check(
     With both references, Transformers is also teacher-forced on llama-server's tokens
     and scored beside the engine. The pass mark (99 %) applies to the engine in float32.
     """
+    require_engine("kvlab engine-check")
     import json
     from functools import partial
 
     import torch
 
     from kvlab.bench.plan.workload import builtin_queries
-    from kvlab.engine.agreement import run_agreement
     from kvlab.engine.models import load_model
-    from kvlab.engine.reference import (
+    from kvlab.errors import ConfigError
+    from kvlab.servers.fetch import model_file
+    from kvlab.studies.agreement import run_agreement
+    from kvlab.studies.reference import (
         compare_logits,
         load_transformers_gemma,
         reference_prompts,
         transformers_forced_logits,
     )
-    from kvlab.errors import ConfigError
 
     unknown = sorted(set(against) - {"transformers", "llama-server"})
     odd_numerics = sorted(set(numerics) - {"float32", "llamacpp"})
@@ -230,7 +235,7 @@ def engine_check(
     chosen = builtin_queries(queries)
     caps = sorted(set(int_list(capacities, "--capacities")))
     torch.set_num_threads(threads)
-    loaded = load_model(model)
+    loaded = load_model(model_file(model), name=model)
     document: dict[str, Any] = {"model": model, "sha256": loaded.sha256, "threads": threads}
     ok = True
     forcers: dict[str, Any] = {}
@@ -246,7 +251,7 @@ def engine_check(
             del reference
     if "llama-server" in against:
         if "llamacpp" in numerics:
-            from kvlab.engine.llamacpp_numerics import (
+            from kvlab.studies.llamacpp_numerics import (
                 llamacpp_teacher_forced_logits,
                 weight_types,
             )

@@ -1,4 +1,5 @@
-"""``kvlab memory``: KV-cache bytes per model and context, by formula or llama.cpp's rule."""
+"""``kvlab memory``: KV-cache bytes per model and context, by formula or llama.cpp's rule;
+with ``--knee``, the concurrency a server's KV budget holds."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
+from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
+from kvlab.cli.memory_knee import knee_document
 from kvlab.cli.memory_paged import lengths_from_records, paged_view, seq_lengths
 from kvlab.errors import ConfigError
 from kvlab.memory import (
@@ -89,6 +92,42 @@ def memory(
     mha: bool = typer.Option(
         False, "--compare-mha", help="Compare with the same model using one KV head per query head."
     ),
+    knee: str = typer.Option(
+        None, "--knee", metavar="SERVER",
+        help="Predict the concurrency knee on SERVER (vllm, llamacpp or kvlab): the most "
+        "requests of --prompt-tokens + --output-tokens that run at once in the server's "
+        "KV budget with no queueing and no preemption, and what the next one meets "
+        "(preempt, queue or error). Budget: vllm --kv-blocks (num_gpu_blocks of /metrics' "
+        "cache_config_info, or --num-gpu-blocks-override), --kv-space-gib or --metrics; "
+        "kvlab --kv-blocks or --metrics; llamacpp -L (its -c) with --slots (-np) and "
+        "--unified (-kvu). --slots is also vLLM's max_num_seqs (default 128) and kvlab "
+        "serve's --slots (default 16).",
+    ),
+    prompt_tokens: int = typer.Option(
+        None, "--prompt-tokens", help="With --knee: prompt tokens per request, as the "
+        "server counts them (chat template included)."),
+    output_tokens: int = typer.Option(
+        None, "--output-tokens", help="With --knee: tokens generated per request."),
+    kv_blocks: list[str] = typer.Option(
+        None, "--kv-blocks", metavar=LIST_METAVAR,
+        help="With --knee vllm or kvlab: the pool's blocks (vLLM: num_gpu_blocks, the null "
+        "block included; kvlab serve: --kv-blocks). " + list_help("--kv-blocks", "79", "121")),
+    kv_space_gib: list[str] = typer.Option(
+        None, "--kv-space-gib", metavar=LIST_METAVAR,
+        help="With --knee vllm: the KV space in GiB (VLLM_CPU_KVCACHE_SPACE, which vLLM "
+        "reads as whole GiB; --kv-cache-memory-bytes / 2^30), turned into blocks as vLLM "
+        "does."),
+    metrics: str = typer.Option(
+        None, "--metrics", metavar="URL|FILE",
+        help="With --knee vllm or kvlab: read the budget from the server's /metrics "
+        "(vLLM: cache_config_info's num_gpu_blocks and block_size; kvlab: kv_blocks_total)."),
+    block_size: int = typer.Option(
+        None, "--block-size", help="With --knee: tokens per KV block (default: vLLM-CPU's "
+        "128, kvlab serve's 16)."),
+    prefill_budget: int = typer.Option(
+        None, "--prefill-budget", help="With --knee: prompt tokens one step computes "
+        "(vLLM's max_num_batched_tokens, default 2048 on CPU; kvlab serve's "
+        "--prefill-budget, default 256)."),
     out: Path = typer.Option(
         None, "--out", metavar="FILE",
         help="Also write the JSON document (with the machine and its load average) to "
@@ -98,10 +137,38 @@ def memory(
     """Predict KV-cache bytes per model and context length.
 
     Examples: kvlab memory -p gemma-3-270m -L 512,4096 --llamacpp;
-    kvlab memory -p toy -L 192 --dtype f32 --measure --out results/memory/toy.json
+    kvlab memory -p toy -L 192 --dtype f32 --measure --out results/memory/toy.json;
+    kvlab memory -p gemma-3-270m --knee vllm --kv-blocks 79,121 --prompt-tokens 192
+    --output-tokens 64
     """
+    knee_options = (prompt_tokens, output_tokens, kv_blocks, kv_space_gib, metrics,
+                    block_size, prefill_budget)
+    if knee is not None:
+        document = knee_document(
+            knee, _load_shapes(preset or [], config or [], gguf or []),
+            bad=[flag for flag, on in (("--llamacpp", llamacpp), ("--paged", paged is not None),
+                                       ("--measure", measure), ("--compare-mha", mha),
+                                       ("--records", records is not None),
+                                       ("--budget-mib", budget_mib is not None),
+                                       ("--type-k/--type-v", bool(type_k or type_v))) if on],
+            args=dict(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                      kv_blocks=kv_blocks, kv_space_gib=kv_space_gib, metrics=metrics,
+                      block_size=block_size, prefill_budget=prefill_budget, seqs=seqs,
+                      context=context, unified=unified, ubatch=ubatch, batch=batch,
+                      dtype=dtype),
+            json_out=json_out, title=_title)
+        if out is not None:
+            write_document(out, document)
+        if json_out:
+            print_json(document)
+        return
+    if any(v is not None and v != [] for v in knee_options):
+        raise ConfigError("--prompt-tokens, --output-tokens, --kv-blocks, --kv-space-gib, "
+                          "--metrics, --block-size and --prefill-budget go with --knee SERVER")
     if measure and llamacpp:
         raise ConfigError("--measure checks the plain formula; drop --llamacpp")
+    if measure:
+        require_engine("kvlab memory --measure")
     if paged is not None and llamacpp:
         raise ConfigError("--paged predicts kvlab's and vLLM's block pool; drop --llamacpp")
     shapes = _load_shapes(preset or [], config or [], gguf or [])
@@ -219,7 +286,7 @@ def _formula_view(
         if measure:
             if tk != tv:
                 raise ConfigError("--measure allocates one type for K and V; drop --type-k/-v")
-            from kvlab.engine.kv_measure import measure_kv_bytes
+            from kvlab.studies.kv_measure import measure_kv_bytes
 
             m = measure_kv_bytes(shape, n, dtype=tk, n_seq=seqs)
             row.update(measured_bytes=m.measured_bytes, measure_method=m.method, matches=m.matches)

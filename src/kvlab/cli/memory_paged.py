@@ -80,7 +80,7 @@ def paged_view(
                  f"{est.waste:.1%}", f"{reserved / MIB:.2f}",
                  f"{row['contiguous_unused']:.1%}"]
         if measure:
-            from kvlab.engine.kv_measure import measure_paged_blocks
+            from kvlab.studies.kv_measure import measure_paged_blocks
 
             pool_size = max(est.blocks_global, est.blocks_swa or 0)
             got = measure_paged_blocks(shape, seq_lens, block, pool_size)

@@ -44,8 +44,9 @@ def report(
 
 @app.command()
 def compare(
-    run_a: Path = typer.Argument(..., help="First run directory, or a peer's result file (A)."),
-    run_b: Path = typer.Argument(..., help="Second run directory, or a peer's result file (B)."),
+    run_a: str = typer.Argument(..., help="First run directory, a peer's result file, or "
+                                "history:EXPERIMENT@latest | history:EXPERIMENT@COMMIT (A)."),
+    run_b: str = typer.Argument(..., help="Second run (B), given the same ways."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     requested_tokens: int | None = typer.Option(
         None, "--requested-tokens", min=1,
@@ -67,6 +68,10 @@ def compare(
     strict: bool = typer.Option(
         False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
         "with its records, instead of flagging it."),
+    db: Path | None = typer.Option(None, "--db", metavar="FILE",
+                                   help="The run history history:... names a run of "
+                                        "(default: KVLAB_HISTORY, else the user's data "
+                                        "directory)."),
 ) -> None:
     """Compare two runs: ratio A/B per metric with a 95 % interval and a verdict on B.
 
@@ -74,6 +79,10 @@ def compare(
     --save-detailed or an AIPerf profile_export.jsonl: its requests are read as kvlab
     records (imported; what the file lacks stays empty), refused if any request's
     output tokens differ from the requested count.
+
+    A run may also be named by the run history (kvlab history): history:E@latest is
+    experiment E's newest run, history:E@COMMIT its newest at that commit, e.g.
+    kvlab compare history:quickstart@latest runs/candidate --fail-on slower.
 
     In CI: kvlab compare runs/baseline runs/candidate --fail-on slower:e2e_ms:5%
     exits 0 (every cell checked and passed), 1 (B slower beyond 5 %, or fewer valid
@@ -83,12 +92,14 @@ def compare(
 
     from kvlab.bench.analysis.gate import FailOn, gate
     from kvlab.bench.store.rundir import load_run_or_import
+    from kvlab.cli.history_cmds import resolve_run
     from kvlab.report.compare_runs import compare_runs
     from kvlab.report.verdicts import comparison_rows, load_label
 
     rules = [FailOn.parse(text) for text in fail_on]  # a bad rule: one line, exit 2
-    result = compare_runs(load_run_or_import(run_a, requested_tokens),
-                          load_run_or_import(run_b, requested_tokens), strict=strict)
+    result = compare_runs(load_run_or_import(resolve_run(run_a, db), requested_tokens),
+                          load_run_or_import(resolve_run(run_b, db), requested_tokens),
+                          strict=strict)
     verdict = gate(result.comparisons, rules, accept_unjudged=accept_unjudged) \
         if rules else None
     if json_out:

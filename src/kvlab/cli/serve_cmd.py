@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kvlab.cli._app import app, console
+from kvlab.cli.extras import require_engine
 
 
 @app.command()
@@ -70,6 +71,7 @@ def serve(
 
         run_synthetic(host, port)
         return
+    require_engine("kvlab serve")
     from kvlab.serve import ServeSettings, create_app
     from kvlab.serve import serve as run
 

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from kvlab.cli._app import app, console, print_json
+from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
 
@@ -46,16 +47,18 @@ def engine_speed(
     one run, same threads, same prompts; and the engine's roofline: bytes a decode step
     reads and the GB/s it achieved, against this machine's copy bandwidth measured
     here (a benchmark, never a test)."""
+    require_engine("kvlab engine-speed")
     import json
     import tempfile
 
     import torch
 
-    from kvlab.engine import roofline, speed
     from kvlab.engine.models import load_model
-    from kvlab.engine.prove import gemma_prompt
     from kvlab.engine.weights import weight_format, weight_nbytes
     from kvlab.errors import ConfigError
+    from kvlab.servers.fetch import model_file
+    from kvlab.studies import roofline, speed
+    from kvlab.studies.prove import gemma_prompt
 
     against = [a for a in against if a != "none"]
     unknown = sorted(set(against) - {"transformers", "llama-server"})
@@ -66,13 +69,13 @@ def engine_speed(
     weight_format(dtype)
     sizes = sorted(set(int_list(contexts, "--contexts")))
     torch.set_num_threads(threads)
-    loaded = load_model(model, dtype)
+    loaded = load_model(model_file(model), dtype, model)
     prompts = {c: gemma_prompt(loaded.tokenizer, c) for c in sizes}
     runners: dict[str, Any] = {
         "engine": lambda ids, n: speed.time_engine(loaded.model, ids, n)}
     server = None
     if "transformers" in against:
-        from kvlab.engine.reference import load_transformers_gemma
+        from kvlab.studies.reference import load_transformers_gemma
 
         hf = load_transformers_gemma(loaded.path)
         runners["transformers"] = lambda ids, n: speed.time_transformers(hf, ids, n)
@@ -151,17 +154,18 @@ def engine_batch(
     and the GB/s achieved against this machine's copy bandwidth: why batching is
     nearly free while a step is memory-bound (a benchmark, never a test). Each format's
     fidelity: how often its greedy token is float32's on real text, and the mean KL."""
+    require_engine("kvlab engine-batch")
     import copy
 
     import torch
 
-    from kvlab.engine import roofline
     from kvlab.engine.gguf_tokenizer import load_gguf_tokenizer
     from kvlab.engine.gguf_weights import load_gemma
-    from kvlab.engine.models import model_path
-    from kvlab.engine.prove import gemma_prompt
     from kvlab.engine.weights import fidelity, to_format, weight_format
     from kvlab.errors import ConfigError
+    from kvlab.servers.fetch import model_file
+    from kvlab.studies import roofline
+    from kvlab.studies.prove import gemma_prompt
 
     formats = [weight_format(d.strip()) for value in dtypes for d in value.split(",")
                if d.strip()]
@@ -170,10 +174,11 @@ def engine_batch(
         raise ConfigError("--threads, --repeats, --context and --batch-sizes must be "
                           "positive")
     torch.set_num_threads(threads)
-    path, sha = model_path(model)
-    base = load_gemma(path, torch.float32)
-    text = torch.tensor([gemma_prompt(load_gguf_tokenizer(path, sha256=sha),
-                                      fidelity_tokens)]) if fidelity_tokens else None
+    checked = model_file(model)
+    base = load_gemma(checked.path, torch.float32)
+    tokenizer = load_gguf_tokenizer(checked.path, checked.tokenizer_json)
+    text = torch.tensor([gemma_prompt(tokenizer, fidelity_tokens)]) if fidelity_tokens \
+        else None
     with torch.inference_mode():
         reference = base(text)[0] if text is not None else None  # (T, V)
     bandwidth = roofline.copy_bandwidth()

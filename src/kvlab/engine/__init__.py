@@ -3,8 +3,9 @@
 Two architectures share one cache interface and one generate loop: the toy
 (:class:`TinyLM`, random weights, byte tokenizer) and Gemma 3 (:class:`Gemma3`, read
 from a GGUF by :func:`load_model`). The cache is contiguous (:class:`KVCache`, one
-sequence or a batch of equal ones) or paged (:class:`BlockPool`, with prefix caching,
-and the flattened :class:`RaggedBatch` of one step), which the continuous-batching
+sequence or a batch of equal ones) or paged (:class:`BlockPool` hands out blocks, with
+prefix caching; :class:`PagedKV` holds their K/V tensors; the flattened
+:class:`RaggedBatch` is one step over both), which the continuous-batching
 :class:`Scheduler` drives.
 """
 
@@ -17,8 +18,9 @@ from kvlab.engine.masks import causal_mask
 from kvlab.engine.model import TinyLM, build_model
 from kvlab.engine.models import LoadedModel, load_model
 from kvlab.engine.paged import BlockPool
+from kvlab.engine.paged_kv import PagedKV
 from kvlab.engine.ragged import RaggedBatch
-from kvlab.engine.scheduler import Request, RequestTooLarge, Scheduler
+from kvlab.engine.scheduler import Request, RequestTooLarge, Scheduler, SchedulerStats
 from kvlab.engine.tokenizer import EOS_ID, ByteTokenizer, IncrementalDecoder
 
 __all__ = [
@@ -33,10 +35,12 @@ __all__ = [
     "KVCache",
     "LoadedModel",
     "ModelConfig",
+    "PagedKV",
     "RaggedBatch",
     "Request",
     "RequestTooLarge",
     "Scheduler",
+    "SchedulerStats",
     "TinyLM",
     "build_gemma",
     "build_model",

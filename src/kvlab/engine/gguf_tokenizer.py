@@ -3,8 +3,9 @@
 Transformers' GGUF support (``AutoTokenizer.from_pretrained(..., gguf_file=...)``)
 turns the file's vocabulary, scores and token types into a ``tokenizers`` tokenizer.
 That conversion reads the whole 262,144-entry vocabulary and takes tens of seconds,
-so its result (the tokenizer's own JSON) is kept once per file, named by the file's
-SHA-256, under ``~/.cache/kvlab/tokenizers/``. Nothing here tokenizes by hand.
+so its result (the tokenizer's own JSON) can be kept in a file the caller names (kvlab
+keeps one per GGUF, named by its SHA-256: ``kvlab.servers.fetch.ModelFile
+.tokenizer_json``). Nothing here tokenizes by hand.
 
 :class:`GGUFTokenizer` has the byte tokenizer's interface (``encode``, ``decode``,
 ``incremental_decoder``, ``vocab_size``, ``eos_id``); ``encode`` adds the BOS token,
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.errors import EngineError, ModelFileError
-from kvlab.servers.fetch import TOKENIZER_CACHE_DIR as CACHE_DIR
 
 
 class IncrementalDecoder:
@@ -81,31 +81,25 @@ def _convert(path: Path) -> Any:
     return hf.backend_tokenizer
 
 
-def load_gguf_tokenizer(
-    path: str | Path, sha256: str | None = None, cache_dir: Path | None = CACHE_DIR
-) -> GGUFTokenizer:
+def load_gguf_tokenizer(path: str | Path, cache: Path | None = None) -> GGUFTokenizer:
     """The tokenizer of the GGUF file at ``path``.
 
-    ``sha256`` names the file in the cache (None: hashed here); ``cache_dir`` None
-    converts every time and keeps nothing.
+    ``cache``: the JSON file the converted tokenizer is read from, or written to once
+    (None: converted every time, kept nowhere).
     """
     from tokenizers import Tokenizer
 
     from kvlab.engine.gemma_config import read_gemma_config
-    from kvlab.servers.fetch import sha256_file
 
     p = Path(path)
     config = read_gemma_config(p)  # refuses other architectures and broken files first
-    cached = None
-    if cache_dir is not None:
-        cached = cache_dir / f"{sha256 or sha256_file(p)}.json"
-    if cached is not None and cached.is_file():
-        tokenizer = Tokenizer.from_file(str(cached))
+    if cache is not None and cache.is_file():
+        tokenizer = Tokenizer.from_file(str(cache))
     else:
         tokenizer = _convert(p)
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            partial = cached.with_suffix(".part")
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            partial = cache.with_suffix(".part")
             tokenizer.save(str(partial))
-            partial.replace(cached)
+            partial.replace(cache)  # never a half-written tokenizer
     return GGUFTokenizer(tokenizer, bos_id=config.bos_id, eos_id=config.eos_ids[0])

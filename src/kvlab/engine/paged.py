@@ -1,11 +1,13 @@
-"""A paged KV cache: fixed-size blocks in one preallocated pool per layer.
+"""A paged KV cache's block allocator: block ids, reference counts, block tables.
 
 The contiguous :class:`kvlab.engine.cache.KVCache` reserves ``max_len`` cells per
 sequence up front, whether the sequence uses them or not. Here memory is handed out
 as it is needed, one block of ``block_size`` tokens at a time (vLLM's PagedAttention):
 
-- each layer owns one pool of ``n_blocks * block_size`` cells, shaped
-  (cells, kvh, hd), allocated once;
+- every layer has ``n_blocks * block_size`` cells; block ``b`` is cells
+  ``b*bs .. b*bs+bs-1``. The cells themselves, the K/V tensors, are
+  :class:`kvlab.engine.paged_kv.PagedKV`: this module hands out block ids and never
+  touches a tensor;
 - layers with the same window (all full-attention layers; all 512-token sliding
   layers of Gemma 3) form a *group* that shares one free list and one block table
   per sequence: block ``i`` of a sequence holds its positions ``i*bs .. i*bs+bs-1``;
@@ -15,17 +17,17 @@ as it is needed, one block of ``block_size`` tokens at a time (vLLM's PagedAtten
 
 With ``prefix_caching``, a block is shared, not copied (:mod:`kvlab.engine.prefix`):
 every full block is named by its tokens and position chain and carries a reference
-count; a block nobody holds any more keeps its K/V and its name, least recently used
-first in line to be taken, and :meth:`BlockPool.match` gives a new sequence the
-blocks of its longest cached prefix. Sliding groups: the blocks a sliding layer lets
-go while a sequence runs are kept the same way, and a hit of P tokens needs every
-block below P in the full-attention group but only the blocks of the window before P
-in a sliding group (the next query sees no further back); the longest P that every
-group can serve wins.
+count; a block nobody holds any more keeps its name (its K/V stays in its cells),
+least recently used first in line to be taken, and :meth:`BlockPool.match` gives a new
+sequence the blocks of its longest cached prefix. Sliding groups: the blocks a sliding
+layer lets go while a sequence runs are kept the same way, and a hit of P tokens needs
+every block below P in the full-attention group but only the blocks of the window
+before P in a sliding group (the next query sees no further back); the longest P that
+every group can serve wins.
 
 :class:`kvlab.engine.ragged.RaggedBatch` is the cache a model's forward sees for a
-step over several sequences: it writes each token's K/V into its sequence's blocks
-and gathers each sequence's keys back in position order.
+step over several sequences: it writes each token's K/V into the cells of its
+sequence's blocks and gathers each sequence's keys back in position order.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class _Seq:
 
 
 class BlockPool:
-    """K/V pools for every layer, free lists and block tables for every sequence.
+    """Free lists and reference counts per window group, block tables per sequence.
 
     ``prefix_caching``: full blocks are named and shared (see the module docstring);
     off, a block goes back to the free list as soon as nobody holds it.
@@ -90,7 +92,6 @@ class BlockPool:
 
     def __init__(
         self, config: CacheLayout, n_blocks: int, block_size: int = DEFAULT_BLOCK_SIZE,
-        dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
         prefix_caching: bool = False,
     ) -> None:
         if n_blocks <= 0 or block_size <= 0:
@@ -105,10 +106,6 @@ class BlockPool:
                    for w in config.layer_windows]
         self.windows: list[int | None] = sorted(set(windows), key=lambda w: w or 0)
         self.layer_group = [self.windows.index(w) for w in windows]
-        cells = n_blocks * block_size
-        self.k = [torch.zeros((cells, config.n_kv_heads, config.head_dim), dtype=dtype,
-                              device=device) for _ in windows]  # (cells, kvh, hd)
-        self.v = [torch.zeros_like(k) for k in self.k]  # (cells, kvh, hd)
         # Free block ids per group (no cached K/V); popped from the end, block 0 first.
         self.free = [list(range(n_blocks - 1, -1, -1)) for _ in self.windows]
         self.refs = [[0] * n_blocks for _ in self.windows]  # sequences holding each block
@@ -119,16 +116,6 @@ class BlockPool:
     def prefix_caching(self) -> bool:
         """Whether full blocks are named, shared and kept once free."""
         return self.index is not None
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of every pool (all blocks, used or not)."""
-        return sum(t.numel() * t.element_size() for t in (*self.k, *self.v))
-
-    @property
-    def block_nbytes(self) -> int:
-        """Bytes of one block on one layer, K and V."""
-        return 2 * self.block_size * self.k[0][0].numel() * self.k[0].element_size()
 
     def available(self, group: int = 0) -> int:
         """Blocks of ``group`` that can be taken: free, or cached and held by nobody."""
@@ -146,6 +133,11 @@ class BlockPool:
     def length(self, seq_id: int) -> int:
         """Tokens held for ``seq_id``."""
         return self.seqs[seq_id].length
+
+    def table(self, seq_id: int, group: int) -> list[int | None]:
+        """Block ids of ``seq_id`` on ``group`` in position order (None: freed, out of
+        the window); read-only."""
+        return self.seqs[seq_id].tables[group]
 
     def add(self, seq_id: int, tokens: Sequence[int] = ()) -> None:
         """Register an empty sequence; ``tokens`` is its token list (read, not copied,
@@ -266,9 +258,14 @@ class BlockPool:
                 if block is not None:
                     self._drop(group, block)
 
+    def release_all(self) -> None:
+        """Forget every sequence, as :meth:`release` does one by one."""
+        for seq_id in list(self.seqs):
+            self.release(seq_id)
+
     def cells(self, seq_id: int, group: int, start: int, end: int) -> torch.Tensor:
         """Pool cell indices (end - start,) of positions start..end-1 of ``seq_id``."""
-        table = self.seqs[seq_id].tables[group]
+        table = self.table(seq_id, group)
         bs = self.block_size
         first, last = start // bs, ceil_div(end, bs)
         if any(b is None for b in table[first:last]):

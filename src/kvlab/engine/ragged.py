@@ -8,8 +8,9 @@ bytes a decode step costs), runs once over all N tokens. Only attention is per
 sequence. :class:`RaggedBatch` is the cache that forward sees (the
 :class:`~kvlab.engine.cache.KVStore` interface):
 
-- every new token's K/V is written into its sequence's blocks of the
-  :class:`~kvlab.engine.paged.BlockPool`;
+- every new token's K/V is written into the cells of its sequence's blocks (block ids
+  from the :class:`~kvlab.engine.paged.BlockPool`, tensors of the
+  :class:`~kvlab.engine.paged_kv.PagedKV`);
 - the one-token segments (decode rows) attend together, in one call: each row's keys
   are gathered from its blocks in position order, padded to the longest row, and the
   padding masked;
@@ -31,6 +32,7 @@ import torch
 from kvlab.engine.attention import attend
 from kvlab.engine.masks import contiguous_mask, position_mask
 from kvlab.engine.paged import BlockPool, first_kept_block
+from kvlab.engine.paged_kv import PagedKV
 from kvlab.errors import EngineError, PromptTooLongError
 
 
@@ -62,13 +64,16 @@ class _Group:
 
 class RaggedBatch:
     """The cache of one forward over ``work``: (sequence id, new tokens) pairs, in the
-    order of the flattened ids. The blocks for the new tokens must be taken first
-    (:meth:`BlockPool.grow`); :meth:`advance` commits them after the forward."""
+    order of the flattened ids, over the blocks of ``pool`` and the tensors of ``kv``.
+    The blocks for the new tokens must be taken first (:meth:`BlockPool.grow`);
+    :meth:`advance` commits them after the forward."""
 
-    def __init__(self, pool: BlockPool, work: list[tuple[int, int]]) -> None:
+    def __init__(self, pool: BlockPool, kv: PagedKV, work: list[tuple[int, int]]) -> None:
         if not work or any(n < 1 for _, n in work):
             raise EngineError(f"a ragged batch needs at least one token per sequence: {work}")
+        kv.check_fits(pool)
         self.pool = pool
+        self.kv = kv
         self.segments: list[Segment] = []
         offset = 0
         for seq_id, n_new in work:
@@ -95,7 +100,7 @@ class RaggedBatch:
                            contiguous_mask(s.n_new, s.start, window, end - low)))  # (T, S)
         if not self.rows:
             return _Group(write, None, None, chunks)
-        tables = [pool.seqs[s.seq_id].tables[group] for s in self.rows]
+        tables = [pool.table(s.seq_id, group) for s in self.rows]
         n_cols = max(len(t) for t in tables)
         # One row per sequence: its physical block ids (freed ones, never read, as 0).
         table = torch.tensor([[b or 0 for b in t] + [0] * (n_cols - len(t)) for t in tables])
@@ -132,7 +137,7 @@ class RaggedBatch:
         """Write k, v (1, kvh, N, hd) into the sequences' blocks; attention (1, nh, N, hd)
         of q (1, nh, N, hd): decode rows together, each chunk alone."""
         plan = self._groups[self.pool.layer_group[layer]]
-        pool_k, pool_v = self.pool.k[layer], self.pool.v[layer]  # (cells, kvh, hd)
+        pool_k, pool_v = self.kv.k[layer], self.kv.v[layer]  # (cells, kvh, hd)
         pool_k[plan.write] = k[0].transpose(0, 1)  # (N, kvh, hd)
         pool_v[plan.write] = v[0].transpose(0, 1)
         y = torch.empty_like(q)  # (1, nh, N, hd)

@@ -20,10 +20,15 @@ either way. The scheduler keeps that forward full. At every :meth:`Scheduler.ste
 
 A request that fits the pool alone is never refused: at worst it waits until it runs
 alone. One that does not fit is refused at :meth:`Scheduler.submit`.
+
+What a server needs besides :meth:`Scheduler.submit` and :meth:`Scheduler.step` is
+:meth:`Scheduler.stats` (its gauges) and :meth:`Scheduler.abort_all` (end everything
+after a failed step); the queues and the pool stay the scheduler's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections import deque
@@ -33,8 +38,9 @@ from dataclasses import dataclass, field
 import torch
 
 from kvlab.engine.generate import Sampler, check_request
-from kvlab.engine.lm import LanguageModel
+from kvlab.engine.lm import LanguageModel, model_dtype
 from kvlab.engine.paged import BlockPool, blocks_needed
+from kvlab.engine.paged_kv import PagedKV
 from kvlab.engine.ragged import RaggedBatch
 from kvlab.errors import EngineError
 
@@ -70,7 +76,7 @@ class Request:
     admitted: int = -1  # admission order; the largest is the youngest
     admitted_ns: int = 0  # perf_counter_ns of the first admission (0: still waiting)
     preemptions: int = 0
-    stop_type: str = ""  # "", then "eos", "limit" or "cancelled"
+    stop_type: str = ""  # "", then "eos", "limit", "cancelled" or "aborted"
     cancelled: bool = False  # set from any thread; honoured at the next step
     logits: list[torch.Tensor] = field(default_factory=list)  # per sampled token (V,)
 
@@ -104,18 +110,34 @@ class Counters:
     prefix_hits: int = 0  # of them, tokens found there
 
 
+@dataclass(frozen=True)
+class SchedulerStats:
+    """A snapshot of the scheduler for gauges: requests in flight and queued, the pool's
+    blocks per window group (None: full attention) and the counters since start."""
+
+    running: int
+    waiting: int
+    blocks_total: int  # per layer
+    blocks_used: dict[int | None, int]  # held by sequences, per window group
+    blocks_cached: dict[int | None, int] | None  # kept for prefix hits; None: caching off
+    counters: Counters
+
+
 class Scheduler:
     """Runs admitted requests together on ``model`` over the paged ``pool``.
 
     ``max_running``: the most sequences in flight; ``token_budget``: the most prompt
-    tokens computed per step (chunked prefill). Not thread-safe: one thread calls
-    :meth:`submit` and :meth:`step` (the server's worker); ``Request.cancelled`` is
-    the only field other threads may set.
+    tokens computed per step (chunked prefill); ``kv``: the K/V tensors the pool's
+    blocks address (None: allocated here for the pool, in the model's dtype). Not
+    thread-safe: one thread calls :meth:`submit` and :meth:`step` (the server's worker);
+    ``Request.cancelled`` is the only field other threads may set, and :meth:`stats`
+    the only method they may call.
     """
 
     def __init__(
         self, model: LanguageModel, pool: BlockPool,
         max_running: int = DEFAULT_MAX_RUNNING, token_budget: int = DEFAULT_TOKEN_BUDGET,
+        kv: PagedKV | None = None,
     ) -> None:
         if max_running < 1 or token_budget < 1:
             raise EngineError(
@@ -124,6 +146,8 @@ class Scheduler:
             )
         self.model = model
         self.pool = pool
+        self.kv = kv if kv is not None else PagedKV.for_pool(pool, model_dtype(model))
+        self.kv.check_fits(pool)
         self.max_running = max_running
         self.token_budget = token_budget
         self.waiting: deque[Request] = deque()
@@ -163,6 +187,32 @@ class Scheduler:
     def idle(self) -> bool:
         """No request waiting or running."""
         return not self.waiting and not self.running
+
+    def stats(self) -> SchedulerStats:
+        """Requests, blocks and counters now (a copy; readable from any thread, each
+        figure as of the moment it is read)."""
+        pool = self.pool
+        groups = dict(zip(pool.windows, range(len(pool.windows)), strict=True))
+        return SchedulerStats(
+            running=len(self.running), waiting=len(self.waiting),
+            blocks_total=pool.n_blocks,
+            blocks_used={w: pool.used(g) for w, g in groups.items()},
+            blocks_cached={w: pool.cached(g) for w, g in groups.items()}
+            if pool.prefix_caching else None,
+            counters=dataclasses.replace(self.counters))
+
+    def abort_all(self) -> list[Request]:
+        """End every request now, running or waiting (``stop_type`` "aborted"), and give
+        their blocks back; the requests ended, running ones first. For a server whose
+        step failed: whatever state the step left, the pool holds nothing after."""
+        ended = [*self.running, *self.waiting]
+        self.pool.release_all()
+        for req in ended:
+            req.cached = 0
+            req.stop_type = "aborted"
+        self.running.clear()
+        self.waiting.clear()
+        return ended
 
     def step(self) -> list[Request]:
         """Run one scheduling step; the requests that finished in it."""
@@ -232,7 +282,7 @@ class Scheduler:
         """One forward over every row and chunk of ``plan``; sample where due."""
         ids = torch.tensor([[t for req, n in plan
                              for t in req.token_ids[req.cached:req.cached + n]]])  # (1, N)
-        batch = RaggedBatch(self.pool, [(req.id, n) for req, n in plan])
+        batch = RaggedBatch(self.pool, self.kv, [(req.id, n) for req, n in plan])
         due = [(req, seg.last) for (req, n), seg in zip(plan, batch.segments, strict=True)
                if req.cached + n == len(req.token_ids)]  # all in the cache after this
         logits_at = torch.tensor([last for _, last in due], dtype=torch.long)  # (K,)

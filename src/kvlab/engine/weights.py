@@ -3,7 +3,7 @@
 A decode step multiplies a few rows of activations by every weight matrix, so it reads
 every weight once, and at a few rows that read is the step's cost: bytes of weights /
 memory bandwidth is a floor on the step time, and the floor is the same for 1 row as
-for 8 as long as the arithmetic keeps up (:mod:`kvlab.engine.roofline` measures
+for 8 as long as the arithmetic keeps up (:mod:`kvlab.studies.roofline` measures
 both). Fewer bytes per weight lower the floor; a kernel that keeps up with more rows
 keeps it flat. The forms (``FORMATS``), all through torch's own operators:
 
@@ -23,9 +23,19 @@ keeps it flat. The forms (``FORMATS``), all through torch's own operators:
   rounding of what that missed, about 16 bits in all, for 2 x rows in one product (the
   weights are still read once);
 - ``w8a8``: the same int8 weights with each row sent once, in 8 bits: the product of 8
-  rows costs nearly what 1 row costs, but about one greedy token in five differs from
+  rows costs nearly what 1 row costs, but about one greedy token in ten differs from
   float32's on real text (``kvlab engine-batch`` measures both). The flat end of the
   trade-off, for the lesson; ``int8`` serves.
+
+On an x86 CPU without VNNI (AVX2 alone, or AVX-512 without VNNI), oneDNN's u8 x s8
+product adds each pair of products in int16 with saturation (``vpmaddubsw``): 255 x 127
+twice overflows it, and the product is silently wrong (by 10 % of its size on random
+data). There each activation part uses 7 bits (-63..63, :func:`activation_levels`
+probes the CPU once), so no pair can overflow; the int8 format then carries about 14
+bits per activation, w8a8 7.
+
+oneDNN's packed bf16 product needs AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT; without
+them ``bfloat16`` multiplies plain bf16 tensors with ``F.linear`` (same numbers, slower).
 
 The output head of Gemma 3 (tied to the 262,144 x 640 embeddings, 63 % of the
 weights) is converted like every other matrix: it is the largest read of a decode
@@ -36,11 +46,13 @@ it per token. Only the rows that sample go through it (``logits_at``).
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from kvlab.errors import ConfigError
@@ -87,21 +99,44 @@ class PackedLinear(nn.Module):
         self.out_features, self.in_features = weight.shape
         self.weight_nbytes = weight.numel() * 2
         bf16 = weight.detach().to(torch.bfloat16).contiguous()
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(bf16, 1)  # opaque (out, in)
+        # oneDNN's bf16 product needs AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT; else plain
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(bf16, 1) \
+            if torch.ops.mkldnn._is_mkldnn_bf16_supported() else None  # opaque (out, in)
+        self.plain = bf16 if self.packed is None else None  # (out, in)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.plain is not None:
+            return F.linear(x.to(torch.bfloat16), self.plain)  # (..., out)
         return torch.ops.mkldnn._linear_pointwise(
             x.to(torch.bfloat16), self.packed, None, "none", [], "")  # (..., out)
+
+
+@functools.cache
+def activation_levels() -> int:
+    """Levels each side of zero an activation part uses on this CPU: 127 (8 bits), or
+    63 (7 bits) where oneDNN's u8 x s8 product saturates pairs of products in int16 (x86
+    without VNNI), so that no pair can overflow. Probed once: 255 x 127, 64 times."""
+    n, out = 64, 8
+    packed = torch.ops.onednn.qlinear_prepack(torch.full((out, n), 127, dtype=torch.int8),
+                                              None)
+    x = torch.full((1, n), 255, dtype=torch.uint8)  # 127 above the zero point 128
+    y = torch.ops.onednn.qlinear_pointwise(
+        x, 1.0, 128, packed, torch.ones(out), torch.zeros(out, dtype=torch.long), None,
+        1.0, 0, torch.float32, "none", [], "")  # (1, out)
+    return 127 if float(y[0, 0]) == 127 * 127 * n else 63
 
 
 class Int8Linear(nn.Module):
     """y = x Wᵀ with W in int8 (one scale per output row) and x in ``parts`` 8-bit parts
     per token (2: ~16 bits, 1: 8 bits; see the module docstring): an integer product,
-    rescaled to float32."""
+    rescaled to float32. ``levels``: an activation part's range, -levels..levels (None:
+    :func:`activation_levels`, what this CPU's product can sum without overflow)."""
 
-    def __init__(self, weight: torch.Tensor, parts: int = 2) -> None:
+    def __init__(self, weight: torch.Tensor, parts: int = 2, levels: int | None = None
+                 ) -> None:
         super().__init__()
         self.parts = parts
+        self.levels = levels or activation_levels()
         self.out_features, self.in_features = weight.shape
         self.weight_nbytes = weight.numel()
         w = weight.detach().float()
@@ -111,13 +146,14 @@ class Int8Linear(nn.Module):
         self.zero = torch.zeros(self.out_features, dtype=torch.long)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        qx, step = _split_rows(x, self.parts)  # (parts*M, in) uint8, (M, 1)
+        L = self.levels
+        qx, step = _split_rows(x, self.parts, L)  # (parts*M, in) uint8, (M, 1)
         M = step.shape[0]
         y = torch.ops.onednn.qlinear_pointwise(
-            qx, 1.0, 128, self.packed, self.scale, self.zero, None, 1.0, 0,
+            qx, 1.0, L + 1, self.packed, self.scale, self.zero, None, 1.0, 0,
             torch.float32, "none", [], "")  # (parts*M, out): W·hi, then W·lo
         if self.parts == 2:
-            y = y[:M].add_(y[M:], alpha=1 / 254)
+            y = y[:M].add_(y[M:], alpha=1 / (2 * L))
         y = y.mul_(step)  # (M, out): W·x
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
@@ -128,24 +164,25 @@ class Int8Linear(nn.Module):
 _last_split = threading.local()
 
 
-def _split_rows(x: torch.Tensor, n_parts: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row of x (..., in) as ``n_parts`` 8-bit parts, stacked (n_parts*M, in) and
-    offset by 128 as oneDNN's uint8 wants: hi = round(x / step) and, with 2 parts,
-    lo = round((x - hi*step) * 254 / step), with step = max|row| / 127, so
-    x = step * (hi + lo / 254) to about 16 bits (8 with hi alone)."""
+def _split_rows(x: torch.Tensor, n_parts: int, levels: int = 127
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of x (..., in) as ``n_parts`` parts of -L..L (L = ``levels``), stacked
+    (n_parts*M, in) and offset by L + 1 as oneDNN's uint8 wants: hi = round(x / step)
+    and, with 2 parts, lo = round((x - hi*step) * 2L / step), with step = max|row| / L,
+    so x = step * (hi + lo / 2L): about 16 bits at L = 127 (8 with hi alone)."""
     seen = getattr(_last_split, "entry", None)
-    if seen is not None and seen[0] is x and seen[1] == n_parts:
+    if seen is not None and seen[0] is x and seen[1] == (n_parts, levels):
         return seen[2], seen[3]
     rows = x.reshape(-1, x.shape[-1]).float()  # (M, in)
-    step = rows.abs().amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(127)  # (M, 1)
+    step = rows.abs().amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(levels)  # (M, 1)
     M = rows.shape[0]
     parts = torch.empty((n_parts * M, rows.shape[1]))  # hi above lo
-    t = rows / step  # (M, in) in -127..127
+    t = rows / step  # (M, in) in -L..L
     hi = torch.round(t, out=parts[:M])  # (M, in)
     if n_parts == 2:
-        torch.round(t.sub_(hi).mul_(254), out=parts[M:])  # lo: (M, in) in -127..127
-    qx = parts.add_(128).to(torch.uint8)  # (n_parts*M, in)
-    _last_split.entry = (x, n_parts, qx, step)
+        torch.round(t.sub_(hi).mul_(2 * levels), out=parts[M:])  # lo: (M, in) in -L..L
+    qx = parts.add_(levels + 1).to(torch.uint8)  # (n_parts*M, in)
+    _last_split.entry = (x, (n_parts, levels), qx, step)
     return qx, step
 
 

@@ -1,4 +1,5 @@
-"""KV memory accounting: model shapes, the plain formula, and llama.cpp's allocation.
+"""KV memory accounting: model shapes, the plain formula, llama.cpp's allocation, and
+the concurrency knee a server's KV budget sets.
 
 from kvlab.memory import shape_from_preset, kv_bytes, predict_llamacpp_kv
 kv_bytes(shape_from_preset("llama-3.1-8b"), 8192).gib        # 1.0 (bf16)
@@ -17,6 +18,7 @@ from kvlab.memory.formula import (
 )
 from kvlab.memory.gguf_file import read_gguf_metadata, shape_from_gguf, shape_from_gguf_metadata
 from kvlab.memory.hf_config import read_config_json, shape_from_hf_config, shape_from_hf_dict
+from kvlab.memory.knee import Bound, Knee, Past, Workload, kvlab_knee, llamacpp_knee, vllm_knee
 from kvlab.memory.llamacpp import (
     LlamaCppCache,
     LlamaCppKvPrediction,
@@ -36,6 +38,8 @@ __all__ = [
     "GIB",
     "MIB",
     "PRESETS",
+    "Bound",
+    "Knee",
     "KvDtype",
     "KvEstimate",
     "LlamaCppCache",
@@ -43,13 +47,17 @@ __all__ = [
     "MhaComparison",
     "ModelShape",
     "ObservedKvCache",
+    "Past",
+    "Workload",
     "compare_mha",
     "compare_with_log",
     "ctx_size_for",
     "get_dtype",
     "kv_bytes",
+    "kvlab_knee",
     "layer_cells",
     "llama_mib",
+    "llamacpp_knee",
     "pad256",
     "parse_kv_cache_log",
     "predict_llamacpp_kv",
@@ -64,4 +72,5 @@ __all__ = [
     "shape_from_preset",
     "swa_flags",
     "uniform_shape",
+    "vllm_knee",
 ]

@@ -1,8 +1,10 @@
 """CSV export of a run: records.csv (one row per record, with derived metrics) and
 summaries.csv (one row per (mode, capacity, load)).
 
-Derived columns come from :mod:`kvlab.bench.analysis.metrics` (through analysis.ROW_METRICS);
-an empty cell means the metric is unknown for that row (no stream, no timings...).
+Derived columns are the declared metrics
+(:mod:`kvlab.bench.analysis.summary_metrics`): in records.csv each row metric, in
+summaries.csv every statistic of each distributed metric, each group figure and the
+intervals; an empty cell means the metric is unknown there (no stream, no timings...).
 Every record is exported, warm-ups and refused rows included, with ``valid`` and
 ``refused_reasons`` saying whether a summary counted it: the evaluation's verdicts
 (:class:`~kvlab.bench.analysis.valid_rows.ValidRows`), point verdicts of the server's
@@ -16,14 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.analysis import metrics
 from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.analysis.summaries import (
-    INTERVAL_METRICS,
-    ROW_METRICS,
-    Summary,
-    report_order,
-)
+from kvlab.bench.analysis.metric import STATS, Metric
+from kvlab.bench.analysis.summaries import Summary, report_order
+from kvlab.bench.analysis.summary_metrics import INTERVAL_METRICS, ROW_METRICS, SUMMARY_METRICS
 from kvlab.bench.analysis.validate import Violation
 from kvlab.bench.records import Record
 from kvlab.bench.store.evaluation import evaluate_run_dir
@@ -37,15 +35,20 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "superseded", "valid", "refused_reasons", "api", "stream", "outcome", "http_status",
     "prompt_sha256", "requested_tokens", "prompt_tokens", "output_tokens", "cached_tokens",
     "stop_type", "truncated", "t_scheduled_ns", "t_sent_ns", "t_end_ns",
-    *(m.name for m in ROW_METRICS), "content_deltas",
+    *(m.name for m in ROW_METRICS),
 )
 
-_STATS = ("count", "mean", "p50", "p95", "p99", "min", "max", "std")
+
+def _columns(metric: Metric) -> tuple[str, ...]:
+    """summaries.csv's columns of one metric: every statistic, or the one figure."""
+    if metric.distributed:
+        return tuple(f"{metric.name}_{stat}" for stat in STATS)
+    return (metric.csv_name or metric.name,)
+
+
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "mode", "capacity", "load", "rows", "valid", "refused", "refused_by_reason", "flags",
-    "mean_prompt_tokens",
-    "e2e_tokens_per_s", "system_tokens_per_s",
-    *(f"{m.name}_{s}" for m in ROW_METRICS for s in _STATS),
+    *(c for m in SUMMARY_METRICS for c in _columns(m)),
     *(f"{m.name}_mean_ci_{end}" for m in INTERVAL_METRICS for end in ("low", "high")),
 )
 
@@ -75,10 +78,9 @@ def record_row(row: Record, *, superseded: bool = False,
         "output_tokens": row.output_tokens, "cached_tokens": row.cached_tokens,
         "stop_type": row.stop_type, "truncated": row.truncated,
         "t_scheduled_ns": row.t_scheduled, "t_sent_ns": row.t_sent, "t_end_ns": row.t_end,
-        "content_deltas": metrics.content_deltas(row) if row.stream else None,
     }
     for metric in ROW_METRICS:
-        data[metric.name] = metric.fn(row)
+        data[metric.name] = metric.of(row)
     return {k: _cell(data[k]) for k in RECORD_COLUMNS}
 
 
@@ -88,12 +90,14 @@ def summary_row(s: Summary) -> dict[str, Any]:
         "mode": s.mode, "capacity": s.capacity, "load": s.load, "rows": s.rows,
         "valid": s.queries, "refused": s.refused,
         "refused_by_reason": ";".join(f"{k}={n}" for k, n in s.count.refused.items()),
-        "flags": " | ".join(s.count.flags), "mean_prompt_tokens": s.mean_prompt_tokens,
-        "e2e_tokens_per_s": s.e2e_tokens_per_s, "system_tokens_per_s": s.system_tokens_per_s,
+        "flags": " | ".join(s.count.flags),
     }
-    for m in ROW_METRICS:
+    for m in SUMMARY_METRICS:
+        if not m.distributed:
+            data[_columns(m)[0]] = s.figure(m.name)
+            continue
         dist = s.metrics.get(m.name)
-        for stat in _STATS:
+        for stat in STATS:
             data[f"{m.name}_{stat}"] = getattr(dist, stat) if dist else None
     for m in INTERVAL_METRICS:
         ci = s.mean_intervals.get(m.name)

@@ -17,6 +17,7 @@ from kvlab.bench.analysis.definitions import (
     Aggregate,
     Cell,
 )
+from kvlab.report.section import ReportInput, Section
 
 TITLE = "The same run under other tools' definitions"
 
@@ -83,3 +84,12 @@ def section_body(found: Sequence[Cell], names: Sequence[str] = tuple(SETS)) -> s
 def definitions_markdown(found: Sequence[Cell], names: Sequence[str] = tuple(SETS)) -> str:
     """The whole report.md section, heading included (``found`` as in section_body)."""
     return "\n".join(["", f"## {TITLE}", "", section_body(found, names)])
+
+
+class PeerDefinitions(Section):
+    """The run's cells under vLLM's, GuideLLM's and AIPerf's definitions."""
+
+    heading = TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return section_body(report.evaluation.definitions)

@@ -13,7 +13,9 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvlab.bench.analysis.summaries import E2E, ITL, TTFT, RowMetric, Summary, load_value
+from kvlab.bench.analysis.metric import Metric
+from kvlab.bench.analysis.summaries import Summary, load_value
+from kvlab.bench.analysis.summary_metrics import E2E, ITL, TTFT
 from kvlab.bench.analysis.valid_rows import ValidRows
 from kvlab.bench.labels import load_order, read_label
 from kvlab.bench.records import GaugeSample
@@ -116,7 +118,7 @@ def latency_cdfs(valid: ValidRows) -> bytes | None:
             for (mode, c, load), group in by.items():
                 if c != cap:
                     continue
-                vals = [v for r in group.rows if (v := metric.fn(r)) is not None]
+                vals = metric.values(group.rows)
                 if vals:
                     label = mode if load is None else f"{mode} {load}"
                     _cdf(ax, vals, colours[mode], label)
@@ -139,12 +141,12 @@ def against_prompt_length(valid: ValidRows) -> bytes | None:
     fig = _figure(9.0, 3.0)
     axes = fig.subplots(1, 2)
     drew = False
-    metric: RowMetric
+    metric: Metric
     for ax, metric in zip(axes, (TTFT, ITL), strict=True):
         for mode in colours:
             pts = [(r.prompt_tokens, v) for r in good
                    if r.mode == mode and r.prompt_tokens is not None
-                   and (v := metric.fn(r)) is not None]
+                   and (v := metric.of(r)) is not None]
             if pts:
                 xs, ys = zip(*pts, strict=True)
                 ax.scatter(xs, ys, s=12, alpha=0.7, color=colours[mode], label=mode)
@@ -184,7 +186,7 @@ def throughput_vs_load(summaries: Sequence[Summary]) -> bytes | None:
         xs = [load_value(s.load) for s in points]
         style = styles[capacities.index(cap) % len(styles)]
         label = f"{mode} @ {cap}"
-        ax_tp.plot(xs, [s.system_tokens_per_s for s in points], style, marker="o",
+        ax_tp.plot(xs, [s.figure("system_tokens_per_s") for s in points], style, marker="o",
                    color=colours[mode], label=label)
         e2e = [s.metrics["e2e_ms"].mean if "e2e_ms" in s.metrics else None for s in points]
         ax_lat.plot(xs, e2e, style, marker="o", color=colours[mode], label=label)

@@ -18,6 +18,7 @@ from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.sizing import Sizing
 from kvlab.bench.records import Outcome, Record
 from kvlab.experiment import Workload
+from kvlab.report.section import ReportInput, Section
 
 
 def prompt_rule(fraction: float, dataset: DatasetSettings | None = None) -> str:
@@ -79,3 +80,16 @@ def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: 
                   "calibration counts what the server reports for the whole request, chat "
                   "template included. The server-counted column is what each request cost."]
     return "\n".join(lines) + "\n"
+
+
+class Prompts(Section):
+    """How the prompts were sized and what the server counted of them."""
+
+    heading = "Prompts"
+
+    def body(self, report: ReportInput) -> str:
+        if report.experiment is None:
+            return ""
+        workload = report.experiment.workload
+        return prompts_body(report.manifest, report.records, workload.prompt_fraction,
+                            workload.dataset)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from kvlab.bench.analysis.percentiles import Distribution
 from kvlab.bench.analysis.reasoning import ReasoningCell
+from kvlab.report.section import ReportInput, Section
 
 TITLE = "Reasoning streams"
 
@@ -61,3 +62,12 @@ def reasoning_markdown(cells: Sequence[ReasoningCell]) -> str:
     """The section for report.md ("" when nothing reasoned)."""
     body = section_body(cells)
     return f"\n## {TITLE}\n\n{body}" if body else ""
+
+
+class Reasoning(Section):
+    """TTFT and the time to first answer token of the cells that streamed reasoning."""
+
+    heading = TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return section_body(report.evaluation.reasoning)

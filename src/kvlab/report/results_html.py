@@ -14,8 +14,9 @@ from pathlib import Path
 
 import kvlab
 from kvlab.errors import ConfigError
+from kvlab.report.across_runs import pareto, points_of_json
 from kvlab.report.html import CSS
-from kvlab.report.results_page import KV_BENCH_FILE, ResultsPage
+from kvlab.report.results_page import KV_BENCH_FILE, ResultsPage, _latest_runs
 
 INDEX_FILE = "index.html"
 
@@ -36,14 +37,32 @@ def _headline_rows(page: ResultsPage) -> str:
             + "".join(rows) + "</tbody></table>")
 
 
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _pareto(page: ResultsPage) -> str:
+    """Throughput against p95 ITL at every load point of the latest run of each
+    experiment, one line per experiment and mode (read from their evaluation.json)."""
+    points = [p for name, run in _latest_runs(page.root).items()
+              for p in points_of_json(run.evaluation, prefix=f"{name} · ")]
+    png = pareto(points, title="Throughput against p95 effective ITL, every load run")
+    if png is None:
+        return ""
+    return ("<h3>Throughput against latency (Pareto)</h3><p class=muted>Output tokens/s of "
+            "the valid rows against their p95 effective ITL, per load point, one line per "
+            "experiment and mode (each experiment's latest run); ringed: the points no "
+            "other point beats on both.</p>" + _img(png, "Pareto: throughput against ITL"))
+
+
 def _plot(page: ResultsPage) -> str:
     png = page.root / KV_BENCH_FILE.with_suffix(".png")
-    if not png.is_file():
-        return ""
-    data = base64.b64encode(png.read_bytes()).decode("ascii")
-    return ("<h2>Figures</h2>"
-            f'<img alt="kv-bench: decode per token, naive vs cached" '
-            f'src="data:image/png;base64,{data}">')
+    parts = [_img(png.read_bytes(), "kv-bench: decode per token, naive vs cached")] \
+        if png.is_file() else []
+    parts.append(_pareto(page))
+    body = "".join(parts)
+    return f"<h2>Figures</h2>{body}" if body else ""
 
 
 def render_index(page: ResultsPage) -> str:

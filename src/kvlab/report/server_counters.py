@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvlab.bench.analysis.server_counters import Check, PointCounters
+from kvlab.report.section import ReportInput, Section
 
 TITLE = "Server counters (/metrics)"
 
@@ -63,3 +64,12 @@ def server_counters_markdown(points: Sequence[PointCounters]) -> str:
     """The section for report.md ("" without counters)."""
     body = section_body(points)
     return f"\n## {TITLE}\n\n{body}" if body else ""
+
+
+class ServerCounters(Section):
+    """Each point's /metrics deltas and their checks against the records."""
+
+    heading = TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return section_body(report.evaluation.server_counters)

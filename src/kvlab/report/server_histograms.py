@@ -15,6 +15,7 @@ from kvlab.bench.analysis.server_histograms import (
     Histogram,
     PointHistograms,
 )
+from kvlab.report.section import ReportInput, Section
 
 TITLE = "Server histograms (/metrics)"
 
@@ -78,3 +79,12 @@ def server_histograms_markdown(points: Sequence[PointHistograms]) -> str:
     """The section for report.md ("" without server histograms)."""
     body = section_body(points)
     return f"\n## {TITLE}\n\n{body}" if body else ""
+
+
+class ServerHistograms(Section):
+    """The server's request histograms beside the client's distributions."""
+
+    heading = TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return section_body(report.evaluation.server_histograms)

@@ -1,19 +1,22 @@
-"""Comparisons as text: ratios with their 95 % interval and verdict, for markdown.
+"""Comparisons with intervals: ratios with their 95 % interval and verdict.
 
-``pairs_markdown`` renders an evaluation's pairs as report.md shows them under
-"Comparisons (intervals)"; the HTML report uses the same cell formatting so both read
-alike. Comparisons are computed by :mod:`kvlab.bench.analysis.comparisons` only;
+``pairs_markdown`` renders an evaluation's pairs as report.md shows them in the section
+:class:`Intervals`; report.html uses the same cell formatting, with verdicts coloured,
+so both read alike. Comparisons are computed by :mod:`kvlab.bench.analysis.comparisons` only;
 ``intervals_markdown`` calls it for validated rows that have no evaluation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
 from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
 from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES
 from kvlab.bench.analysis.valid_rows import ValidRows
+from kvlab.report.html_blocks import section
+from kvlab.report.section import ReportInput, Section
 
 
 def fmt_num(x: float | None, digits: int = 2) -> str:
@@ -105,3 +108,51 @@ def intervals_markdown(valid: ValidRows, pairs: Sequence[tuple[str, str]] = (),
     ``pairs`` names none), for validated rows that have no evaluation yet."""
     comparisons = compare_run(valid, list(pairs) or None, resamples=resamples)
     return pairs_markdown(comparisons, named=bool(pairs))
+
+
+_VERDICT_CLASS = {"faster": "faster", "slower": "slower"}
+
+
+class Intervals(Section):
+    """Every pair of modes at each capacity and load: ratios with their 95 % interval
+    and the verdict read from it (report.html colours the verdicts)."""
+
+    heading = "Comparisons with 95 % intervals and verdicts"
+
+    def body(self, report: ReportInput) -> str:
+        text = pairs_markdown(report.evaluation.pairs, report.evaluation.named_pairs)
+        return text.rstrip() + "\n" if text else ""
+
+    def html(self, report: ReportInput) -> str:
+        comparisons, named = report.evaluation.pairs, report.evaluation.named_pairs
+        parts = ["<p>Ratio = mean A / mean B of a time at equal capacity and load: above 1, "
+                 "B took less time. The 95 % interval is a bootstrap (BCa) interval, paired "
+                 "over the queries both modes answered validly; the verdict is read from the "
+                 "interval alone (containing 1: no detectable difference - not proof of "
+                 "equality). Reduction = 1 − B/A.</p>"]
+        if not named and comparisons:
+            parts.append("<p class=muted>The experiment names no pairs: every pair of modes "
+                         "is compared.</p>")
+        if not comparisons:
+            parts.append("<p>No comparison: a single mode at every capacity.</p>")
+        for p in comparisons:
+            parts.append(f"<h3>{escape(p.mode_a)} (A) vs {escape(p.mode_b)} (B) — capacity "
+                         f"{p.capacity}, {escape(load_label(p.load))}</h3>")
+            if p.refused:
+                parts.append(f'<p class="warn">Refused: {escape(p.refused)}</p>')
+                continue
+            body = []
+            for r, c in zip(comparison_rows(p), p.metrics, strict=True):
+                cls = _VERDICT_CLASS.get(str(c.verdict), "nodiff")
+                cells = [r["metric"], r["mean_a"], r["mean_b"], r["ratio"], r["interval"],
+                         r["reduction"]]
+                tds = "".join(f"<td{' class=l' if i == 0 else ''}>{escape(x)}</td>"
+                              for i, x in enumerate(cells))
+                body.append(f"<tr>{tds}<td class='l {cls}'>{escape(r['verdict'])}</td>"
+                            f"<td>{escape(r['n'])}</td></tr>")
+            head = "".join(f"<th>{h}</th>" for h in (
+                "metric", "mean A (ms)", "mean B (ms)", "ratio A/B", "95 % interval",
+                "reduction", "verdict", "n"))
+            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
+                         "</tbody></table>")
+        return section(self.heading, "\n".join(parts))

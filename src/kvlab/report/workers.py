@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvlab.bench.records import Record
+from kvlab.report.section import ReportInput, Section
 
 TITLE = "Load workers and clocks"
 
@@ -76,3 +77,12 @@ def workers_markdown(manifest: dict[str, Any], records: Sequence[Record]) -> str
     """The "Load workers and clocks" section; "" for a run of one process."""
     body = workers_body(manifest, records)
     return f"\n## {TITLE}\n\n{body}" if body else ""
+
+
+class Workers(Section):
+    """Where the load workers ran and their clocks' offsets."""
+
+    heading = TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return workers_body(report.manifest, report.records)

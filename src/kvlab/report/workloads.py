@@ -14,6 +14,7 @@ from kvlab.bench.analysis.capacity import GOODPUT, CapacityResult
 from kvlab.bench.analysis.evaluate import Evaluation
 from kvlab.bench.analysis.stats import Distribution
 from kvlab.bench.analysis.turns import ConversationCheck
+from kvlab.report.section import ReportInput, Section
 
 CAPACITY_TITLE = "Capacity search"
 CACHE_TITLE = "Prefix cache"
@@ -162,3 +163,30 @@ def sections(evaluation: Evaluation) -> list[tuple[str, str]]:
 def workloads_markdown(evaluation: Evaluation) -> str:
     """The sections as report.md text ("" when the run has none of them)."""
     return "".join(f"\n## {title}\n\n{body}" for title, body in sections(evaluation))
+
+
+class CapacitySearch(Section):
+    """The highest rate meeting the objectives, per (mode, capacity)."""
+
+    heading = CAPACITY_TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return capacity_body(report.evaluation.capacity)
+
+
+class PrefixCache(Section):
+    """Cached tokens per row and TTFT split by cache hit, where reuse was allowed."""
+
+    heading = CACHE_TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return cache_body(report.evaluation.prefix_cache)
+
+
+class MultiTurn(Section):
+    """How multi-turn prompts grew against their plan."""
+
+    heading = TURNS_TITLE
+
+    def body(self, report: ReportInput) -> str:
+        return turns_body(report.evaluation.turns)

@@ -110,7 +110,6 @@ class BatchingSlot:
         """Load the model, allocate the pool, start the worker. Sets ``ready``."""
         import torch
 
-        from kvlab.engine.lm import model_dtype
         from kvlab.engine.paged import BlockPool
         from kvlab.engine.scheduler import Scheduler
 
@@ -118,8 +117,8 @@ class BatchingSlot:
         served = self.source.load()
         self.model, self.tokenizer, self.chat = served.model, served.tokenizer, served.chat
         pool = BlockPool(self.model.config, self.batch.n_blocks, self.batch.block_size,
-                         dtype=model_dtype(self.model),
                          prefix_caching=self.batch.prefix_caching)
+        # The scheduler allocates the pool's K/V tensors in the model's dtype.
         self.scheduler = Scheduler(self.model, pool, self.batch.max_running,
                                    self.batch.token_budget)
         self._worker = threading.Thread(target=self._loop, name="kvlab-batch", daemon=True)
@@ -175,25 +174,27 @@ class BatchingSlot:
     def gauges(self) -> Gauges:
         """Running and waiting requests, KV blocks per window group, and counters
         (all zero before the model is loaded; prefix-cache counters only when it is on)."""
-        sched = self.scheduler
-        if sched is None:
+        if self.scheduler is None:
             return Gauges(running=0, waiting=self._inbox.qsize(), prompt_tokens=0,
                           generation_tokens=0, finished=0)
-        pool, counters = sched.pool, sched.counters
-        groups = {("full" if w is None else str(w)): g for g, w in enumerate(pool.windows)}
-        caching = pool.prefix_caching
+        stats = self.scheduler.stats()
+        counters, caching = stats.counters, stats.blocks_cached is not None
+
+        def by_name(blocks: dict[int | None, int]) -> dict[str, int]:
+            return {("full" if w is None else str(w)): n for w, n in blocks.items()}
+
         return Gauges(
-            running=len(sched.running),
-            waiting=len(sched.waiting) + self._inbox.qsize(),
+            running=stats.running,
+            waiting=stats.waiting + self._inbox.qsize(),
             prompt_tokens=counters.prompt_tokens,
             generation_tokens=counters.generation_tokens,
             finished=counters.finished,
             pool=PoolGauges(
-                blocks_total=pool.n_blocks,
-                blocks_used={name: pool.used(g) for name, g in groups.items()},
+                blocks_total=stats.blocks_total,
+                blocks_used=by_name(stats.blocks_used),
                 preemptions=counters.preemptions,
-                blocks_cached={name: pool.cached(g) for name, g in groups.items()}
-                if caching else None),
+                blocks_cached=by_name(stats.blocks_cached)
+                if stats.blocks_cached is not None else None),
             prefix_cache_queries=counters.prefix_queries if caching else None,
             prefix_cache_hits=counters.prefix_hits if caching else None,
         )
@@ -248,11 +249,8 @@ class BatchingSlot:
         jobs[job.request.id] = job
 
     def _fail_all(self, jobs: dict[int, _Job], exc: Exception) -> None:
-        for req in [*self.scheduler.running, *self.scheduler.waiting]:
-            if req.id in self.scheduler.pool.seqs:
-                self.scheduler.pool.release(req.id)
-        self.scheduler.running.clear()
-        self.scheduler.waiting.clear()
+        """A step failed: every request in flight ends with ``exc``, the pool is emptied."""
+        self.scheduler.abort_all()
         for job in jobs.values():
             job.put(exc)
         jobs.clear()

@@ -90,8 +90,9 @@ class ModelSource:
             tokenizer = ServedTokenizer(ByteTokenizer(), None, self.config.eos_ids[0])
         else:
             from kvlab.engine.models import load_model
+            from kvlab.servers.fetch import model_file
 
-            loaded = load_model(self.name, self.dtype)
+            loaded = load_model(model_file(self.name), self.dtype, self.name)
             model = loaded.model
             tokenizer = ServedTokenizer(loaded.tokenizer, loaded.tokenizer.bos_id,
                                         loaded.tokenizer.eos_id)
@@ -114,12 +115,12 @@ def resolve_source(preset: str = "toy", model: str | None = None, dtype: str = "
                            chat_template=TOY_TEMPLATE, vocab_type="byte",
                            weights_seed=weights_seed)
     from kvlab.engine.gemma_config import gemma_config_from_metadata
-    from kvlab.engine.models import model_path
     from kvlab.engine.weights import weight_format
     from kvlab.memory.gguf_file import read_gguf_metadata
+    from kvlab.servers.fetch import model_file
 
     weight_format(dtype)  # refuse an unknown format now
-    path, _ = model_path(model)
+    path = model_file(model).path
     meta = read_gguf_metadata(path)
     config = gemma_config_from_metadata(meta, f"GGUF file {str(path)!r}")
     template = meta.get("tokenizer.chat_template")

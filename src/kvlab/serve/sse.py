@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.responses import StreamingResponse
 
-DONE = b"data: [DONE]\n\n"  # the OpenAI stream terminator (llama.cpp /completion has none)
+from kvlab.api.wire import event
 
-
-def event(obj: Any) -> bytes:
-    """One SSE event holding ``obj`` as compact JSON."""
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+__all__ = ["event", "sse_response"]
 
 
 def sse_response(events: Any) -> StreamingResponse:

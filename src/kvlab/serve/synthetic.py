@@ -56,15 +56,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kvlab.serve.synthetic_events import (
-    MODEL_ID,
-    chat_partial,
-    closing,
-    llama_partial,
-    prompt_token_count,
-    sse_event,
-    text_partial,
-)
+from kvlab.api.dialect import AnswerHead, Dialect
+from kvlab.api.dialects import dialect_at
+from kvlab.serve.synthetic_events import MODEL_ID, finish_of, prompt_token_count, token_text
 from kvlab.serve.synthetic_http import Conn, http_response
 
 LOG_LIMIT = 20_000  # requests kept in the send log; the oldest are dropped
@@ -150,25 +144,20 @@ class SyntheticServer:
                                                      "code": 404}}) if answer is None
                        else http_response(200, answer))
             return
-        api = {
-            "/completion": "llama",
-            "/completions": "llama",
-            "/v1/chat/completions": "chat",
-            "/chat/completions": "chat",
-            "/v1/completions": "text",
-        }.get(path)
-        if method != "POST" or api is None:
+        dialect = dialect_at(path)  # every API's routes (kvlab.api)
+        if method != "POST" or dialect is None:
             conn.write(http_response(404, {"error": {"message": f"no route {method} {path}"}}))
             return
         try:
             req = json.loads(body or b"{}")
             sched = self.default.override(req)
             if sched.prompt_tokens < 0:
-                sched = replace(sched, prompt_tokens=prompt_token_count(req))
+                sched = replace(sched, prompt_tokens=prompt_token_count(
+                    req, dialect.prompt_field))
         except (ValueError, TypeError) as exc:
             conn.write(http_response(400, {"error": {"message": str(exc), "code": 400}}))
             return
-        await self._answer(conn, api, req, sched, t_recv)
+        await self._answer(conn, dialect, req, sched, t_recv)
 
     def _get(self, path: str, query: dict[str, list[str]]) -> Any:
         """The answer to a GET, or None (404) for an unknown path."""
@@ -212,13 +201,14 @@ class SyntheticServer:
     # -- one streamed (or whole) answer ----------------------------------------------
 
     async def _answer(
-        self, conn: Conn, api: str, req: dict[str, Any], sched: Schedule, t_recv: int
+        self, conn: Conn, dialect: Dialect, req: dict[str, Any], sched: Schedule, t_recv: int
     ) -> None:
         self.requests += 1
         self._seq += 1
         rid = str((req.get("synthetic") or {}).get("id") or f"s{self._seq}")
-        created = int(time.time())
-        ridb = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{rid}".encode()  # OpenAI's prefixes
+        head = AnswerHead(id=dialect.id_prefix + rid, created=int(time.time()),
+                          model=MODEL_ID, fingerprint="synthetic",
+                          n_prompt=sched.prompt_tokens)
         stream = bool(req.get("stream"))
         sends: list[int] = []
         tokens: list[int] = []
@@ -227,41 +217,41 @@ class SyntheticServer:
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache"
                 b"\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\r\n"
             )
-            if api == "chat":
-                conn.write_chunk(sse_event({
-                    "choices": [{"finish_reason": None, "index": 0,
-                                 "delta": {"role": "assistant", "content": None}}],
-                    "created": created, "id": ridb.decode(), "model": MODEL_ID,
-                    "system_fingerprint": "synthetic", "object": "chat.completion.chunk"}))
+            opening = dialect.opening(head)
+            if opening:
+                conn.write_chunk(opening)
         if self._free is None:
-            await self._emit(conn, api, sched, t_recv, ridb, created, stream, sends, tokens)
+            await self._emit(conn, dialect, head, sched, t_recv, stream, sends, tokens)
         else:
             async with self._free:  # the schedule starts when a slot is free
-                await self._emit(conn, api, sched, time.perf_counter_ns(), ridb, created,
-                                 stream, sends, tokens)
+                await self._emit(conn, dialect, head, sched, time.perf_counter_ns(), stream,
+                                 sends, tokens)
         if conn.closed:
             return
-        entry = {"id": rid, "api": api, "t_recv_ns": t_recv, "send_ns": sends,
+        entry = {"id": rid, "api": dialect.kind, "t_recv_ns": t_recv, "send_ns": sends,
                  "tokens": tokens, "schedule": sched.__dict__}
         self.log[rid] = entry
         while len(self.log) > LOG_LIMIT:
             self.log.popitem(last=False)
         echo = sched.n_events and (req.get("synthetic") or {}).get("echo_sends")
-        finals = closing(api, req, sched, t_recv, sends, ridb, created, bool(echo))
+        extra = {"synthetic_send_ns": sends} if echo else None
+        finish = finish_of(sched, t_recv, sends, stream)
         if stream:
-            conn.write_chunk(b"".join(finals))
+            include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+            conn.write_chunk(dialect.closing(head, finish, include_usage, extra) + dialect.done)
             conn.write(b"0\r\n\r\n")
         else:
-            conn.write(http_response(200, finals))
+            conn.write(http_response(200, {**dialect.whole(head, finish), **(extra or {})}))
 
-    async def _emit(self, conn: Conn, api: str, sched: Schedule, t_recv: int, ridb: bytes,
-                    created: int, stream: bool, sends: list[int], tokens: list[int]) -> None:
+    async def _emit(self, conn: Conn, dialect: Dialect, head: AnswerHead, sched: Schedule,
+                    t_recv: int, stream: bool, sends: list[int], tokens: list[int]) -> None:
         """Write the content events on schedule; append each event's send time."""
         loop = asyncio.get_running_loop()
         k, per_write, n_events = sched.tokens_per_event, sched.events_per_write, sched.n_events
         n_writes = math.ceil(n_events / per_write)
         itl_ns = round(sched.itl_ms * 1e6)
         t_first = t_recv + round(sched.ttft_ms * 1e6)
+        token_event = dialect.token_event
         event, written, w = 0, 0, 0  # next event, tokens written, next write
         while w < n_writes:
             deadline = t_first + w * itl_ns
@@ -290,14 +280,9 @@ class SyntheticServer:
                 n = min(k, sched.tokens - written)
                 written += n
                 tokens.append(n)
-                if not stream:
-                    continue
-                if api == "llama":
-                    parts.append(llama_partial(written - n, n, written, sched.prompt_tokens))
-                elif api == "chat":
-                    parts.append(chat_partial(ridb, created, n))
-                else:
-                    parts.append(text_partial(ridb, created, n))
+                if stream:  # token ids 1000, 1001, ...
+                    parts.append(token_event(head, token_text(n),
+                                             range(1000 + written - n, 1000 + written), written))
             t = time.perf_counter_ns()
             if stream:
                 conn.write_chunk(b"".join(parts))

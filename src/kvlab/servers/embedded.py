@@ -9,12 +9,14 @@ runner stops the server itself (SIGTERM, then SIGKILL) on every exit path, and
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from typing import Any, Literal
 
 from pydantic import Field
 
 import kvlab
+from kvlab.errors import ConfigError
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.process import ServerProcess, free_port
 
@@ -104,6 +106,17 @@ class EmbeddedServer(ServerProcess):
         if not self.prefix_cache:
             argv.append("--no-prefix-cache")
         return argv
+
+    def prepare(self) -> None:
+        """One line, before the spawn, when this kvlab has no engine to serve (a plain
+        ``pip install kvlab``), rather than a server that exits during start-up."""
+        try:
+            found = importlib.util.find_spec("torch") is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ConfigError("the embedded server (kvlab serve) needs the engine extra: "
+                              "pip install 'kvlab[engine]'")
 
     def facts(self) -> dict[str, Any]:
         """What the manifest keeps about this server."""

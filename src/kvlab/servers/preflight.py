@@ -57,6 +57,29 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The instruction sets that decide how fast inference kernels run, as /proc/cpuinfo
+# names them (x86: SSE4.2 to AVX-512 and AMX; Arm: NEON as asimd, SVE, dot products).
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw",
+              "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
+              "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "sve", "sve2", "i8mm",
+              "bf16")
+
+
+def cpu_flags(cpuinfo: str | None = None) -> list[str] | None:
+    """The SIMD_FLAGS this CPU has, in that order (None where /proc/cpuinfo cannot be
+    read or has no flags line)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):
+            have = set(line.split(":", 1)[1].split())
+            return [flag for flag in SIMD_FLAGS if flag in have]
+    return None
+
+
 def load_average() -> list[float] | None:
     """The 1-, 5- and 15-minute load averages (runnable processes; on N cores, N means
     busy), or None where the OS does not keep them."""

@@ -5,7 +5,8 @@ embedded ``kvlab serve``): a subclass gives its command line and its manifest fa
 the base owns the port, the spawn, readiness, the log and its tail, and the stop. Each
 child runs in its own process group (a terminal Ctrl-C reaches kvlab only; stopping
 signals the whole group), is registered so ``atexit`` and SIGTERM/SIGHUP stop it, and
-on Linux asks the kernel to SIGKILL it if kvlab itself dies, even by SIGKILL.
+on Linux asks the kernel to SIGKILL it if kvlab itself dies, even by SIGKILL; what it
+starts in turn (vLLM's EngineCore and Workers) is ended by :mod:`kvlab.watchdog`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import IO, Any, Protocol
 
 import httpx
 
+from kvlab import watchdog
 from kvlab.errors import ServerLaunchError
 
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this many seconds
@@ -66,13 +68,14 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 
 def spawn(argv: list[str], log: IO[bytes], env: Mapping[str, str] | None = None
           ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in its own process group, stdout and stderr to ``log``."""
+    """Start ``argv`` in its own process group, stdout and stderr to ``log``, marked for
+    kvlab's watchdog (it and all it starts end when kvlab ends)."""
     # PDEATHSIG fires when the *thread* that forked exits, so only the main thread
     # (which lives as long as kvlab) may ask for it.
     in_main = threading.current_thread() is threading.main_thread()
     return subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        env=dict(env) if env is not None else None,
+        env=watchdog.marked(env),
         start_new_session=True,  # own process group: stop_process() signals the group
         preexec_fn=(_die_with_parent(os.getpid())
                     if in_main and sys.platform == "linux" else None),

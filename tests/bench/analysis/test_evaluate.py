@@ -30,16 +30,16 @@ def test_summary_fields() -> None:
     rows = [row(t_end=500 * MS), row(query_id="q02", t_end=1500 * MS, prompt_tokens=260)]
     s = summarize(judge(rows))
     assert s.queries == 2 and s.count.describe() == "2 valid of 2"
-    assert s.mean_ms == pytest.approx(1000.0)
-    assert s.tokens_per_second == pytest.approx(64.0)
-    assert s.mean_prompt_tokens == pytest.approx(255.0)
-    assert s.mean_prompt_ms == 90.0 and s.mean_decode_ms == 630.0
-    assert s.e2e_ms["p50"] == pytest.approx(1000.0)
-    assert s.e2e_ms["p95"] == pytest.approx(1450.0)
-    assert s.ttft_ms["mean"] == pytest.approx(100.0)
-    assert s.itl_effective_ms["median"] == pytest.approx(10.0)
-    assert s.inter_delta_median_ms == pytest.approx(10.0)
-    assert s.mean_content_deltas == 64.0
+    assert s.mean("e2e_ms") == pytest.approx(1000.0)
+    assert s.figure("tokens_per_second") == pytest.approx(64.0)
+    assert s.figure("mean_prompt_tokens") == pytest.approx(255.0)
+    assert s.mean("prefill_ms") == 90.0 and s.mean("decode_ms") == 630.0
+    assert s.dist("e2e_ms")["p50"] == pytest.approx(1000.0)
+    assert s.dist("e2e_ms")["p95"] == pytest.approx(1450.0)
+    assert s.dist("ttft_ms")["mean"] == pytest.approx(100.0)
+    assert s.dist("itl_effective_ms")["median"] == pytest.approx(10.0)
+    assert s.dist("inter_delta_ms")["p50"] == pytest.approx(10.0)
+    assert s.mean("content_deltas") == 64.0
 
 
 def _mode(mode: str, scale: float, **overrides) -> list:
@@ -134,7 +134,7 @@ def test_load_points_are_summarized_and_compared_separately() -> None:
         ("a", "c=1", 2), ("a", "c=8", 2), ("b", "c=1", 2), ("b", "c=8", 2)]
     c1, c8 = ev.summary("a", 512, "c=1"), ev.summary("a", 512, "c=8")
     assert c1 is not None and c8 is not None and ev.summary("a", 512) is None
-    assert c1.mean_ms == pytest.approx(1000.0) and c8.mean_ms == pytest.approx(3000.0)
+    assert c1.mean("e2e_ms") == pytest.approx(1000.0) and c8.mean("e2e_ms") == pytest.approx(3000.0)
     assert [(c.load, c.status) for c in ev.comparisons] == [("c=1", "ok"), ("c=8", "ok")]
     assert ev.comparisons[0].metrics["e2e_ms"]["ratio"] == pytest.approx(2.0)  # 1000 / 500
     assert ev.comparisons[1].metrics["e2e_ms"]["ratio"] == pytest.approx(1.5)  # 3000 / 2000
@@ -152,7 +152,8 @@ def test_a_refused_row_refuses_its_load_point_only() -> None:
 
 
 def test_load_column_only_when_the_run_has_load_points() -> None:
-    from kvlab.report.markdown import comparison_header, summary_header, summary_rows
+    from kvlab.report.comparisons import comparison_header
+    from kvlab.report.summary_table import summary_header, summary_rows
 
     sequential = evaluate(_mode("a", 1.2) + _mode("b", 1.0), [("a", "b")])
     assert "load" not in summary_header(sequential)

@@ -108,7 +108,7 @@ def test_client_check_says_saturated_ok_or_uncalibrated() -> None:
 
 def test_the_client_section_warns_only_when_saturated() -> None:
     """report.md's "Client load" section (a run with a tiny limit warns)."""
-    from kvlab.report.markdown import client_markdown
+    from kvlab.report.load import client_markdown
 
     section = client_markdown(client_check(RECORDS, Calibration(100.0, 1e9)))
     assert section.startswith("\n## Client load\n") and "**Warning:** client near" in section

@@ -28,7 +28,7 @@ import time
 
 import aiohttp
 
-from kvlab.bench.client.endpoints import API_PATHS, Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.records import ApiKind, Outcome, RunClock
 
 
@@ -145,7 +145,7 @@ async def measure(
 
     async def baseline_one(session: aiohttp.ClientSession) -> int:
         n = 0
-        async with session.post(ep.url(API_PATHS[api]), json={"stream": True}) as resp:
+        async with session.post(ep.url(ep.dialect.path), json={"stream": True}) as resp:
             async for line in resp.content:
                 if line.startswith(b"data: "):
                     data = line[6:].strip()

@@ -19,14 +19,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvlab.bench.analysis.metric import Metric
 from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES, Interval, Verdict, ratio_ci, verdict
-from kvlab.bench.analysis.summaries import DECODE, E2E, ITL, PREFILL, TTFT, RowMetric
+from kvlab.bench.analysis.summary_metrics import COMPARED_METRICS
 from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
 from kvlab.bench.analysis.validate import Reason, Violation, check_pairs
 from kvlab.bench.labels import load_order
 from kvlab.bench.records import Record
 
-COMPARED_METRICS: tuple[RowMetric, ...] = (E2E, PREFILL, DECODE, TTFT, ITL)  # times only
+__all__ = ["COMPARED_METRICS", "MetricComparison", "PairComparison", "compare_metric",
+           "compare_rows", "compare_run", "default_pairs"]
 
 
 # ------------------------------------------------------------------------- comparisons
@@ -100,7 +102,7 @@ def _key(row: Record) -> tuple[str, int]:
     return (row.query_id, row.repetition)
 
 
-def compare_metric(metric: RowMetric, rows_a: Sequence[Record], rows_b: Sequence[Record],
+def compare_metric(metric: Metric, rows_a: Sequence[Record], rows_b: Sequence[Record],
                    *, resamples: int = 2000) -> MetricComparison | None:
     """Ratio A/B of one metric over valid rows; paired on matching queries if enough.
 
@@ -109,8 +111,8 @@ def compare_metric(metric: RowMetric, rows_a: Sequence[Record], rows_b: Sequence
     an effective ITL of 0) the interval is None and ``note`` says why. None when either
     mean is not positive (no ratio can be read).
     """
-    a_by = {_key(r): v for r in rows_a if (v := metric.fn(r)) is not None}
-    b_by = {_key(r): v for r in rows_b if (v := metric.fn(r)) is not None}
+    a_by = {_key(r): v for r in rows_a if (v := metric.of(r)) is not None}
+    b_by = {_key(r): v for r in rows_b if (v := metric.of(r)) is not None}
     if not a_by or not b_by:
         return None
     common = sorted(a_by.keys() & b_by.keys())

@@ -23,7 +23,7 @@ CLI's tables render it; they compute nothing of their own.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,12 @@ from kvlab.bench.analysis.capacity import (
     SearchPlan,
     capacity_search,
 )
-from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
+from kvlab.bench.analysis.comparisons import (
+    COMPARED_METRICS,
+    MetricComparison,
+    PairComparison,
+    compare_run,
+)
 from kvlab.bench.analysis.definitions import Cell, cells, evaluation_block
 from kvlab.bench.analysis.load import (
     DEFAULT_SLIP_THRESHOLD_MS,
@@ -50,6 +55,7 @@ from kvlab.bench.analysis.saturation import Calibration, ClientCheck, client_che
 from kvlab.bench.analysis.server_counters import PointCounters, point_counters
 from kvlab.bench.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.bench.analysis.summaries import Summary, summarize
+from kvlab.bench.analysis.summary_metrics import metric_definitions
 from kvlab.bench.analysis.turns import ConversationCheck, TurnPlan, turn_growth
 from kvlab.bench.analysis.valid_rows import ValidRows, judge
 from kvlab.bench.analysis.validate import Violation
@@ -57,7 +63,7 @@ from kvlab.bench.labels import load_order
 from kvlab.bench.records import GaugeSample, Record
 
 __all__ = [
-    "METRIC_DEFINITIONS", "SCHEMA_VERSION", "Comparison", "Evaluation", "Summary", "compare",
+    "SCHEMA_VERSION", "Comparison", "Evaluation", "Summary", "compare",
     "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize", "write_evaluation",
 ]
 
@@ -66,37 +72,6 @@ __all__ = [
 # tokens/s, goodput, slo_met) and the capacity search read valid rows only; summaries,
 # load points, comparisons and probes carry "n valid of m" (count); point verdicts.
 SCHEMA_VERSION = 2
-
-METRIC_DEFINITIONS: dict[str, str] = {
-    "e2e_ms": "end - sent: the client's whole wait for one request",
-    "ttft_ms": "first output token of any kind (a reasoning model's thinking included) "
-    "- sent",
-    "answer_ttft_ms": "first answer token (not reasoning) - sent; ttft_ms when nothing "
-    "was reasoning",
-    "itl_effective_ms": "(last output - first output) / (output tokens - 1), "
-    "output tokens as the server reports them (reasoning included)",
-    "inter_delta_ms": "gaps between successive output chunks (a chunk may hold several "
-    "tokens); median and p95 show client-side jitter",
-    "prefill_ms": "llama.cpp timings.prompt_ms (server side; includes the first token)",
-    "decode_ms": "llama.cpp timings.predicted_ms (first token to last, server side)",
-    "decode_per_token_ms": "decode_ms / (output tokens - 1)",
-    "overhead_ms": "e2e - (prefill + decode): HTTP, queueing, client",
-    "tokens_per_second": "sum of output tokens / sum of e2e seconds (not a mean of rates)",
-    "decode_tokens_per_s": "(predicted_n - 1) / predicted_ms (llama.cpp's own rate)",
-    "ratio": "mean_A / mean_B of one metric at equal capacity; > 1 means B took less time",
-    "reduction": "1 - 1/ratio = 1 - B/A: the share of A's time that B saves",
-}
-
-
-# Metrics a comparison reports: name -> how to read the mean from a summary.
-COMPARED: dict[str, Callable[[Summary], float | None]] = {
-    "e2e_ms": lambda s: s.mean_ms,
-    "prefill_ms": lambda s: s.mean_prompt_ms,
-    "decode_ms": lambda s: s.mean_decode_ms,
-    "ttft_ms": lambda s: s.mean("ttft_ms"),
-    "itl_effective_ms": lambda s: s.mean("itl_effective_ms"),
-}
-
 
 def ratio_of(a: float | None, b: float | None) -> float | None:
     """mean_A / mean_B; None when either is missing or B is not positive."""
@@ -155,15 +130,15 @@ def compare(a: Summary, b: Summary, pair_violations: list[Violation],
     if reasons:
         return result
     found = {c.metric: c for c in pair.metrics} if pair is not None else {}
-    for name, read in COMPARED.items():
-        mean_a, mean_b = read(a), read(b)
+    for metric in COMPARED_METRICS:
+        mean_a, mean_b = a.mean(metric.name), b.mean(metric.name)
         ratio = ratio_of(mean_a, mean_b)
-        result.metrics[name] = {
+        result.metrics[metric.name] = {
             "mean_a": mean_a,
             "mean_b": mean_b,
             "ratio": ratio,
             "reduction": reduction_of(ratio),
-            **_interval_of(found.get(name)),
+            **_interval_of(found.get(metric.name)),
         }
     return result
 
@@ -215,7 +190,7 @@ class Evaluation:
         return {**head, **{
             "run_id": self.run_id,
             "experiment": self.experiment,
-            "metric_definitions": METRIC_DEFINITIONS,
+            "metric_definitions": metric_definitions(),
             "counts": self.counts,
             "valid": self.valid.count.to_dict(),
             "strict": self.strict,

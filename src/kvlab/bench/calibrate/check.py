@@ -38,6 +38,8 @@ from typing import Any
 
 import aiohttp
 
+from kvlab.api.dialect import Dialect
+from kvlab.api.dialects import dialect_of
 from kvlab.bench.calibrate.level import LoadResult, level_result, level_spread, run_streams
 from kvlab.bench.calibrate.server import (
     check_clock,
@@ -159,22 +161,17 @@ async def run_level(
 
 
 async def _baseline_stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any],
-                           llama: bool) -> tuple[int, int]:
+                           dialect: Dialect) -> tuple[int, int]:
     """The plain client: read lines, json.loads each ``data:`` event; (events, tokens)."""
     events = tokens = 0
     async with session.post(url, json=body) as resp:
         async for line in resp.content:
             if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
                 continue
-            obj = json.loads(line[6:])
-            if llama:
-                if obj.get("stop"):
-                    continue
+            held = dialect.event_tokens(json.loads(line[6:]))
+            if held:
                 events += 1
-                tokens += len(obj.get("tokens") or ())
-            elif obj.get("choices") and obj["choices"][0].get("delta", {}).get("content"):
-                events += 1
-                tokens += 1
+                tokens += held
     return events, tokens
 
 
@@ -184,8 +181,7 @@ async def ingest_burst(base_url: str, client: str, settings: CalibrateSettings) 
     schedule = {"ttft_ms": 0.0, "itl_ms": 0.0, "tokens": settings.ingest_tokens,
                 "tokens_per_event": 1, "events_per_write": settings.events_per_write}
     api = settings.api
-    llama = api is ApiKind.LLAMACPP_COMPLETION
-    path = "/completion" if llama else "/v1/chat/completions"
+    dialect = dialect_of(api)
     events = tokens = 0
     stop_at = time.perf_counter() + settings.ingest_duration_s
     scpu0 = await server_cpu_s(base_url)
@@ -211,12 +207,10 @@ async def ingest_burst(base_url: str, client: str, settings: CalibrateSettings) 
 
         async def plain(session: aiohttp.ClientSession) -> None:
             nonlocal events, tokens
-            body = {"prompt": "ingest", "n_predict": settings.ingest_tokens, "stream": True,
-                    "model": "synthetic", "max_tokens": settings.ingest_tokens,
-                    "messages": [{"role": "user", "content": "ingest"}],
+            body = {**dialect.body("ingest", settings.ingest_tokens, True, "synthetic"),
                     "synthetic": schedule}
             while time.perf_counter() < stop_at:
-                e, t = await _baseline_stream(session, base_url + path, body, llama)
+                e, t = await _baseline_stream(session, base_url + dialect.path, body, dialect)
                 events += e
                 tokens += t
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from kvlab import watchdog
 from kvlab.errors import ServerLaunchError
 
 # -- the server process and its clock --------------------------------------------------------------
@@ -30,6 +31,7 @@ def synthetic_process(host: str = "127.0.0.1", timeout_s: float = 20.0,
 
     ``cpus``: the CPUs the server may run on (None: wherever the OS likes); ``options``:
     more of its command-line options (``["--slots", "1"]``)."""
+    watchdog.ensure()  # it ends with this process, however that ends
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvlab.serve.synthetic", "--host", host, "--port", "0",
          *options],

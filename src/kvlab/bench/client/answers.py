@@ -3,8 +3,9 @@
 :func:`read_answer` takes kvlab's own client's :class:`~kvlab.bench.client.rawhttp.Response`
 or an :class:`AiohttpAnswer` (the same interface over aiohttp), checks the status and
 content type, and feeds a streamed body read by read to :class:`_StreamReader`, whose
-events share their read's arrival time. :mod:`kvlab.bench.client.endpoints` owns the request,
-the connection and the outcome of an exception.
+events share their read's arrival time; the API's dialect (:mod:`kvlab.api`) reads
+the events. :mod:`kvlab.bench.client.endpoints` owns the request, the connection and
+the outcome of an exception.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from kvlab.api.dialect import Dialect
 from kvlab.bench.client.rawhttp import Response as RawResponse
 from kvlab.bench.client.responses import (
     ERROR_EXCERPT_CHARS,
@@ -23,7 +25,7 @@ from kvlab.bench.client.responses import (
     malformed,
 )
 from kvlab.bench.client.sse import SSEParser
-from kvlab.bench.records import ApiKind, Outcome, RunClock
+from kvlab.bench.records import Outcome, RunClock
 
 
 class AiohttpAnswer:
@@ -50,9 +52,9 @@ class AiohttpAnswer:
             sink(chunk, now())
 
 
-async def read_answer(resp: RawResponse | AiohttpAnswer, api: ApiKind, stream: bool,
-                  clock: RunClock, facts: ResponseFacts) -> None:
-    """Read one answer, through either HTTP client, into ``facts``."""
+async def read_answer(resp: RawResponse | AiohttpAnswer, dialect: Dialect, stream: bool,
+                      clock: RunClock, facts: ResponseFacts) -> None:
+    """Read one answer of ``dialect``'s API, through either HTTP client, into ``facts``."""
     facts.t_headers = resp.t_head_ns - clock.t0_ns
     facts.status = resp.status
     if resp.status >= 300:
@@ -60,15 +62,15 @@ async def read_answer(resp: RawResponse | AiohttpAnswer, api: ApiKind, stream: b
         facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
         return
     if not stream:
-        _whole_answer(await resp.read(), api, facts)
+        _whole_answer(await resp.read(), dialect, facts)
         return
     _check_event_stream(resp.headers.get("content-type", ""))
-    reader = _StreamReader(api, clock, facts)
+    reader = _StreamReader(dialect, clock, facts)
     await resp.stream(reader.feed)
     reader.finish()
 
 
-def _whole_answer(raw: bytes, api: ApiKind, facts: ResponseFacts) -> None:
+def _whole_answer(raw: bytes, dialect: Dialect, facts: ResponseFacts) -> None:
     """Facts of a non-streamed answer."""
     try:
         obj = json.loads(raw)
@@ -76,10 +78,7 @@ def _whole_answer(raw: bytes, api: ApiKind, facts: ResponseFacts) -> None:
         raise malformed(exc) from exc
     if not isinstance(obj, dict):
         raise MalformedResponse(f"expected a JSON object, got {type(obj).__name__}")
-    if api is ApiKind.LLAMACPP_COMPLETION:
-        facts.llama_answer(obj)
-    else:
-        facts.openai_answer(obj, api is ApiKind.OPENAI_CHAT)
+    dialect.read_answer(facts, obj)
 
 
 def _check_event_stream(content_type: str) -> None:
@@ -96,17 +95,17 @@ class _StreamReader:
     every event parsed out of it shares that time.
     """
 
-    __slots__ = ("_chat", "_done", "_facts", "_llama", "_parser", "_t0")
+    __slots__ = ("_dialect", "_done", "_facts", "_parser", "_read", "_t0")
 
-    def __init__(self, api: ApiKind, clock: RunClock, facts: ResponseFacts) -> None:
-        self._llama = api is ApiKind.LLAMACPP_COMPLETION
-        self._chat = api is ApiKind.OPENAI_CHAT
+    def __init__(self, dialect: Dialect, clock: RunClock, facts: ResponseFacts) -> None:
+        self._dialect = dialect
+        self._read = dialect.read_events  # bound once: called once per network read
         self._facts = facts
         self._parser = SSEParser()
         self._t0 = clock.t0_ns
         self._done = False
         facts.saw_terminator = False
-        if not self._llama:
+        if dialect.states_usage:
             facts.saw_usage = False
 
     def feed(self, chunk: bytes, t_ns: int) -> None:
@@ -118,10 +117,7 @@ class _StreamReader:
             return  # what follows the terminator is drained, so the connection is reused
         events = self._parser.feed(chunk)
         if events:
-            self._done = (
-                facts.llama_events(events, t) if self._llama
-                else facts.openai_events(events, t, self._chat)
-            )
+            self._done = self._read(facts, events, t)
 
     def finish(self) -> None:
         """End of body: a last unterminated event counts; no terminator = disconnected."""
@@ -129,11 +125,7 @@ class _StreamReader:
         if not self._done:
             tail = self._parser.close()
             if tail:
-                t = time.perf_counter_ns() - self._t0
-                self._done = (
-                    facts.llama_events(tail, t) if self._llama
-                    else facts.openai_events(tail, t, self._chat)
-                )
+                self._done = self._read(facts, tail, time.perf_counter_ns() - self._t0)
         if not self._done:
-            what = "the final stop event" if self._llama else "data: [DONE]"
-            facts.fail(Outcome.DISCONNECTED, f"stream ended before {what}")
+            facts.fail(Outcome.DISCONNECTED,
+                       f"stream ended before {self._dialect.terminator}")

@@ -39,6 +39,7 @@ from typing import Any
 
 from dotenv import dotenv_values
 
+from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.records import ApiKind
 from kvlab.errors import ConfigError
@@ -216,7 +217,7 @@ def _build(fields: dict[str, Any]) -> Endpoint:
     origin = fields.get("origin", "settings")
     if not fields.get("base_url"):
         raise ConfigError(f"endpoint {name!r} ({origin}) has no base_url; set it")
-    if api is not ApiKind.LLAMACPP_COMPLETION and not fields.get("model"):
+    if dialect_of(api).needs_model and not fields.get("model"):
         raise ConfigError(f"endpoint {name!r} ({origin}) has no model id; the {api} API needs one")
     try:
         timeout = float(fields.get("timeout_s", 120.0))

@@ -61,16 +61,12 @@ from typing import Any
 
 import aiohttp
 
+from kvlab.api.dialect import Dialect
+from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.answers import AiohttpAnswer, read_answer
 from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError, RawPool
 from kvlab.bench.client.responses import MalformedResponse, ResponseFacts
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
-
-API_PATHS: dict[ApiKind, str] = {
-    ApiKind.LLAMACPP_COMPLETION: "/completion",
-    ApiKind.OPENAI_CHAT: "/v1/chat/completions",
-    ApiKind.OPENAI_COMPLETION: "/v1/completions",
-}
 
 
 @dataclass(frozen=True)
@@ -83,6 +79,11 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False)
     name: str = "endpoint"
     timeout_s: float = 120.0  # per request, whole response
+
+    @property
+    def dialect(self) -> Dialect:
+        """What its API means: path, body, stream events (:mod:`kvlab.api`)."""
+        return dialect_of(self.api)
 
     def url(self, path: str) -> str:
         """Absolute URL of an API path; a base URL ending in ``/v1`` is not doubled."""
@@ -121,30 +122,7 @@ class RequestSpec:
 
 def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
     """The JSON body for ``endpoint.api``; ``spec.params`` are merged last and win."""
-    if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
-        body: dict[str, Any] = {
-            "prompt": spec.prompt,
-            "n_predict": spec.max_tokens,
-            "stream": spec.stream,
-        }
-    elif endpoint.api is ApiKind.OPENAI_CHAT:
-        body = {
-            "model": endpoint.model,
-            "messages": [{"role": "user", "content": spec.prompt}],
-            "max_tokens": spec.max_tokens,
-            "stream": spec.stream,
-        }
-        if spec.stream:
-            body["stream_options"] = {"include_usage": True}
-    else:
-        body = {
-            "model": endpoint.model,
-            "prompt": spec.prompt,
-            "max_tokens": spec.max_tokens,
-            "stream": spec.stream,
-        }
-        if spec.stream:
-            body["stream_options"] = {"include_usage": True}
+    body = endpoint.dialect.body(spec.prompt, spec.max_tokens, spec.stream, endpoint.model)
     body.update(spec.params)
     return body
 
@@ -226,7 +204,8 @@ class HarnessClient:
     async def send(self, endpoint: Endpoint, spec: RequestSpec, clock: RunClock) -> Record:
         """Send one request and return its Record; never raises for a failed request
         (a failure of kvlab's own code is raised, not recorded)."""
-        path = API_PATHS[endpoint.api]
+        dialect = endpoint.dialect
+        path = dialect.path
         body = build_body(endpoint, spec)
         payload = json.dumps(body).encode()
         for attempt in (1, 2):
@@ -234,7 +213,8 @@ class HarnessClient:
             t_sent = clock.now()
             try:
                 async with asyncio.timeout(endpoint.timeout_s):
-                    await self._exchange(endpoint, path, payload, spec.stream, clock, facts)
+                    await self._exchange(endpoint, dialect, payload, spec.stream, clock,
+                                         facts)
             except TimeoutError:
                 facts.fail(Outcome.TIMEOUT, f"no complete answer within {endpoint.timeout_s:g} s")
             except Disconnected as exc:  # kvlab's client
@@ -258,7 +238,7 @@ class HarnessClient:
     async def _exchange(
         self,
         endpoint: Endpoint,
-        path: str,
+        dialect: Dialect,
         payload: bytes,
         stream: bool,
         clock: RunClock,
@@ -270,21 +250,21 @@ class HarnessClient:
             headers["Accept"] = "text/event-stream"
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
-        url = endpoint.url(path)
+        url = endpoint.url(dialect.path)
         if self._raw is not None and url.startswith("http://"):
-            await self._exchange_raw(self._raw, url, headers, endpoint.api, payload, stream,
+            await self._exchange_raw(self._raw, url, headers, dialect, payload, stream,
                                      clock, facts)
             return
         async with self.session.post(url, data=payload, headers=headers) as resp:
             answer = AiohttpAnswer(resp, time.perf_counter_ns())
-            await read_answer(answer, endpoint.api, stream, clock, facts)
+            await read_answer(answer, dialect, stream, clock, facts)
 
     @staticmethod
     async def _exchange_raw(
         pool: RawPool,
         url: str,
         headers: dict[str, str],
-        api: ApiKind,
+        dialect: Dialect,
         payload: bytes,
         stream: bool,
         clock: RunClock,
@@ -293,6 +273,6 @@ class HarnessClient:
         """The same exchange through kvlab's own client (kernel receive timestamps)."""
         async with pool.post(url, headers, payload) as resp:
             try:
-                await read_answer(resp, api, stream, clock, facts)
+                await read_answer(resp, dialect, stream, clock, facts)
             finally:
                 facts.read_lag_ns = resp.max_lag_ns

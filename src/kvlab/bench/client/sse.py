@@ -7,13 +7,11 @@ are accepted, and an event split across reads is held until its blank line arriv
 
 It is built for throughput (a benchmark client must ingest >100k events/s): one
 ``bytes.split`` per read and a fast path for the common single-line
-``data: ...`` event; payloads are returned as ``bytes``; :func:`loads` decodes one.
+``data: ...`` event; payloads are returned as ``bytes``, and the API's dialect decodes
+each (:func:`kvlab.api.wire.loads`).
 """
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 _DATA_PREFIX = b"data: "
 
@@ -88,24 +86,3 @@ def _parse_block(block: bytes, out: list[bytes]) -> None:
             data_lines.append(value[1:] if value[:1] == b" " else value)
     if data_lines:
         out.append(b"\n".join(data_lines))
-
-
-# the C scanner behind json.loads (an attribute typeshed does not declare)
-_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
-def loads(payload: bytes) -> Any:
-    """``json.loads`` for one event payload, about twice as fast on the common case.
-
-    It calls the C scanner directly, skipping ``json.loads``'s encoding detection and
-    whitespace regexes; anything unusual (surrounding whitespace, extra data, invalid
-    JSON) falls back to ``json.loads``, so errors are the same ``ValueError``s.
-    """
-    text = payload.decode()
-    try:
-        obj, end = _scan_once(text, 0)
-    except StopIteration:
-        return json.loads(text)
-    if end != len(text):
-        return json.loads(text)
-    return obj

@@ -17,13 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kvlab.bench.client.endpoints import (
-    API_PATHS,
-    Endpoint,
-    RequestSpec,
-    build_body,
-    record_of,
-)
+from kvlab.bench.client.endpoints import Endpoint, RequestSpec, build_body, record_of
 from kvlab.bench.client.responses import ResponseFacts
 from kvlab.bench.engines.engine import ClocksFn, EngineSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
@@ -85,7 +79,7 @@ class MemoryEngine:
         finally:
             if self._slots is not None:
                 self._slots.release()
-        return record_of(endpoint, spec, API_PATHS[endpoint.api], build_body(endpoint, spec),
+        return record_of(endpoint, spec, endpoint.dialect.path, build_body(endpoint, spec),
                          facts, t_sent, clock.now())
 
     async def _answer(self, spec: RequestSpec, clock: RunClock, facts: ResponseFacts) -> None:

@@ -35,8 +35,7 @@ from typing import Any
 
 import httpx
 
-from kvlab.bench.client.endpoints import API_PATHS, Endpoint, RequestSpec, build_body
-from kvlab.bench.records import ApiKind
+from kvlab.bench.client.endpoints import Endpoint
 from kvlab.errors import ConfigError, EndpointAuthError, EndpointError, EndpointUnreachable
 
 METHODS = ("server-tokenize", "tokenizer-file", "usage-calibration")
@@ -114,39 +113,22 @@ async def _post(client: httpx.AsyncClient, endpoint: Endpoint, url: str,
     return response
 
 
-def _tokenize_body(text: str, model: str | None) -> dict[str, Any]:
-    # llama.cpp/kvlab take {"content"}, vLLM {"model", "prompt"}: one body serves both.
-    body: dict[str, Any] = {"content": text, "prompt": text}
-    if model:
-        body["model"] = model
-    return body
-
-
-def _token_count(answer: Any) -> int | None:
-    """The count of a /tokenize answer (``{"count"}`` or ``{"tokens": [...]}``)."""
-    if not isinstance(answer, dict):
-        return None
-    if isinstance(answer.get("count"), int):
-        return answer["count"]
-    tokens = answer.get("tokens")
-    return len(tokens) if isinstance(tokens, list) else None
-
-
 async def server_counter(client: httpx.AsyncClient, endpoint: Endpoint) -> Counter | None:
     """The server's ``POST /tokenize`` as a counter; None when it has none (any answer
     but a token list: 404, 405, 501, another shape)."""
-    url = _root(endpoint.base_url) + "/tokenize"
-    response = await _post(client, endpoint, url, _tokenize_body("probe", endpoint.model))
+    dialect = endpoint.dialect
+    url = _root(endpoint.base_url) + dialect.tokenize_path
+    response = await _post(client, endpoint, url, dialect.tokenize_body("probe", endpoint.model))
     try:
-        if response.status_code != 200 or _token_count(response.json()) is None:
+        if response.status_code != 200 or dialect.token_count(response.json()) is None:
             return None
     except ValueError:
         return None
 
     async def count(text: str) -> int:
-        answer = await _post(client, endpoint, url, _tokenize_body(text, endpoint.model))
+        answer = await _post(client, endpoint, url, dialect.tokenize_body(text, endpoint.model))
         try:
-            tokens = _token_count(answer.json()) if answer.status_code == 200 else None
+            tokens = dialect.token_count(answer.json()) if answer.status_code == 200 else None
         except ValueError:
             tokens = None
         if tokens is None:
@@ -208,7 +190,7 @@ def _gguf_encoder(path: Path, digest: str) -> Callable[[str], int]:
             from transformers import AutoTokenizer
         except ImportError:
             raise ConfigError(f"tokenizer {path}: reading a GGUF's vocabulary needs "
-                              "transformers (pip install transformers), or give the "
+                              "transformers (pip install 'kvlab[engine]'), or give the "
                               "model's tokenizer.json instead") from None
         try:
             tokenizer = AutoTokenizer.from_pretrained(
@@ -225,35 +207,16 @@ def _gguf_encoder(path: Path, digest: str) -> Callable[[str], int]:
     return lambda text: len(tokenizer.encode(text).ids)  # special tokens (BOS) included
 
 
-def _usage_tokens(api: ApiKind, answer: Any) -> int | None:
-    """Server-counted prompt tokens of a whole (not streamed) answer, if it says."""
-    if not isinstance(answer, dict):
-        return None
-    if api is ApiKind.LLAMACPP_COMPLETION:
-        value = answer.get("tokens_evaluated")
-    else:
-        usage = answer.get("usage")
-        value = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
-        else None
-
-
 async def usage_counter(client: httpx.AsyncClient, endpoint: Endpoint,
                         params: dict[str, Any]) -> Counter | None:
     """Counts from probe requests' ``usage.prompt_tokens``; None if the server's answer
     to a first probe states no prompt tokens. ``params``: the mode's body fields."""
-    url = endpoint.url(API_PATHS[endpoint.api])
+    dialect = endpoint.dialect
+    url = endpoint.url(dialect.path)
     sizing = Sizing("usage-calibration", url)
 
     async def count(text: str) -> int:
-        body = build_body(endpoint, RequestSpec(prompt=text, max_tokens=1, stream=False,
-                                                params=params))
-        body.update(stream=False, n_predict=1, max_tokens=1)
-        body.pop("stream_options", None)  # OpenAI servers refuse it without stream
-        if endpoint.api is ApiKind.LLAMACPP_COMPLETION:
-            body.pop("max_tokens")
-        else:
-            body.pop("n_predict")
+        body = dialect.probe_body(text, params, endpoint.model)
         sizing.probes += 1
         response = await _post(client, endpoint, url, body)
         if response.status_code != 200:
@@ -261,7 +224,7 @@ async def usage_counter(client: httpx.AsyncClient, endpoint: Endpoint,
             raise EndpointError(f"{endpoint.name}: a prompt-sizing probe to {url} answered "
                                 f"HTTP {response.status_code}: {excerpt}")
         try:
-            tokens = _usage_tokens(endpoint.api, response.json())
+            tokens = dialect.prompt_tokens(response.json())
         except ValueError:
             tokens = None
         if tokens is None:

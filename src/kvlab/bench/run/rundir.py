@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import time
 from datetime import datetime
 from importlib import metadata
@@ -17,9 +16,10 @@ from kvlab.bench.store.rundir import RunDir
 from kvlab.bench.store.state import RunState
 from kvlab.bench.store.writer import RunWriter
 from kvlab.experiment import Experiment, with_queries
-from kvlab.servers.preflight import cpu_model
+from kvlab.servers.preflight import cpu_flags, cpu_model
+from kvlab.version import source_commit
 
-__all__ = ["RunDir", "create_run", "git_commit", "host_facts", "initial_state", "now_iso"]
+__all__ = ["RunDir", "create_run", "host_facts", "initial_state", "now_iso"]
 
 
 def create_run(out: Path, experiment_file: Path, experiment: Experiment,
@@ -59,7 +59,7 @@ def initial_state(run: RunDir, experiment: Experiment, verbatim: str,
     return RunState(
         run_id=run.path.name,
         kvlab_version=kvlab.__version__,
-        git_commit=git_commit(),
+        git_commit=source_commit(),
         experiment_name=experiment.name,
         experiment_file=verbatim,
         host=host_facts(),
@@ -72,24 +72,6 @@ def initial_state(run: RunDir, experiment: Experiment, verbatim: str,
 def now_iso() -> str:
     """Local wall-clock time for the manifest (durations never use it)."""
     return datetime.now().astimezone().isoformat(timespec="seconds")
-
-
-def git_commit() -> str | None:
-    """The checkout's commit (``-dirty`` if modified); None outside a git repository."""
-    source = Path(kvlab.__file__).resolve().parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, timeout=5
-        )
-        if commit.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=source, capture_output=True, text=True, timeout=5,
-        )
-        return commit.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def _memory_bytes() -> int | None:
@@ -107,10 +89,12 @@ def _version(package: str) -> str | None:
 
 
 def host_facts() -> dict[str, Any]:
-    """Platform, CPU, cores, memory, Python and torch versions (torch not imported)."""
+    """Platform, CPU (model and SIMD flags), cores, memory, Python and torch versions
+    (torch not imported)."""
     return {
         "platform": platform.platform(),
         "cpu": cpu_model(),
+        "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
         "memory_bytes": _memory_bytes(),
         "python": platform.python_version(),

@@ -77,7 +77,9 @@ class RunState(_Facts):
 
     run_id: str = ""
     kvlab_version: str | None = None
-    git_commit: str | None = None  # "-dirty" when the checkout was modified
+    # the commit of kvlab's source (kvlab.version), "-dirty" when a tracked file was
+    # modified; None: unknown (a wheel built outside a git checkout)
+    git_commit: str | None = None
     experiment_name: str = ""
     experiment_file: str | None = None  # the experiment file verbatim, as the user wrote it
     host: dict[str, Any] = Field(default_factory=dict)  # bench.run.rundir.host_facts()

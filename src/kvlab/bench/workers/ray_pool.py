@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from kvlab import watchdog
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.plan.loads.base import Shard
 from kvlab.bench.workers.worker import Batch, LoadWorker
@@ -157,6 +158,7 @@ class RayPool:
 
     def _init(self, ray: Any) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
+        watchdog.ensure()  # a local Ray's processes and workers end with kvlab
         common: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False,
                                   "namespace": "kvlab"}
         if self.settings.address is None:

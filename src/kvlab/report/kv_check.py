@@ -1,0 +1,78 @@
+"""The KV check rendered: kvlab's predicted KV caches beside those llama-server logged.
+
+The check itself (parsing the log, the prediction, the comparison) is
+:mod:`kvlab.servers.kvlog`, kept in the run's manifest; this is its table, the same in
+report.md and report.html. A disagreement is a row marked NO and a line per mismatch,
+never hidden.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvlab.report.section import ReportInput, Section
+from kvlab.servers.kvlog import KvCheck, log_mib
+
+
+def _cell(value: Any) -> str:
+    """One side of a "predicted / logged" cell: – when missing, MiB with 2 decimals."""
+    if value is None:
+        return "–"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _pair(predicted: Any, logged: Any) -> str:
+    return f"{_cell(predicted)} / {_cell(logged)}"
+
+
+def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
+    """A markdown table of a KV check (the model or its JSON form, as the manifest keeps
+    it), its verdict with the log's resolution, and one line per mismatch."""
+    chk = check if isinstance(check, KvCheck) else KvCheck.model_validate(check)
+    rows = [
+        "| cache | cells pred / log | layers pred / log | K MiB pred / log "
+        "| V MiB pred / log | bytes predicted | match |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in chk.caches:
+        p, lg = c.predicted, c.logged
+        rows.append(
+            f"| {c.kind} | {_pair(p and p.cells, lg and lg.cells)} "
+            f"| {_pair(p and p.layers, lg and lg.layers)} "
+            f"| {_pair(p and log_mib(p.k_bytes), lg and lg.k_mib)} "
+            f"| {_pair(p and log_mib(p.v_bytes), lg and lg.v_mib)} "
+            f"| {p.size_bytes if p else '–'} | {'yes' if c.match else 'NO'} |"
+        )
+    verdict = "prediction matches the log" if chk.match else "PREDICTION DIFFERS FROM THE LOG"
+    lines = [*rows, "", f"KV check: {verdict}. {chk.note}"]
+    for c in chk.caches:
+        lines.extend(f"- {c.kind}: {m}" for m in c.mismatches)
+    return "\n".join(lines)
+
+
+def kv_check_body(manifest: dict[str, Any]) -> str:
+    """The KV check of every launched llama-server, one table per server: kvlab's
+    predicted KV-cache allocation next to the ``llama_kv_cache: size = ...`` lines of its
+    log; "" when no server logged one."""
+    out: list[str] = []
+    for entry in manifest.get("servers", []):
+        check = (entry.get("facts") or {}).get("kv_check")
+        if check:
+            out += [f"### {entry.get('mode')} @ {entry.get('capacity')}", "",
+                    kv_check_table(check), ""]
+    return "\n".join(out)
+
+
+def kv_check_markdown(manifest: dict[str, Any]) -> str:
+    """The section as report.md text ("" when no server logged a check)."""
+    body = kv_check_body(manifest)
+    return f"\n## {KvCheckSection.heading}\n\n{body}" if body else ""
+
+
+class KvCheckSection(Section):
+    """Predicted against allocated KV caches, per launched llama-server."""
+
+    heading = "KV check: predicted vs allocated by llama-server"
+
+    def body(self, report: ReportInput) -> str:
+        return kv_check_body(report.manifest)
