@@ -17,6 +17,8 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from tests.experiments import embedded, experiment
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTRA_LINE = "needs the engine extra: pip install 'kvlab[engine]'"
 
@@ -26,16 +28,8 @@ ENGINE_COMMANDS = [
     ["memory", "-p", "toy", "-L", "192", "--measure"],
 ]
 
-EMBEDDED = """
-name = "embedded-without-engine"
-[workload]
-queries = 1
-capacities = [192]
-output_tokens = 4
-[[modes]]
-name = "toy"
-server = "embedded"
-"""
+EMBEDDED = experiment("embedded-without-engine", embedded("toy"),
+                      workload=dict(queries=1, capacities=[192], output_tokens=4)).text()
 
 
 def kvlab_run(kvlab: list[str], *args: str, env: Mapping[str, str] | None = None,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from kvlab.bench.run.planner import mode_plan
+from kvlab.bench.run.runplan import request_salt
 from kvlab.errors import ExperimentError
-from kvlab.experiment import load_experiment, parse_experiment, request_salt
+from kvlab.experiment import load_experiment, parse_experiment
 
 MINIMAL = 'name = "x"\n[[modes]]\nname = "a"\n'
 
@@ -27,28 +29,29 @@ def test_defaults_follow_the_protocol() -> None:
     assert (p.request_timeout_s, p.ready_timeout_s) == (120.0, 180.0)
     mode = e.modes[0]
     assert mode.server == "embedded" and mode.embedded is not None
-    assert e.request_params(mode)["seed"] == 42
+    assert mode_plan(e, mode).request_params()["seed"] == 42
 
 
 def test_mode_body_wins_over_protocol() -> None:
     e = parse_experiment(MINIMAL + '[modes.body]\ntemperature = 0.5\n'
                          'chat_template_kwargs = {enable_thinking = false}\n')
-    params = e.request_params(e.modes[0])
+    params = mode_plan(e, e.modes[0]).request_params()
     assert params["temperature"] == 0.5
     assert params["chat_template_kwargs"] == {"enable_thinking": False}
 
 
 def test_cache_salt_is_per_request_and_off_by_default() -> None:
     off = parse_experiment(MINIMAL)
-    assert "cache_salt" not in off.request_params(off.modes[0], request_salt("run", 3))
+    assert "cache_salt" not in mode_plan(off, off.modes[0]).request_params(
+        request_salt("run", 3))
     on = parse_experiment(MINIMAL + '[protocol]\ncache_salt = true\n')
-    salts = {on.request_params(on.modes[0], request_salt("run-1", i))["cache_salt"]
+    salts = {mode_plan(on, on.modes[0]).request_params(request_salt("run-1", i))["cache_salt"]
              for i in range(50)}
     assert len(salts) == 50  # one per request position
     assert request_salt("run-1", 7) == request_salt("run-1", 7) != request_salt("run-2", 7)
     salt = request_salt("run-1", 7)  # vLLM's rule: <= 128 characters, none of @ / \
     assert len(salt) == 32 and not set(salt) & set("@/\\\0")
-    assert "cache_salt" not in on.request_params(on.modes[0])  # sizing probes: no salt
+    assert "cache_salt" not in mode_plan(on, on.modes[0]).request_params()  # sizing: no salt
 
 
 def test_bad_api_names_the_choices() -> None:
@@ -138,7 +141,7 @@ def test_arrivals_and_ramp_reach_the_load_points() -> None:
     assert (first.arrival, first.burstiness, first.ramp_up_s, first.seed) == (
         "gamma", 0.5, 3.0, 9)
     assert second.label == "rate=4.0" and second.requests == 10
-    again = e.load.point(4.0, 10, repetition=2)
+    again = e.load.probe(4.0, 10, repetition=2)
     assert again.label == "rate=4.0#2" and again.seed == 11  # a repeat draws anew
 
 
@@ -146,7 +149,7 @@ def test_arrivals_and_ramp_reach_the_load_points() -> None:
     ('kind = "rate"\nvalues = [1]\nburstiness = 0.5',
      'load: burstiness shapes gamma arrivals: set arrival = "gamma"'),
     ('kind = "concurrency"\nvalues = [2]\narrival = "gamma"',
-     "load: arrival and ramp_up_s shape rate loads only"),
+     "load.arrival: applies to rate loads only, not concurrency"),
     ('kind = "rate"', "load.values: a rate load needs values, e.g. [1, 2, 4]"),
     ('kind = "trace"\nvalues = [1.0]', "load: a trace load replays a trace's times; set "
      '[workload.dataset] kind = "trace"'),

@@ -29,6 +29,7 @@ import pytest
 
 from kvlab import watchdog
 from tests.conftest import llama_server_missing, vllm_missing
+from tests.experiments import embedded, experiment, llamacpp, synthetic, vllm
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
@@ -215,33 +216,15 @@ def kill_mid_run(argv: list[str], tmp: Path, timeout_s: float = 600.0
                 psutil.Process(pid).kill()
 
 
-def experiment(path: Path, body: str) -> Path:
-    path.write_text(textwrap.dedent(body))
-    return path
-
-
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_kill_9_during_a_vllm_point_leaves_no_vllm_process(tmp_path: Path) -> None:
     if reason := vllm_missing():
         pytest.skip(reason)
-    path = experiment(tmp_path / "vllm.toml", """
-        name = "vllm-kill"
-        [workload]
-        queries = 30
-        capacities = [1024]
-        prompt_fraction = 0.5
-        output_tokens = 8
-        warmup = 1
-        [[modes]]
-        name = "vllm"
-        server = "vllm"
-        api = "openai-completion"
-        [modes.vllm]
-        enforce_eager = true
-        kv_cache_space_gib = 1
-        threads = 1
-    """)
+    path = experiment("vllm-kill", vllm("vllm", enforce_eager=True, kv_cache_space_gib=1,
+                                        threads=1),
+                      workload=dict(queries=30, capacities=[1024], prompt_fraction=0.5,
+                                    output_tokens=8, warmup=1)).write(tmp_path, "vllm.toml")
     noted, left = kill_mid_run([str(path)], tmp_path)
     for name in ("VLLM::EngineCore", "VLLM::Worker", "resource_tracker"):
         assert any(name in n for n in noted), f"{name} was never seen: {noted}"
@@ -253,20 +236,9 @@ def test_kill_9_during_a_llama_server_point_leaves_no_llama_server(
         tmp_path: Path) -> None:
     if reason := llama_server_missing():
         pytest.skip(reason)
-    path = experiment(tmp_path / "llamacpp.toml", """
-        name = "llamacpp-kill"
-        [workload]
-        queries = 30
-        capacities = [512]
-        output_tokens = 16
-        warmup = 1
-        [[modes]]
-        name = "t1"
-        server = "llamacpp"
-        api = "llamacpp-completion"
-        [modes.llamacpp]
-        threads = 1
-    """)
+    path = experiment("llamacpp-kill", llamacpp("t1", "llamacpp-completion", threads=1),
+                      workload=dict(queries=30, capacities=[512], output_tokens=16, warmup=1)
+                      ).write(tmp_path, "llamacpp.toml")
     noted, left = kill_mid_run([str(path)], tmp_path, timeout_s=180)
     assert any("llama-server" in n for n in noted), noted
     assert not left, f"processes left after kill -9: {left}"
@@ -274,21 +246,9 @@ def test_kill_9_during_a_llama_server_point_leaves_no_llama_server(
 
 def test_kill_9_during_an_embedded_point_leaves_no_kvlab_serve(
         tmp_path: Path) -> None:
-    path = experiment(tmp_path / "embedded.toml", """
-        name = "embedded-kill"
-        [workload]
-        queries = 30
-        capacities = [192]
-        output_tokens = 16
-        warmup = 1
-        [[modes]]
-        name = "toy"
-        server = "embedded"
-        api = "llamacpp-completion"
-        [modes.embedded]
-        preset = "toy"
-        threads = 1
-    """)
+    path = experiment("embedded-kill", embedded("toy", "llamacpp-completion", preset="toy"),
+                      workload=dict(queries=30, capacities=[192], output_tokens=16, warmup=1)
+                      ).write(tmp_path, "embedded.toml")
     noted, left = kill_mid_run([str(path)], tmp_path, timeout_s=180)
     assert any("-m kvlab serve" in n for n in noted), noted
     assert not left, f"processes left after kill -9: {left}"
@@ -302,27 +262,9 @@ def test_kill_9_with_a_local_ray_leaves_no_ray_process(tmp_path: Path) -> None:
     from kvlab.bench.calibrate.server import synthetic_process
 
     with synthetic_process() as url:
-        path = experiment(tmp_path / "ray.toml", f"""
-            name = "ray-kill"
-            [workload]
-            queries = 4
-            capacities = [256]
-            output_tokens = 8
-            warmup = 1
-            [load]
-            kind = "concurrency"
-            values = [2]
-            requests = 600
-            [[modes]]
-            name = "chat"
-            server = "external"
-            api = "openai-chat"
-            [modes.external]
-            base_url = "{url}/v1"
-            model = "synthetic"
-            [modes.body]
-            synthetic = {{ ttft_ms = 2, itl_ms = 2 }}
-        """)
+        path = experiment("ray-kill", synthetic(url), workload=dict(
+            queries=4, capacities=[256], output_tokens=8, warmup=1), load=dict(
+            kind="concurrency", values=[2], requests=600)).write(tmp_path, "ray.toml")
         noted, left = kill_mid_run([str(path), "--workers", "2"], tmp_path, timeout_s=300)
     for name in ("raylet", "gcs_server", "ray::RayLoadWorker"):
         assert any(name in n for n in noted), f"{name} was never seen: {noted}"

@@ -24,7 +24,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tomllib
 from pathlib import Path
@@ -43,7 +42,9 @@ from pydantic_core import ErrorDetails
 from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import Dataset
 from kvlab.bench.plan.datasets import DATASET_KINDS, DatasetSettingsUnion
-from kvlab.bench.plan.load_settings import LoadSettings, SearchSettings, SloSettings
+from kvlab.bench.plan.load_settings import SearchSettings, SloSettings
+from kvlab.bench.plan.loads.kinds import LOAD_KINDS, LoadSettings
+from kvlab.bench.plan.loads.sequential import SequentialLoad
 from kvlab.bench.records import ApiKind
 from kvlab.errors import ExperimentError
 from kvlab.servers.embedded import EmbeddedSettings
@@ -119,6 +120,12 @@ class Protocol(_Strict):
     request_timeout_s: float = Field(default=120.0, gt=0)
     ready_timeout_s: float = Field(default=180.0, gt=0)
 
+    def params(self) -> dict[str, Any]:
+        """The body fields every request carries (a request may add its cache_salt, a
+        mode its ``body``)."""
+        return {"temperature": self.temperature, "seed": self.seed,
+                "ignore_eos": self.ignore_eos, "cache_prompt": self.cache_prompt}
+
 
 class Mode(_Strict):
     """One configuration to measure: a server, an API and how to call it.
@@ -192,34 +199,34 @@ class Experiment(_Strict):
     modes: list[Mode] = Field(min_length=1)
     compare: list[tuple[str, str]] = Field(default_factory=list)
     order: Literal["blocked", "abba", "interleaved"] = "blocked"  # see bench.plan.order
-    load: LoadSettings = Field(default_factory=LoadSettings)
+    load: LoadSettings = Field(default_factory=SequentialLoad)  # bench.plan.loads.kinds
     slo: SloSettings = Field(default_factory=SloSettings)
     search: SearchSettings | None = None  # the highest rate meeting objectives
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sequential_by_default(cls, data: Any) -> Any:
+        """A ``[load]`` table without ``kind`` is the sequential kind's."""
+        if isinstance(data, dict) and isinstance(data.get("load"), dict) \
+                and "kind" not in data["load"]:
+            data = {**data, "load": {**data["load"], "kind": SequentialLoad().kind}}
+        return data
+
     @model_validator(mode="after")
     def _order_needs_sequential(self) -> Experiment:
-        if self.order != "blocked" and self.load.kind != "sequential":
+        if self.order != "blocked" and not self.load.one_by_one:
             raise ValueError(f"order: {self.order!r} alternates sequential requests; "
-                             f"use order = \"blocked\" with a {self.load.kind} load")
+                             f"use order = \"blocked\" with a {self.load.name} load")
         return self
 
     @model_validator(mode="after")
     def _load_fits_workload(self) -> Experiment:
-        load, search = self.load, self.search
-        if search is not None:
-            if load.kind != "rate" or load.values:
-                raise ValueError('search: a search picks its own rates: set [load] kind = '
-                                 '"rate" without values')
-            if search.goodput is not None and SloSettings() == self.slo:
-                raise ValueError("search.goodput: the share of requests meeting [slo]; set "
-                                 "[slo] ttft_ms, itl_ms or e2e_ms")
-        elif load.kind != "sequential" and not load.values:
-            raise ValueError(f"load.values: a {load.kind} load needs values, e.g. "
-                             + ("[1.0] (the trace's own pace)" if load.kind == "trace"
-                                else "[1, 2, 4]"))
-        if load.kind == "trace" and self.workload.dataset.kind != "trace":
-            raise ValueError('load: a trace load replays a trace\'s times; set '
-                             '[workload.dataset] kind = "trace"')
+        search = self.search
+        if problem := self.load.problem(self.workload.dataset.timed, search is not None):
+            raise ValueError(problem)
+        if search is not None and search.goodput is not None and SloSettings() == self.slo:
+            raise ValueError("search.goodput: the share of requests meeting [slo]; set "
+                             "[slo] ttft_ms, itl_ms or e2e_ms")
         return self
 
     def repeat_aa(self, name: str) -> Experiment:
@@ -265,33 +272,15 @@ class Experiment(_Strict):
         """Every capacity any mode uses, ascending."""
         return sorted({c for m in self.modes for c in self.capacities(m)})
 
-    def request_params(self, mode: Mode, salt: str | None = None) -> dict[str, Any]:
-        """Body fields every request of this mode carries; the mode's ``body`` wins.
-        ``salt`` (with ``protocol.cache_salt``): this request's ``cache_salt``."""
-        p = self.protocol
-        params: dict[str, Any] = {
-            "temperature": p.temperature,
-            "seed": p.seed,
-            "ignore_eos": p.ignore_eos,
-            "cache_prompt": p.cache_prompt,
-        }
-        if p.cache_salt and salt is not None:
-            params["cache_salt"] = salt
-        params.update(mode.body)
-        return params
-
-
-def request_salt(run_id: str, position: int) -> str:
-    """The ``cache_salt`` of the request at ``position`` of run ``run_id``: unique per
-    request, stable on resume, 32 hex digits (vLLM takes up to 128 characters, none of
-    ``@ / \\``)."""
-    return hashlib.sha256(f"{run_id}:{position}".encode()).hexdigest()[:32]
-
 
 def _describe_error(error: ErrorDetails) -> str:
     """One phrase for a pydantic error; never echoes a value except for choices."""
     kind = error["type"]
     if kind == "extra_forbidden":
+        loc = error["loc"]
+        owners = [k for k, cls in LOAD_KINDS.items() if loc[-1] in cls.model_fields]
+        if loc[0] == "load" and len(loc) == 3 and owners:  # another load kind's key
+            return f"applies to {' and '.join(owners)} loads only, not {loc[1]}"
         return "unknown key"
     if kind == "missing":
         return "required key is missing"
@@ -325,6 +314,8 @@ def _file_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
         if part in ("tuple[str, str]", "settings"):
             continue
         if i > 0 and loc[i - 1] == "dataset" and part in DATASET_KINDS:
+            continue
+        if i == 1 and loc[0] == "load" and part in LOAD_KINDS:
             continue
         out.append(part)
     return tuple(out)

@@ -11,6 +11,7 @@ import pytest
 
 from kvlab.bench.records import RecordStore
 from tests.bench.rows import MS, row
+from tests.experiments import embedded, experiment, synthetic
 
 QUICK = str(Path(__file__).parents[2] / "experiments" / "quickstart.toml")
 SWEEP = str(Path(__file__).parents[2] / "experiments" / "load-sweep.toml")
@@ -74,8 +75,12 @@ def test_dry_run_applies_queries_and_repeat_aa() -> None:
                    "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout.strip().splitlines()[-1])["plan"]
-    assert {e["mode"] for e in plan} == {"kv-cache", "kv-cache-again"}
-    assert {e["requests"] for e in plan} == {1 + 2}  # one warm-up + 2 queries
+    assert {m["name"] for m in plan["modes"]} == {"kv-cache", "kv-cache-again"}
+    steps = [(s["step"], s.get("mode") or s["name"]) for s in plan["steps"]]
+    assert {mode for _, mode in steps} == {"kv-cache", "kv-cache-again"}
+    warm = [s["requests"] for s in plan["steps"] if s["step"] == "warmup"]
+    rows = [len(s["rows"]) for s in plan["steps"] if s["step"] == "rows"]
+    assert set(warm) == {1} and sum(rows) == 2 * 3 * 2  # 2 queries x 3 capacities x 2 modes
 
 
 def test_ctrl_c_mid_run_exits_130_with_the_resume_line(tmp_path) -> None:
@@ -86,24 +91,8 @@ def test_ctrl_c_mid_run_exits_130_with_the_resume_line(tmp_path) -> None:
     from kvlab.bench.calibrate.check import synthetic_process
 
     with synthetic_process() as url:
-        path = tmp_path / "slow.toml"
-        path.write_text(f"""
-name = "slow"
-[workload]
-queries = 3
-capacities = [256]
-output_tokens = 50
-warmup = 0
-[[modes]]
-name = "chat"
-server = "external"
-api = "openai-chat"
-[modes.external]
-base_url = "{url}/v1"
-model = "synthetic"
-[modes.body]
-synthetic = {{ ttft_ms = 5, itl_ms = 20 }}
-""")
+        path = experiment("slow", synthetic(url, ttft_ms=5, itl_ms=20), workload=dict(
+            queries=3, capacities=[256], output_tokens=50, warmup=0)).write(tmp_path)
         process = subprocess.Popen([sys.executable, "-m", "kvlab", "run", str(path), "--out",
                                     str(tmp_path / "runs"), "-q"], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
@@ -139,8 +128,8 @@ def test_explain() -> None:
 def test_evaluate_a_saved_run(tmp_path) -> None:
     run = tmp_path / "x-run"
     run.mkdir()
-    (run / "experiment.toml").write_text(
-        'name = "x"\ncompare = [["a", "b"]]\n[[modes]]\nname = "a"\n[[modes]]\nname = "b"\n')
+    experiment("x", embedded("a"), embedded("b"), compare=[("a", "b")]).write(
+        run, "experiment.toml")
     with RecordStore(run / "records.jsonl") as store:
         for mode, end in (("a", 1200), ("b", 1000)):
             store.append(row(mode=mode, t_end=end * MS))
@@ -172,7 +161,7 @@ def test_run_help_documents_no_launch_per_capacity() -> None:
 def test_evaluate_with_other_tools_definitions(tmp_path) -> None:
     run = tmp_path / "x-run"
     run.mkdir()
-    (run / "experiment.toml").write_text('name = "x"\n[[modes]]\nname = "a"\n')
+    experiment("x", embedded("a")).write(run, "experiment.toml")
     with RecordStore(run / "records.jsonl") as store:
         for i, end in enumerate((500, 1500)):
             store.append(row(query_id=f"q{i}", t_end=end * MS, t_last_content=400 * MS))
@@ -199,7 +188,7 @@ def test_evaluate_names_reasoning_rows_and_a_flagged_server_histogram(tmp_path) 
 
     run = tmp_path / "r-run"
     run.mkdir()
-    (run / "experiment.toml").write_text('name = "r"\n[[modes]]\nname = "a"\n')
+    experiment("r", embedded("a")).write(run, "experiment.toml")
     with RecordStore(run / "records.jsonl") as store:
         for i in (1, 2):
             store.append(thinking(f"q{i}").model_copy(update={"position": i, "load": "c=2"}))

@@ -24,7 +24,7 @@ import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.bench.records import Outcome
-from kvlab.bench.run.runner import run_experiment
+from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
 from kvlab.cli import main
 from tests.lateness import LatenessProbe
 from tests.report.synthetic_runs import two_mode_rows, write_run
@@ -39,7 +39,7 @@ def run(tmp_path: Path, url: str, name: str, itl_ms: int) -> Path:
     text = SHIPPED.read_text().replace("http://127.0.0.1:8090", url)
     path.write_text(text.replace("body]\n", f"body]\nsynthetic = {{ ttft_ms = 20, itl_ms = "
                                  f"{itl_ms} }}\n"))
-    return run_experiment(path, out=tmp_path / name, html=False).run_dir.path
+    return run_experiment(RunRequest(path), RunOutput(tmp_path / name, html=False)).run_dir.path
 
 
 def compare(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]

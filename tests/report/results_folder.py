@@ -18,16 +18,18 @@ from kvlab.cli import main
 from kvlab.report.html import write_html
 from kvlab.studies.bench_files import write_outputs
 from kvlab.studies.timing import BenchSettings, run_kv_bench
+from tests.experiments import embedded, experiment
 from tests.report.synthetic_runs import make_row, write_run
 
 SESSION_LOADS = ([1.25, 1.0, 0.5], [3.5, 2.0, 1.0])  # a run's load averages, start and stop
 
 
-def _experiment(name: str, modes: tuple[str, str], load: str = "") -> str:
-    return (f'name = "{name}"\ndescription = "hand-made"\ncompare = [["{modes[0]}", '
-            f'"{modes[1]}"]]\n[workload]\nqueries = 6\ncapacities = [256]\n'
-            f"output_tokens = 8\n{load}"
-            + "".join(f'[[modes]]\nname = "{m}"\n' for m in modes))
+def _experiment(name: str, modes: tuple[str, str], load: dict[str, object] | None = None,
+                more: tuple[str, ...] = ()) -> str:
+    """Modes compared pairwise (``more``: modes besides), six queries at 256."""
+    return experiment(name, *(embedded(m) for m in (*modes, *more)), description="hand-made",
+                      compare=[modes], load=load,
+                      workload=dict(queries=6, capacities=[256], output_tokens=8)).text()
 
 
 def _pair_rows(modes: tuple[str, str], decode: tuple[float, float]) -> list[Record]:
@@ -72,8 +74,8 @@ def _servers_rows() -> list[Record]:
     return rows
 
 
-NOTEBOOK = ('name = "vllm-notebook"\n[workload]\nqueries = 1\nrepetitions = 3\n'
-            'capacities = [256, 512]\noutput_tokens = 8\n[[modes]]\nname = "vllm"\n')
+NOTEBOOK = experiment("vllm-notebook", embedded("vllm"), workload=dict(
+    queries=1, repetitions=3, capacities=[256, 512], output_tokens=8)).text()
 
 
 def _run(root: Path, name: str, toml: str, rows: list[Record], html: bool = False) -> Path:
@@ -123,11 +125,11 @@ def build_results(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
          _pair_rows(("t1", "t2"), (50.0, 30.0)))
     _run(root, "continuous-batching",
          _experiment("continuous-batching", ("one-slot", "batching"),
-                     '[load]\nkind = "concurrency"\nvalues = [8]\nrequests = 16\n'),
+                     {"kind": "concurrency", "values": [8], "requests": 16}),
          _batching_rows(), html=True)
     _run(root, "vllm-notebook", NOTEBOOK, _notebook_rows())
-    servers = '[load]\nkind = "concurrency"\nvalues = [8]\nrequests = 16\n'
+    servers = {"kind": "concurrency", "values": [8], "requests": 16}
     _run(root, "serving-engines",
-         _experiment("serving-engines", ("vllm", "llama-server"), servers)
-         + '[[modes]]\nname = "kvlab-serve"\n', _servers_rows())
+         _experiment("serving-engines", ("vllm", "llama-server"), servers, ("kvlab-serve",)),
+         _servers_rows())
     return root

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.bench.records import ApiKind, Outcome, Record, RecordStore
+from tests.experiments import embedded, experiment
 
 MS = 1_000_000  # ns per ms
 
@@ -66,19 +67,10 @@ def two_mode_rows(n: int = 8, capacities: tuple[int, ...] = (256, 1024), *,
     return rows
 
 
-EXPERIMENT_TOML = """
-name = "synthetic"
-description = "hand-made records"
-compare = [["slow", "fast"]]
-[workload]
-queries = 8
-capacities = [256, 1024]
-output_tokens = 8
-[[modes]]
-name = "slow"
-[[modes]]
-name = "fast"
-"""
+EXPERIMENT_TOML = experiment(
+    "synthetic", embedded("slow"), embedded("fast"), description="hand-made records",
+    workload=dict(queries=8, capacities=[256, 1024], output_tokens=8),
+    compare=[("slow", "fast")]).text()
 
 
 def write_run(path: Path, rows: list[Record], manifest: dict[str, Any] | None = None,

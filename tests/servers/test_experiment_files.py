@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from kvlab.bench.run.planner import mode_plan
 from kvlab.experiment import load_experiment
 from kvlab.servers.llamacpp import LlamaServer
 
@@ -36,7 +37,8 @@ def test_openai_endpoint_experiment() -> None:
     exp = load_experiment(EXPERIMENTS / "openai-endpoint.toml")
     (mode,) = exp.modes
     assert mode.server == "external" and mode.stream and exp.workload.output_tokens == 32
-    assert exp.request_params(mode)["chat_template_kwargs"] == {"enable_thinking": False}
+    params = mode_plan(exp, mode).request_params()
+    assert params["chat_template_kwargs"] == {"enable_thinking": False}
 
 
 def test_compose_has_six_profiles_with_gpu_reservations() -> None:
@@ -54,15 +56,19 @@ def test_compose_has_six_profiles_with_gpu_reservations() -> None:
 
 def test_dry_run_prints_every_argv_and_starts_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from kvlab.cli.llamacpp_cmds import dry_run_plan
+    from kvlab.bench.run.planner import RunRequest, plan_new
+    from kvlab.bench.run.runplan import Launch, WarmUp
 
     monkeypatch.setenv("KVLAB_GGUF", "/models/qwen-q8_0.gguf")
-    plan = dry_run_plan(EXPERIMENTS / "llamacpp-gpu-mono-vs-dual.toml")
-    assert [(p["mode"], p["capacity"]) for p in plan] == [
+    plan, _ = plan_new(RunRequest(EXPERIMENTS / "llamacpp-gpu-mono-vs-dual.toml"))
+    launches = [s for s in plan.steps if isinstance(s, Launch)]
+    assert [(s.mode, s.capacity) for s in launches] == [
         (m, c) for m in ("mono", "dual") for c in (512, 2048, 4096)]
-    assert all("--port" in p["argv"] and "<free port>" in p["argv"] for p in plan)  # type: ignore[operator]
-    assert plan[0]["requests"] == 31
-
+    argvs = [plan.target(s)["argv"] for s in launches]
+    assert all("--port" in a and "<free port>" in a for a in argvs)
+    warm = sum(s.requests for s in plan.steps if isinstance(s, WarmUp) and s.mode == "mono"
+               and s.capacity == 512)
+    assert warm + plan.workload.rows == 31
 
 def test_gemma_experiment_compares_the_engine_and_llama_server_at_equal_settings() -> None:
     from kvlab.servers.embedded import EmbeddedServer
@@ -86,16 +92,14 @@ def test_gemma_experiment_compares_the_engine_and_llama_server_at_equal_settings
 
 
 def test_continuous_batching_is_one_slot_vs_batching_on_the_same_model() -> None:
-    from kvlab.bench.run.targets import make_server
-
     exp = load_experiment(EXPERIMENTS / "continuous-batching.toml")
     one, batched = exp.modes
     assert exp.compare == [("one-slot", "batching")]
     assert [v for v in exp.load.values] == [1, 2, 4, 8, 16]
     assert one.embedded.model == batched.embedded.model == "gemma-3-270m"
     assert one.embedded.threads == batched.embedded.threads
-    one_argv = make_server(exp, one, 256).argv()
-    batched_argv = make_server(exp, batched, 256).argv()
+    one_argv = one.settings.build(256).argv()
+    batched_argv = batched.settings.build(256).argv()
     assert "--slots" not in one_argv and "--kv-blocks" not in one_argv
     assert batched_argv[batched_argv.index("--slots") + 1] == "16"
     assert batched_argv[batched_argv.index("--kv-blocks") + 1] == "256"

@@ -232,23 +232,12 @@ def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
 def test_full_measured_mode_passes_validation(tmp_path: Path) -> None:
     import json
 
-    from kvlab.bench.run.runner import run_experiment
+    from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
+    from tests.experiments import experiment, llamacpp
 
-    exp = tmp_path / "tiny.toml"
-    exp.write_text(textwrap.dedent("""
-        name = "tiny-llamacpp"
-        [workload]
-        queries = 2
-        capacities = [512]
-        output_tokens = 64
-        warmup = 1
-        [[modes]]
-        name = "t2"
-        server = "llamacpp"
-        [modes.llamacpp]
-        threads = 2
-    """))
-    result = run_experiment(exp, out=tmp_path / "runs")
+    exp = experiment("tiny-llamacpp", llamacpp("t2", threads=2), workload=dict(
+        queries=2, capacities=[512], output_tokens=64, warmup=1)).write(tmp_path, "tiny.toml")
+    result = run_experiment(RunRequest(exp), RunOutput(tmp_path / "runs"))
     summary = result.evaluation.summary("t2", 512)
     assert summary is not None and summary.queries == 2 and summary.refused == 0
     assert result.evaluation.counts["refused_rows"] == 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from kvlab.servers.preflight import Gpu, parse_nvidia_smi, run_preflight, visible_gpus
+from tests.experiments import experiment, llamacpp
 
 SMI = """\
 NVIDIA H100 80GB HBM3, 81559 MiB, GPU-1111aaaa-0000-0000-0000-000000000000
@@ -35,22 +36,11 @@ def test_host_facts_are_collected() -> None:
     assert report.to_json()["host"]["gpu_query"]
 
 
-EXPERIMENT = """\
-name = "needs-two"
-[workload]
-queries = 2
-capacities = [512]
-[[modes]]
-name = "dual"
-server = "llamacpp"
-[modes.llamacpp]
-gpus = {gpus}
-"""
 
 
 def test_experiment_needing_more_gpus_than_visible_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "exp.toml"
-    path.write_text(EXPERIMENT.format(gpus=64))
+    path = experiment("needs-two", llamacpp("dual", gpus=64),
+                      workload=dict(queries=2, capacities=[512])).write(tmp_path, "exp.toml")
     done = subprocess.run([sys.executable, "-m", "kvlab", "preflight", "--no-smoke", str(path)],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "200"})

@@ -11,6 +11,8 @@ import pytest
 
 from kvlab.errors import ServerLaunchError
 from kvlab.servers.smoke import REBUILD_HINT, smoke_check
+from tests.experiments import experiment as build
+from tests.experiments import llamacpp
 from tests.servers.fakes import dies_at_first_request, dies_at_start, fake_gguf
 from tests.servers.test_llamacpp import needs_llama
 
@@ -39,10 +41,8 @@ def test_sigill_during_start_up_is_one_line_too(tmp_path: Path) -> None:
 def test_preflight_refuses_a_server_that_dies_and_says_why_in_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "LLAMA_SERVER": str(dies_at_first_request(tmp_path, "SIGABRT")),
            "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "200"}
-    experiment = tmp_path / "exp.toml"
-    experiment.write_text(f'name = "x"\n[workload]\nqueries = 2\ncapacities = [512]\n'
-                          f'[[modes]]\nname = "a"\nserver = "llamacpp"\n[modes.llamacpp]\n'
-                          f'model = "{fake_gguf(tmp_path)}"\n')
+    experiment = build("x", llamacpp("a", model=str(fake_gguf(tmp_path))),
+                       workload=dict(queries=2, capacities=[512])).write(tmp_path, "exp.toml")
     done = subprocess.run([sys.executable, "-m", "kvlab", "preflight", str(experiment)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2

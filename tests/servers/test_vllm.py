@@ -85,11 +85,10 @@ def test_a_max_model_len_below_the_capacity_is_refused_before_launch() -> None:
 def test_an_experiment_whose_max_model_len_is_below_a_capacity_is_one_line(
         tmp_path: Path) -> None:
     from kvlab.experiment import load_experiment
+    from tests.experiments import experiment, vllm
 
-    path = tmp_path / "x.toml"
-    path.write_text('name = "x"\n[workload]\ncapacities = [512, 2048]\n[[modes]]\n'
-                    'name = "v"\nserver = "vllm"\napi = "openai-chat"\n[modes.vllm]\n'
-                    'max_model_len = 1024\n')
+    path = experiment("x", vllm("v", "openai-chat", max_model_len=1024),
+                      workload=dict(capacities=[512, 2048])).write(tmp_path)
     with pytest.raises(ExperimentError) as refused:
         load_experiment(path)
     line = str(refused.value)

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -17,6 +16,8 @@ import pytest
 
 from kvlab.servers.vllm import descendants, start_ticks
 from tests.conftest import vllm_missing
+from tests.experiments import experiment as build
+from tests.experiments import vllm
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -24,25 +25,12 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 def experiment(path: Path, prefix_caching: bool, queries: int = 3) -> Path:
     """A small vLLM experiment: prompts of ~512 tokens sharing their padding (four of
     vLLM's 128-token blocks), 8 forced tokens."""
-    path.write_text(textwrap.dedent(f"""
-        name = "vllm-{'cached' if prefix_caching else 'plain'}"
-        [workload]
-        queries = {queries}
-        capacities = [1024]
-        prompt_fraction = 0.5
-        output_tokens = 8
-        warmup = 1
-        [[modes]]
-        name = "vllm"
-        server = "vllm"
-        api = "openai-completion"
-        [modes.vllm]
-        enforce_eager = true
-        kv_cache_space_gib = 1
-        threads = 1
-        prefix_caching = {str(prefix_caching).lower()}
-    """))
-    return path
+    built = build(f"vllm-{'cached' if prefix_caching else 'plain'}",
+                  vllm("vllm", enforce_eager=True, kv_cache_space_gib=1, threads=1,
+                       prefix_caching=prefix_caching),
+                  workload=dict(queries=queries, capacities=[1024], prompt_fraction=0.5,
+                                output_tokens=8, warmup=1))
+    return built.write(path.parent, path.name)
 
 
 @pytest.fixture(autouse=True)
@@ -53,10 +41,10 @@ def _needs_vllm() -> None:
 
 
 def test_a_vllm_with_its_prefix_cache_on_gets_its_rows_refused(tmp_path: Path) -> None:
-    from kvlab.bench.run.runner import run_experiment
+    from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
 
-    result = run_experiment(experiment(tmp_path / "cached.toml", prefix_caching=True),
-                            out=tmp_path / "runs")
+    result = run_experiment(RunRequest(experiment(tmp_path / "cached.toml", prefix_caching=True)),
+                            RunOutput(tmp_path / "runs"))
     evaluation = result.evaluation
     manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
     (entry,) = manifest["servers"]

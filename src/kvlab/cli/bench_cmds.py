@@ -26,7 +26,7 @@ def _print_load(evaluation: Evaluation) -> None:
 
     from kvlab.report.markdown import fmt, valid_text
 
-    points = [p for p in evaluation.load if p.kind != "sequential"]
+    points = [p for p in evaluation.load if p.load is not None]  # not sequential rows
     if not points:
         return
     table = Table(title="load: rates in req/s (drawn: the arrivals' own rate); "
@@ -37,7 +37,7 @@ def _print_load(evaluation: Evaluation) -> None:
                          no_wrap=True)
     rows = [[p.mode, str(p.capacity), p.load or "", valid_text(p.count),
              fmt(p.target_rate),
-             fmt(p.scheduled_rate) if p.kind == "rate" else "—", fmt(p.achieved_rate),
+             fmt(p.scheduled_rate) if p.target_rate is not None else "—", fmt(p.achieved_rate),
              fmt(p.send_lag_ms["p50"], 3), fmt(p.send_lag_ms["p99"], 3),
              fmt(p.request_throughput), fmt(p.output_tokens_per_s, 1),
              fmt(p.goodput), "SLIPPED" if p.slipped else "kept"] for p in points]
@@ -129,7 +129,8 @@ def run(
     resume: Path | None = typer.Option(None, "--resume", help="Finish an interrupted run."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
     json_out: bool = typer.Option(False, "--json", help="Print evaluation.json at the end."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and argv; run nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the run plan (its steps and every argv); run nothing."),
     repeat_aa: str | None = typer.Option(
         None, "--repeat-aa", metavar="MODE",
         help="Measure MODE twice (A/A) and report the difference: the noise floor."),
@@ -185,38 +186,32 @@ def run(
     kvlab run experiments/llamacpp-gpu-mono-vs-dual.toml --no-launch
     --endpoint mono@512=http://127.0.0.1:8081 --endpoint dual@512=http://127.0.0.1:8084 ...
     """
-    from kvlab.bench.run.runner import run_experiment
-    from kvlab.bench.store.state import WorkerChoice
+    from kvlab.bench.run.planner import RunRequest, plan_new
+    from kvlab.bench.run.runner import RunOutput, run_experiment
 
-    choice = None
+    engine = None
     if workers is not None or ray_address is not None or workers_per_node is not None:
-        choice = WorkerChoice(count=workers, address=ray_address, per_node=workers_per_node)
+        from kvlab.bench.engines.ray import RayEngineSettings
 
+        engine = RayEngineSettings(count=workers, address=ray_address, per_node=workers_per_node)
+    request = RunRequest(experiment, resume, queries=queries, repeat_aa=repeat_aa,
+                         no_launch=no_launch, endpoints=tuple(endpoint or ()),
+                         tokenizer=tokenizer, engine=engine)
     if dry_run:
-        from kvlab.bench.run.runner import check_queries
-        from kvlab.cli.llamacpp_cmds import print_dry_run
         from kvlab.errors import ConfigError
-        from kvlab.experiment import load_experiment
 
         if experiment is None or resume is not None:
             raise ConfigError("--dry-run plans a new run: give the experiment file (and no "
                               "--resume)")
-        if no_launch or endpoint:
-            raise ConfigError("--dry-run plans the servers kvlab launches; drop "
-                              "--no-launch/--endpoint to use it")
-        plan = load_experiment(experiment)
-        if queries is not None:
-            check_queries(plan, queries)
-            plan.workload.queries = queries
-        if repeat_aa is not None:
-            plan = plan.repeat_aa(repeat_aa)  # ExperimentError (exit 2) for a wrong mode
-        print_dry_run(plan, json_out)
+        plan, _ = plan_new(request)  # every check a run makes first, none on the network
+        if json_out:
+            print_json({"plan": plan.to_json()})
+        else:
+            for line in plan.lines():
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
         return
 
-    result = run_experiment(experiment, out=out, resume=resume, reporter=_reporter(quiet),
-                            repeat_aa=repeat_aa, queries=queries, no_launch=no_launch,
-                            endpoints=endpoint, tokenizer=tokenizer, workers=choice,
-                            strict=strict)
+    result = run_experiment(request, RunOutput(out, _reporter(quiet), strict=strict))
     if json_out:
         print_json(result.evaluation.to_json())
     else:

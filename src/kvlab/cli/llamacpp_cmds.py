@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.table import Table
@@ -101,49 +100,3 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
         table.add_row("GPUs needed", str(report.gpus_needed))
     table.add_row("ready", "yes" if not report.problems else "NO")
     return table
-
-
-def dry_run_plan(experiment_path: Path | Any) -> list[dict[str, object]]:
-    """One entry per (mode, capacity) in run order: the server and, for a launched
-    kind, the exact argv kvlab would launch (nothing is started). Takes the file, or
-    an Experiment already adjusted (``kvlab run --dry-run --queries/--repeat-aa``)."""
-    from kvlab.bench.run.runner import make_server
-    from kvlab.experiment import load_experiment
-    from kvlab.servers.process import ServerProcess
-
-    experiment = load_experiment(experiment_path) \
-        if isinstance(experiment_path, str | Path) else experiment_path
-    rows = len(experiment.workload.source().queries())  # a bad dataset row: one line
-    n_requests = experiment.workload.warmup + rows * experiment.workload.repetitions
-    plan: list[dict[str, object]] = []
-    for mode in experiment.modes:
-        for capacity in experiment.capacities(mode):
-            entry: dict[str, object] = {"mode": mode.name, "capacity": capacity,
-                                        "server": mode.server, "api": str(mode.api),
-                                        "requests": n_requests}
-            server = make_server(experiment, mode, capacity)
-            if isinstance(server, ServerProcess):
-                entry["argv"] = server.argv()
-            elif mode.external is not None:
-                entry["endpoint"] = mode.external.endpoint or mode.external.base_url
-            plan.append(entry)
-    return plan
-
-
-def print_dry_run(experiment_path: Path | Any, json_out: bool = False) -> None:
-    """Print the plan and every argv of ``kvlab run --dry-run``."""
-    import shlex
-
-    plan = dry_run_plan(experiment_path)
-    if json_out:
-        print_json({"plan": plan})
-        return
-    for step, entry in enumerate(plan, start=1):
-        console.print(f"{step}. mode {entry['mode']} @ capacity {entry['capacity']}: "
-                      f"{entry['server']} server, {entry['api']}, {entry['requests']} requests",
-                      highlight=False, markup=False)
-        if "argv" in entry:
-            console.print("   " + shlex.join(entry["argv"]),  # type: ignore[arg-type]
-                          highlight=False, markup=False, soft_wrap=True)
-        elif entry.get("endpoint"):
-            console.print(f"   endpoint: {entry['endpoint']}", highlight=False, markup=False)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from kvlab.bench.analysis.labels import load_order, parse_label
+from kvlab.bench.labels import load_order, parse_label
 from kvlab.report.plots import _colours, _figure, _png, _style
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ class RunOrder(Section):
 
 def load_body(summaries: Sequence[LoadSummary]) -> str:
     """One row per (mode, capacity, load) from bench.analysis.load ("": no load point)."""
-    if not any(s.kind != "sequential" for s in summaries):
+    if all(s.load is None for s in summaries):  # sequential rows only
         return ""
     slo = next((s.slo for s in summaries if s.slo), {})
     slo_text = ", ".join(f"{k} ≤ {v:g}" for k, v in slo.items() if v is not None) or "none set"

@@ -13,11 +13,11 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvlab.bench.analysis.labels import load_order, parse_label
 from kvlab.bench.analysis.metric import Metric
 from kvlab.bench.analysis.summaries import Summary, load_value
 from kvlab.bench.analysis.summary_metrics import E2E, ITL, TTFT
 from kvlab.bench.analysis.valid_rows import ValidRows
+from kvlab.bench.labels import load_order, read_label
 from kvlab.bench.records import GaugeSample
 
 if TYPE_CHECKING:
@@ -174,8 +174,9 @@ def throughput_vs_load(summaries: Sequence[Summary]) -> bytes | None:
     if not lines:
         return None
     colours = _colours(list(dict.fromkeys(mode for mode, _ in lines)))
-    kinds = sorted({parse_label(s.load)[0] for v in lines.values() for s in v})
-    xlabel = {"rate": "request rate (req/s)"}.get(kinds[0], kinds[0])
+    kinds = sorted({(k.name, k.axis) for v in lines.values() for s in v
+                    if (k := read_label(s.load).kind) is not None})
+    xlabel = kinds[0][1] if kinds else "load"
     fig = _figure(9.0, 3.0)
     ax_tp, ax_lat = fig.subplots(1, 2)
     styles = ["-", "--", ":", "-."]

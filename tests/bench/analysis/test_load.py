@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.bench.analysis.labels import parse_label
 from kvlab.bench.analysis.load import (
     Slo,
     has_rate,
@@ -16,6 +15,7 @@ from kvlab.bench.analysis.load import (
     summarize_load,
 )
 from kvlab.bench.analysis.valid_rows import RowCount, judge
+from kvlab.bench.labels import parse_label
 from kvlab.bench.records import ApiKind, Outcome, Record
 
 MS = 1_000_000
@@ -121,8 +121,9 @@ def test_achieved_rate_only_where_a_rate_exists() -> None:
     s = summarize_load(judge(closed))
     assert s.span_s == pytest.approx(0.25)
     assert s.achieved_rate == pytest.approx(4 / 0.25)
-    assert has_rate("rate", 2.0, 1) and not has_rate("concurrency", 4.0, 4)
-    assert has_rate("concurrency", 4.0, 5) and not has_rate("sequential", None, 9)
+    assert has_rate("rate=2.0", 1) and not has_rate("c=4", 4)
+    assert has_rate("c=4", 5) and not has_rate(None, 9) and has_rate("trace=1.0", 1)
+    assert not has_rate("other=3", 9)
 
 
 def test_throughput_stands_on_valid_rows_over_the_points_span() -> None:

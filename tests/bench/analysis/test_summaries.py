@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.summaries import summarize_run
 from kvlab.bench.analysis.valid_rows import judge
+from kvlab.bench.labels import load_order
 from kvlab.bench.records import Outcome
 from tests.report.synthetic_runs import make_row
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import tomllib
 from pathlib import Path
 
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.experiment import Experiment, load_experiment
+from tests.experiments import embedded, experiment
 
 
 async def byte_tokens(text: str) -> int:
@@ -30,10 +32,13 @@ def common_prefix(texts: list[str]) -> str:
 
 
 def experiment_with(tmp_path: Path, table: str, load: str = "") -> Experiment:
-    """An experiment file in ``tmp_path`` whose [workload.dataset] is ``table``."""
-    path = tmp_path / "e.toml"
-    path.write_text(f'name = "x"\n[workload]\ncapacities = [512]\n{load}\n'
-                    f'[workload.dataset]\n{table}\n[[modes]]\nname = "a"\n')
+    """An experiment file in ``tmp_path`` whose [workload.dataset] is ``table`` (and
+    whose [load] is ``load``), both TOML text."""
+    loaded = tomllib.loads(load)["load"] if load else None
+    dataset = tomllib.loads(table)
+    dataset.update(dataset.pop("workload", {}).get("dataset", {}))  # its own sub-tables
+    path = experiment("x", embedded("a"), workload=dict(capacities=[512]), dataset=dataset,
+                      load=loaded).write(tmp_path, "e.toml")
     return load_experiment(path)
 
 

@@ -8,7 +8,8 @@ from itertools import pairwise
 import pytest
 
 from kvlab.bench.plan.arrivals import ramp_time_s, rate_offsets_ns, trace_offsets_ns
-from kvlab.bench.plan.schedule import LoadPoint, arrival_offsets_ns
+from kvlab.bench.plan.loads.rate import RatePoint
+from kvlab.bench.plan.loads.trace import TracePoint
 
 
 def gaps_s(offsets: list[int]) -> list[float]:
@@ -29,8 +30,8 @@ def test_gamma_gaps_have_the_rate_and_the_burstiness_asked(burstiness: float) ->
 
 
 def test_poisson_and_constant_are_as_before_and_gamma_one_is_poisson_like() -> None:
-    point = LoadPoint(kind="rate", value=4.0, requests=5, arrival="constant")
-    assert arrival_offsets_ns(point, 5) == [0, 250_000_000, 500_000_000, 750_000_000,
+    point = RatePoint(rate=4.0, requests=5, arrival="constant")
+    assert point.arrivals_ns(5) == [0, 250_000_000, 500_000_000, 750_000_000,
                                             1_000_000_000]
     poisson = gaps_s(rate_offsets_ns(5.0, 20_000, seed=3))
     assert cv(poisson) == pytest.approx(1.0, rel=0.05)
@@ -52,14 +53,14 @@ def test_a_ramp_rises_linearly_then_holds_the_rate() -> None:
 
 def test_a_trace_is_replayed_from_its_first_time_at_its_speed() -> None:
     assert trace_offsets_ns([500.0, 750.0, 2500.0], 2.0) == [0, 125_000_000, 1_000_000_000]
-    point = LoadPoint(kind="trace", value=0.5).with_trace([10.0, 12.0])
-    assert point.label == "trace=0.5" and point.requests == 2
-    assert arrival_offsets_ns(point, None) == [0, 4_000_000]
+    point = TracePoint(speed=0.5, times_ms=(10.0, 12.0))
+    assert point.label == "trace=0.5" and point.planned_requests() == 2
+    assert point.arrivals_ns(None) == [0, 4_000_000]
 
 
 def test_labels_of_repeated_points_and_bad_settings() -> None:
-    assert LoadPoint(kind="rate", value=2.5, repetition=3).label == "rate=2.5#3"
+    assert RatePoint(rate=2.5, repetition=3).label == "rate=2.5#3"
     with pytest.raises(ValueError, match="burstiness"):
-        LoadPoint(kind="rate", value=1.0, arrival="gamma", burstiness=0)
+        RatePoint(rate=1.0, arrival="gamma", burstiness=0)
     with pytest.raises(ValueError, match="ramp_up_s"):
-        LoadPoint(kind="rate", value=1.0, ramp_up_s=-1)
+        RatePoint(rate=1.0, ramp_up_s=-1)

@@ -12,6 +12,7 @@ from kvlab.bench.plan.datasets import DATASET_KINDS
 from kvlab.bench.plan.workload import builtin_queries, prepare_capacity
 from kvlab.errors import ExperimentError
 from kvlab.experiment import load_experiment, parse_experiment
+from tests.experiments import embedded, experiment
 
 
 async def byte_tokens(text: str) -> int:
@@ -40,10 +41,9 @@ def test_builtin_prompts_are_todays_padding_plus_query() -> None:
 def test_a_queries_file_is_the_builtin_kinds_too(tmp_path) -> None:
     (tmp_path / "q.jsonl").write_text("\n".join(json.dumps({"id": f"x{i}", "text": f"t {i}"})
                                                 for i in range(2)))
-    (tmp_path / "e.toml").write_text('name = "x"\n[workload]\nqueries_file = "q.jsonl"\n'
-                                     '[[modes]]\nname = "a"\n')
-    experiment = load_experiment(tmp_path / "e.toml")
-    assert [q.id for q in experiment.workload.source().queries()] == ["x0", "x1"]
+    path = experiment("x", embedded("a"), workload=dict(queries_file="q.jsonl")).write(tmp_path)
+    loaded = load_experiment(path)
+    assert [q.id for q in loaded.workload.source().queries()] == ["x0", "x1"]
 
 
 @pytest.mark.parametrize(("table", "message"), [

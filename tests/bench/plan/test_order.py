@@ -13,6 +13,7 @@ from kvlab.bench.plan.order import (
     server_sessions,
     split,
 )
+from tests.experiments import embedded, experiment
 
 CAPS = {"A": [256, 1024], "B": [256, 1024]}
 
@@ -63,24 +64,10 @@ def test_resolve_order_records_a_fallback() -> None:
     assert single.used == "blocked" and single.to_dict()["requested"] == "abba"
 
 
-ABBA = """
-name = "abba"
-compare = [["a", "b"]]
-order = "abba"
-[workload]
-queries = 4
-capacities = [256]
-output_tokens = 4
-[[modes]]
-name = "a"
-[modes.embedded]
-threads = 1
-[[modes]]
-name = "b"
-[modes.embedded]
-threads = 1
-no_cache = true
-"""
+ABBA = experiment(
+    "abba", embedded("a"), embedded("b", no_cache=True),
+    workload=dict(queries=4, capacities=[256], output_tokens=4), compare=[("a", "b")],
+    order="abba")
 
 
 @pytest.mark.slow
@@ -89,11 +76,10 @@ def test_abba_run_and_repeat_aa_through_the_runner(tmp_path) -> None:
     import json
 
     from kvlab.bench.records import read_records
-    from kvlab.bench.run.runner import run_experiment
+    from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
 
-    path = tmp_path / "abba.toml"
-    path.write_text(ABBA)
-    result = run_experiment(path, out=tmp_path / "runs")
+    path = ABBA.write(tmp_path)
+    result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs"))
     rows = sorted((r for r in read_records(result.run_dir.records_path) if not r.warmup),
                   key=lambda r: r.position)
     assert [r.mode for r in rows] == ["a", "a", "b", "b", "b", "b", "a", "a"]
@@ -103,7 +89,7 @@ def test_abba_run_and_repeat_aa_through_the_runner(tmp_path) -> None:
     assert [s["mode"] for s in manifest["servers"]] == ["a", "b", "a"]  # b's halves share
     assert "Order used: **abba**" in result.run_dir.report_path.read_text()
 
-    aa = run_experiment(path, out=tmp_path / "runs", repeat_aa="b")
+    aa = run_experiment(RunRequest(path, repeat_aa="b"), RunOutput(tmp_path / "runs"))
     modes = {r.mode for r in read_records(aa.run_dir.records_path)}
     assert modes == {"b", "b-again"}
     assert [(c.a, c.b) for c in aa.evaluation.comparisons] == [("b", "b-again")]

@@ -17,9 +17,10 @@ import pytest
 from kvlab.bench.analysis.load import max_in_flight, summarize_load
 from kvlab.bench.analysis.valid_rows import judge
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
+from kvlab.bench.plan.loads.concurrency import ConcurrencyPoint
+from kvlab.bench.plan.loads.rate import RatePoint
+from kvlab.bench.plan.loads.sequential import SequentialPoint
 from kvlab.bench.plan.schedule import (
-    LoadPoint,
-    arrival_offsets_ns,
     run_closed_loop,
     run_open_loop,
     run_point,
@@ -27,6 +28,7 @@ from kvlab.bench.plan.schedule import (
 )
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.servers.embedded import EmbeddedServer
+from tests.experiments import embedded, experiment
 from tests.lateness import LatenessProbe
 
 GREEDY = {"temperature": 0, "seed": 42, "ignore_eos": True, "cache_prompt": False}
@@ -62,16 +64,16 @@ def run(server: EmbeddedServer, coro_fn, connections: int) -> list[Record]:
 
 
 def test_arrivals_are_absolute_and_reproducible() -> None:
-    constant = LoadPoint(kind="rate", value=4.0, requests=5, arrival="constant")
-    assert arrival_offsets_ns(constant, 5) == [0, 250_000_000, 500_000_000, 750_000_000,
+    constant = RatePoint(rate=4.0, requests=5, arrival="constant")
+    assert constant.arrivals_ns(5) == [0, 250_000_000, 500_000_000, 750_000_000,
                                                1_000_000_000]
-    poisson = LoadPoint(kind="rate", value=5.0, duration_s=20.0, seed=7)
-    offsets = arrival_offsets_ns(poisson, None)
-    assert offsets == arrival_offsets_ns(poisson, None)  # seeded
+    poisson = RatePoint(rate=5.0, duration_s=20.0, seed=7)
+    offsets = poisson.arrivals_ns(None)
+    assert offsets == poisson.arrivals_ns(None)  # seeded
     assert offsets == sorted(offsets) and offsets[-1] < 20e9
     assert 60 < len(offsets) < 140  # about 100 expected; a Poisson count's 5-sigma band
-    assert constant.label == "rate=4.0" and LoadPoint("concurrency", 8).label == "c=8"
-    assert LoadPoint().label is None
+    assert constant.label == "rate=4.0" and ConcurrencyPoint(8).label == "c=8"
+    assert SequentialPoint().label is None
 
 
 def test_sleep_until_an_absolute_deadline() -> None:
@@ -90,8 +92,8 @@ def test_sleep_until_an_absolute_deadline() -> None:
 
 def test_open_loop_keeps_a_low_rate(server) -> None:
     """5 requests/s, constant, for about 2 s: each request leaves on its deadline."""
-    point = LoadPoint(kind="rate", value=5.0, duration_s=2.0, arrival="constant")
-    offsets = arrival_offsets_ns(point, None)
+    point = RatePoint(rate=5.0, duration_s=2.0, arrival="constant")
+    offsets = point.arrivals_ns(None)
     assert len(offsets) == 10
     with LatenessProbe() as probe:
         rows = run(server, lambda send, clock: run_point(point, specs(10), send, clock), 10)
@@ -112,7 +114,7 @@ def test_open_loop_keeps_a_low_rate(server) -> None:
 def test_forced_slip_is_flagged(server) -> None:
     """Six arrivals at once (1 µs apart) into one slot with a cap of 1: each waits for
     the ones before it, keeps that wait in its lag, and the summary flags it."""
-    point = LoadPoint(kind="rate", value=1e6, requests=6, arrival="constant",
+    point = RatePoint(rate=1e6, requests=6, arrival="constant",
                       max_concurrency=1)
     rows = run(server, lambda send, clock: run_point(point, specs(6, tokens=8), send, clock), 1)
     assert all(r.outcome is Outcome.OK for r in rows)
@@ -172,7 +174,7 @@ def test_open_loop_uncapped_overlaps(server) -> None:
 
 def test_warmups_are_flagged_and_not_returned(server) -> None:
     seen: list[Record] = []
-    point = LoadPoint(kind="concurrency", value=2, requests=2)
+    point = ConcurrencyPoint(users=2, requests=2)
     rows = run(server, lambda send, clock: run_point(point, specs(2), send, clock, seen.append,
                                                      warmup=specs(1)), 2)
     assert len(rows) == 2 and not any(r.warmup for r in rows)
@@ -180,23 +182,9 @@ def test_warmups_are_flagged_and_not_returned(server) -> None:
     assert seen[0].load == "c=2" and seen[0].t_scheduled is None
 
 
-SWEEP = """
-name = "sweep"
-[workload]
-queries = 2
-capacities = [256]
-output_tokens = 4
-[load]
-kind = "concurrency"
-values = [1, 3]
-requests = 6
-[slo]
-e2e_ms = 60000
-[[modes]]
-name = "m"
-[modes.embedded]
-threads = 1
-"""
+SWEEP = experiment(
+    "sweep", embedded("m"), workload=dict(queries=2, capacities=[256], output_tokens=4),
+    load=dict(kind="concurrency", values=[1, 3], requests=6), slo=dict(e2e_ms=60000))
 
 
 @pytest.mark.slow
@@ -205,7 +193,7 @@ def test_sweep_through_the_runner_resumes_whole_points(tmp_path) -> None:
     import json
 
     from kvlab.bench.records import read_records
-    from kvlab.bench.run.runner import SilentReporter, run_experiment
+    from kvlab.bench.run.runner import RunOutput, RunRequest, SilentReporter, run_experiment
     from kvlab.errors import RunInterrupted
 
     class StopAfter(SilentReporter):
@@ -217,15 +205,15 @@ def test_sweep_through_the_runner_resumes_whole_points(tmp_path) -> None:
             if self.n == 0:
                 raise KeyboardInterrupt
 
-    path = tmp_path / "sweep.toml"
-    path.write_text(SWEEP)
+    path = SWEEP.write(tmp_path)
     with pytest.raises(RunInterrupted):
-        run_experiment(path, out=tmp_path / "runs", reporter=StopAfter(8))  # inside c=3
+        run_experiment(RunRequest(path),
+                       RunOutput(tmp_path / "runs", reporter=StopAfter(8)))  # inside c=3
     (run_dir,) = (tmp_path / "runs").iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["points_done"] == [["m", 256, "c=1"]]
 
-    result = run_experiment(None, resume=run_dir)
+    result = run_experiment(RunRequest(resume=run_dir))
     records = read_records(run_dir / "records.jsonl")
     c1 = [r for r in records if r.load == "c=1" and not r.warmup]
     assert len(c1) == 6  # not rerun

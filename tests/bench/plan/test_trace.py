@@ -44,15 +44,13 @@ def test_prompts_have_the_asked_lengths_and_share_blocks_by_hash_id(tmp_path,
 
 
 def test_the_load_replays_the_times_at_each_speed(tmp_path) -> None:
-    from kvlab.bench.plan.schedule import arrival_offsets_ns
-
     write(tmp_path)
     experiment = trace_experiment(tmp_path)
-    times = [p.arrival_ms for p in prepare(experiment)]
+    prompts = prepare(experiment)
     first, second = experiment.load.points(4)
     assert (first.label, second.label) == ("trace=1.0", "trace=2.0")
-    assert arrival_offsets_ns(first.with_trace(times), None) == [0, 250e6, 250e6, 1000e6]
-    assert arrival_offsets_ns(second.with_trace(times), None) == [0, 125e6, 125e6, 500e6]
+    assert first.with_prompts(prompts).arrivals_ns(None) == [0, 250e6, 250e6, 1000e6]
+    assert second.with_prompts(prompts).arrivals_ns(None) == [0, 125e6, 125e6, 500e6]
 
 
 @pytest.mark.parametrize(("row", "message"), [

@@ -19,37 +19,22 @@ import urllib.request
 
 from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.bench.records import read_records
+from tests.experiments import Experiment, experiment, synthetic
 
 USERS = 1
 TOKENS = 20
 
-EXPERIMENT = """
-name = "killed"
-[workload]
-queries = 3
-capacities = [256]
-output_tokens = {tokens}
-warmup = 1
-[load]
-kind = "concurrency"
-values = [{users}]
-requests = 2000
-[[modes]]
-name = "chat"
-server = "external"
-api = "openai-chat"
-[modes.external]
-base_url = "{url}/v1"
-model = "synthetic"
-[modes.body]
-synthetic = {{ ttft_ms = 2, itl_ms = 2 }}
-"""
+
+def killed(url: str) -> Experiment:
+    """A concurrency point far longer than the test lets it run."""
+    return experiment("killed", synthetic(url), workload=dict(
+        capacities=[256], queries=3, output_tokens=TOKENS, warmup=1), load=dict(
+        kind="concurrency", values=[USERS], requests=2000))
 
 
 def test_kill_9_mid_point_loses_at_most_the_rows_in_flight(tmp_path) -> None:
     with synthetic_process() as url:
-        path = tmp_path / "killed.toml"
-        path.write_text(EXPERIMENT.format(url=url, users=USERS, tokens=TOKENS))
+        path = killed(url).write(tmp_path)
         process = subprocess.Popen(
             [sys.executable, "-m", "kvlab", "run", str(path), "--out", str(tmp_path / "runs"),
              "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -8,35 +8,32 @@ import pytest
 
 from kvlab.bench.analysis.saturation import read_lag
 from kvlab.bench.records import read_records
-from kvlab.bench.run.runner import SilentReporter, evaluate_run, run_experiment
+from kvlab.bench.run.runner import (
+    RunOutput,
+    RunRequest,
+    SilentReporter,
+    evaluate_run,
+    run_experiment,
+)
 from kvlab.errors import ConfigError, RunInterrupted
+from tests.experiments import (
+    SMALL,
+    Experiment,
+    embedded,
+    experiment,
+    external,
+    llamacpp,
+    synthetic,
+)
 from tests.lateness import LatenessProbe
 from tests.ports import refusing_url
 
-TINY = """
-name = "tiny"
-compare = [["llama", "llama-nocache"]]
-[workload]
-queries = 2
-capacities = [128]
-output_tokens = 8
-[[modes]]
-name = "llama"
-api = "llamacpp-completion"
-[modes.embedded]
-threads = 1
-[[modes]]
-name = "llama-nocache"
-api = "llamacpp-completion"
-[modes.embedded]
-threads = 1
-no_cache = true
-[[modes]]
-name = "chat"
-api = "openai-chat"
-[modes.embedded]
-threads = 1
-"""
+TINY = experiment(
+    "tiny", embedded("llama", "llamacpp-completion"),
+    embedded("llama-nocache", "llamacpp-completion", no_cache=True),
+    embedded("chat", "openai-chat"),
+    workload=dict(queries=2, capacities=[128], output_tokens=8),
+    compare=[("llama", "llama-nocache")])
 
 
 class StopAfter(SilentReporter):
@@ -53,17 +50,16 @@ class StopAfter(SilentReporter):
 
 @pytest.mark.slow
 def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
-    experiment = tmp_path / "tiny.toml"
-    experiment.write_text(TINY)
+    path = TINY.write(tmp_path)
     with pytest.raises(RunInterrupted) as info:
-        run_experiment(experiment, out=tmp_path / "runs", reporter=StopAfter(3))
+        run_experiment(RunRequest(path), RunOutput(tmp_path / "runs", reporter=StopAfter(3)))
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert f"resume with: kvlab run --resume {run_dir}" in str(info.value)
     assert info.value.exit_status == 130  # Ctrl-C: the shell's SIGINT convention
     kept = read_records(run_dir / "records.jsonl")
     assert sum(not r.warmup for r in kept) == 3
 
-    result = run_experiment(None, resume=run_dir)
+    result = run_experiment(RunRequest(resume=run_dir))
     records = read_records(run_dir / "records.jsonl")
     measured = [r.key for r in records if not r.warmup]
     assert len(measured) == len(set(measured)) == 6  # 3 modes x 2 queries, none twice
@@ -83,7 +79,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
     assert chat is not None and chat.queries == 2 and chat.dist("ttft_ms")["mean"] > 0
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["experiment_file"] == TINY
+    assert manifest["experiment_file"] == TINY.text()
     assert len(manifest["sessions"]) == 2 and "cores" in manifest["host"]
     # the machine's load as each session started, and as the one that finished stopped
     assert all(len(s["load_average_started"]) == 3 for s in manifest["sessions"])
@@ -125,23 +121,9 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
     assert again.to_json() == json.loads((run_dir / "evaluation.json").read_text())
 
 
-ATTACHED = """
-name = "attached"
-compare = [["a", "b"]]
-[workload]
-queries = 2
-capacities = [128, 160]
-output_tokens = 8
-[[modes]]
-name = "a"
-[modes.embedded]
-threads = 1
-[[modes]]
-name = "b"
-capacities = [128]
-[modes.embedded]
-threads = 1
-"""
+ATTACHED = experiment(
+    "attached", embedded("a"), embedded("b", capacities=[128]),
+    workload=dict(queries=2, capacities=[128, 160], output_tokens=8), compare=[("a", "b")])
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +146,10 @@ def user_servers():
 
 def test_no_launch_measures_the_users_servers_and_queries_override(tmp_path,
                                                                     user_servers) -> None:
-    experiment = tmp_path / "attached.toml"
-    experiment.write_text(ATTACHED)
+    path = ATTACHED.write(tmp_path)
     url128, url160 = user_servers[128], user_servers[160]
-    result = run_experiment(
-        experiment, out=tmp_path / "runs", queries=1, no_launch=True,
-        endpoints=[f"a={url128}", f"a@160={url160}", f"b@128={url128}"])
+    result = run_experiment(RunRequest(path, queries=1, no_launch=True, endpoints=(
+        f"a={url128}", f"a@160={url160}", f"b@128={url128}")), RunOutput(tmp_path / "runs"))
     run_dir = result.run_dir.path
     records = read_records(run_dir / "records.jsonl")
     measured = sorted((r.mode, r.capacity, r.query_id) for r in records if not r.warmup)
@@ -177,7 +157,7 @@ def test_no_launch_measures_the_users_servers_and_queries_override(tmp_path,
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["overrides"] == {"queries": 1}
-    assert manifest["experiment_file"] == ATTACHED  # the file, verbatim
+    assert manifest["experiment_file"] == ATTACHED.text()  # the file, verbatim
     copy = (run_dir / "experiment.toml").read_text()
     assert "queries = 1  # set by kvlab run --queries 1" in copy
     assert manifest["no_launch"] == {"endpoints": {"a": url128, "a@160": url160,
@@ -193,7 +173,7 @@ def test_no_launch_measures_the_users_servers_and_queries_override(tmp_path,
         in report and "Queries per (mode, capacity): 1 × 1" in report
 
     # a resume reads the run dir's experiment (1 query) and the recorded endpoints
-    again = run_experiment(None, resume=run_dir)
+    again = run_experiment(RunRequest(resume=run_dir))
     assert again.records_written == 0
     assert again.evaluation.summary("a", 160).queries == 1
     assert evaluate_run(run_dir).to_json() == again.evaluation.to_json()
@@ -202,14 +182,14 @@ def test_no_launch_measures_the_users_servers_and_queries_override(tmp_path,
 def test_no_launch_refuses_a_server_of_another_capacity(tmp_path, user_servers) -> None:
     """MODE=URL for every capacity, but the server runs with 128: the 160 block stops
     the run with one line that says what to start, and the 128 rows are kept."""
-    experiment = tmp_path / "attached.toml"
-    experiment.write_text(ATTACHED.replace('compare = [["a", "b"]]\n', "")
-                          .split("[[modes]]\nname = \"b\"")[0])
+    path = experiment("attached", embedded("a"), workload=dict(
+        queries=2, capacities=[128, 160], output_tokens=8)).write(tmp_path)
     from kvlab.errors import EndpointUnreachable
 
     with pytest.raises(EndpointUnreachable) as info:
-        run_experiment(experiment, out=tmp_path / "runs", queries=1, no_launch=True,
-                       endpoints=[f"a={user_servers[128]}"])
+        run_experiment(RunRequest(path, queries=1, no_launch=True,
+                                  endpoints=(f"a={user_servers[128]}",)),
+                       RunOutput(tmp_path / "runs"))
     (run_dir,) = (tmp_path / "runs").iterdir()
     message = str(info.value)
     assert message.startswith("a @ 160: the server at ") and "context of 128 tokens" in message
@@ -217,29 +197,17 @@ def test_no_launch_refuses_a_server_of_another_capacity(tmp_path, user_servers) 
     kept = [r for r in read_records(run_dir / "records.jsonl") if not r.warmup]
     assert [(r.capacity, r.query_id) for r in kept] == [(128, "q01")]
     # the user starts the right server and resumes, naming it
-    resumed = run_experiment(None, resume=run_dir,
-                             endpoints=[f"a@160={user_servers[160]}"], no_launch=True)
+    resumed = run_experiment(RunRequest(resume=run_dir, endpoints=(f"a@160={user_servers[160]}",),
+                                        no_launch=True))
     assert resumed.records_written == 2  # warm-up + q01 at 160
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["no_launch"]["endpoints"]["a@160"] == user_servers[160]
 
 
-SYNTHETIC = """
-name = "synthetic"
-[workload]
-queries = 2
-capacities = [256, 512]
-output_tokens = 4
-[[modes]]
-name = "chat"
-server = "external"
-api = "openai-chat"
-[modes.external]
-base_url = "{url}/v1"
-model = "synthetic"
-[modes.body]
-synthetic = {{ ttft_ms = 2, itl_ms = 1 }}
-"""
+def synthetic_two(url: str) -> Experiment:
+    """Two queries at two capacities on the synthetic server (it has no /tokenize)."""
+    return experiment("synthetic", synthetic(url, ttft_ms=2, itl_ms=1),
+                      workload=dict(queries=2, capacities=[256, 512], output_tokens=4))
 
 
 def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_path) -> None:
@@ -248,10 +216,9 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
     from kvlab.bench.calibrate.check import synthetic_process
     from kvlab.bench.plan.workload import Prepared
 
-    path = tmp_path / "synthetic.toml"
     with synthetic_process() as url:
-        path.write_text(SYNTHETIC.format(url=url))
-        result = run_experiment(path, out=tmp_path / "runs")
+        path = synthetic_two(url).write(tmp_path)
+        result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs"))
     run = result.run_dir
     sizing = run.manifest()["prompt_sizing"]
     assert {c: s["method"] for c, s in sizing.items()} == {"256": "usage-calibration",
@@ -270,21 +237,9 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
     assert "<h2>Prompts</h2>" in html and "calibration on the server&#x27;s usage" in html
 
 
-EXTERNAL = """
-name = "ext"
-[workload]
-queries = 1
-capacities = [256]
-output_tokens = 4
-[[modes]]
-name = "chat"
-server = "external"
-api = "openai-chat"
-[modes.external]
-base_url = "{url}"
-model = "{model}"
-{extra}
-"""
+def external_one(url: str, model: str, **settings: str) -> Experiment:
+    """One query to an external endpoint at ``url`` serving ``model``."""
+    return experiment("ext", external("chat", url, model, **settings), workload=SMALL)
 
 
 class NoUsageServer:
@@ -346,12 +301,11 @@ def test_a_run_refused_at_its_checks_leaves_no_run_directory(tmp_path, monkeypat
         base = started if isinstance(started, str) else fake.base_url + "/v1"
         url = {"unreachable": nowhere + "/v1", "bad scheme": "htp:/127.0.0.1:9/v1",
                "404": fake.base_url + "/nope"}.get(case, base)
-        extra = 'api_key_env = "KVLAB_TEST_NO_SUCH_KEY"' if case == "key variable" else ""
-        path = tmp_path / "ext.toml"
-        path.write_text(EXTERNAL.format(url=url, model="other" if case == "wrong model"
-                                        else "m", extra=extra))
+        extra = {"api_key_env": "KVLAB_TEST_NO_SUCH_KEY"} if case == "key variable" else {}
+        path = external_one(url, "other" if case == "wrong model" else "m", **extra
+                            ).write(tmp_path)
         with pytest.raises(KvlabError) as caught:
-            run_experiment(path, out=tmp_path / "runs", html=False)
+            run_experiment(RunRequest(path), RunOutput(tmp_path / "runs", html=False))
     assert expected in str(caught.value)
     runs = tmp_path / "runs"
     assert not runs.exists() or not any(runs.iterdir())
@@ -370,7 +324,8 @@ def test_the_shipped_synthetic_endpoint_experiment_runs(tmp_path) -> None:
         text = shipped.read_text().replace("http://127.0.0.1:8090", url)
         path.write_text(text.replace('body]\n', 'body]\nsynthetic = { ttft_ms = 20, '
                                      'itl_ms = 10 }\n'))
-        result = run_experiment(path, out=tmp_path / "runs", queries=2, html=False)
+        result = run_experiment(RunRequest(path, queries=2),
+                                RunOutput(tmp_path / "runs", html=False))
     evaluation = result.evaluation
     assert evaluation.counts["refused_rows"] == 0
     # TTFT: the server wakes for the request, then for its 20 ms deadline (two waits for
@@ -389,9 +344,8 @@ def test_prepare_refused_at_its_checks_leaves_no_run_directory(tmp_path) -> None
     from kvlab.bench.run.runner import prepare_run
     from kvlab.errors import EndpointError
 
-    path = tmp_path / "ext.toml"
     with refusing_url() as nowhere:
-        path.write_text(EXTERNAL.format(url=nowhere + "/v1", model="m", extra=""))
+        path = external_one(nowhere + "/v1", "m").write(tmp_path)
         with pytest.raises(EndpointError, match="cannot connect"):
             prepare_run(path, out=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
@@ -404,13 +358,14 @@ def test_a_named_tokenizer_sizes_prompts_for_a_server_that_cannot_count(tmp_path
     from tests.bench.plan.test_sizing import _word_level_tokenizer
 
     tokenizer = _word_level_tokenizer(tmp_path / "tokenizer.json")
-    path = tmp_path / "ext.toml"
     with NoUsageServer() as url:
-        path.write_text(EXTERNAL.format(url=url, model="m", extra=""))
+        path = external_one(url, "m").write(tmp_path)
         with pytest.raises(ConfigError, match="no such file"):
-            run_experiment(path, out=tmp_path / "runs", tokenizer=tmp_path / "nope.json")
+            run_experiment(RunRequest(path, tokenizer=tmp_path / "nope.json"),
+                           RunOutput(tmp_path / "runs"))
         assert not (tmp_path / "runs").exists()
-        result = run_experiment(path, out=tmp_path / "runs", tokenizer=tokenizer, html=False)
+        result = run_experiment(RunRequest(path, tokenizer=tokenizer),
+                                RunOutput(tmp_path / "runs", html=False))
     manifest = result.run_dir.manifest()
     assert manifest["overrides"] == {"tokenizer": str(tokenizer)}
     assert manifest["prompt_sizing"]["256"]["method"] == "tokenizer-file"
@@ -419,36 +374,18 @@ def test_a_named_tokenizer_sizes_prompts_for_a_server_that_cannot_count(tmp_path
     assert "the tokenizer file " + str(tokenizer) in result.run_dir.report_path.read_text()
 
 
-LOADED = """
-name = "loaded"
-[workload]
-queries = 3
-capacities = [128]
-output_tokens = 8
-[load]
-kind = "concurrency"
-values = [1, 2]
-[[modes]]
-name = "slot"
-api = "openai-completion"
-[modes.embedded]
-threads = 1
-[[modes]]
-name = "batch"
-api = "openai-chat"
-[modes.embedded]
-threads = 1
-slots = 2
-"""
+LOADED = experiment(
+    "loaded", embedded("slot", "openai-completion"), embedded("batch", "openai-chat", slots=2),
+    workload=dict(queries=3, capacities=[128], output_tokens=8),
+    load=dict(kind="concurrency", values=[1, 2]))
 
 
 @pytest.mark.slow
 def test_server_counters_per_load_point_equal_the_records(tmp_path) -> None:
     """kvlab serve, one slot and batching: each load point's Δ prompt and generated
     tokens from /metrics equal the sums the server reported request by request."""
-    experiment = tmp_path / "loaded.toml"
-    experiment.write_text(LOADED)
-    result = run_experiment(experiment, out=tmp_path / "runs", html=True)
+    path = LOADED.write(tmp_path)
+    result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs", html=True))
     counters = result.evaluation.server_counters
     assert [(c.mode, c.load) for c in counters] == [("slot", "c=1"), ("slot", "c=2"),
                                                     ("batch", "c=1"), ("batch", "c=2")]
@@ -467,30 +404,20 @@ def test_server_counters_per_load_point_equal_the_records(tmp_path) -> None:
     assert "Server counters (/metrics)" in html
 
 
-LLAMA = """
-name = "llama-counters"
-[workload]
-queries = 2
-capacities = [256]
-output_tokens = 8
-warmup = 2
-{load}
-[[modes]]
-name = "llama"
-server = "llamacpp"
-api = "{api}"
-[modes.llamacpp]
-threads = 1
-slots = 2
-"""
+def llama_counters(load: dict[str, object], api: str) -> Experiment:
+    """llama-server with 2 slots of 256 tokens, two warm-ups, under ``load``."""
+    return experiment("llama-counters", llamacpp("llama", api, threads=1, slots=2),
+                      workload=dict(queries=2, capacities=[256], output_tokens=8, warmup=2),
+                      load=load)
 
 
 @pytest.mark.llamacpp
 @pytest.mark.slow
 @pytest.mark.parametrize(("load", "api"), [
-    ("", "llamacpp-completion"),
-    ('[load]\nkind = "concurrency"\nvalues = [2]', "openai-chat")])
-def test_llama_server_counters_equal_the_records(tmp_path, load: str, api: str) -> None:
+    ({}, "llamacpp-completion"),
+    ({"kind": "concurrency", "values": [2]}, "openai-chat")])
+def test_llama_server_counters_equal_the_records(tmp_path, load: dict[str, object],
+                                                 api: str) -> None:
     """The real llama-server, started with --metrics and 2 slots of 256 tokens each:
     Δ llamacpp:prompt_tokens_total over the measured rows equals Σ (prompt − cached)
     of the rows (the two warm-ups are before the first reading), sequential or loaded."""
@@ -499,9 +426,8 @@ def test_llama_server_counters_equal_the_records(tmp_path, load: str, api: str) 
     reason = llama_server_missing()
     if reason:
         pytest.skip(reason)
-    experiment = tmp_path / "llama.toml"
-    experiment.write_text(LLAMA.format(load=load, api=api))
-    result = run_experiment(experiment, out=tmp_path / "runs")
+    path = llama_counters(load, api).write(tmp_path)
+    result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs"))
     (point,) = result.evaluation.server_counters
     assert (point.server, point.rows) == ("llamacpp", 2)
     assert point.prompt.status == point.generation.status == "equal", point.to_dict()
@@ -533,7 +459,7 @@ def test_the_notebook_experiment_refuses_rows_answered_from_a_prefix_cache(
         monkeypatch.setenv("VLLM_BASE_URL", server.base_url + "/v1")
         monkeypatch.setenv("VLLM_MODEL_ID", "gemma")
         monkeypatch.setenv("VLLM_API_KEY", "sk-notebook")
-        result = run_experiment(shipped, out=tmp_path / "runs")
+        result = run_experiment(RunRequest(shipped), RunOutput(tmp_path / "runs"))
     evaluation = result.evaluation
     (reuse,) = evaluation.prefix_reuse
     report = result.run_dir.report_path.read_text()
@@ -562,10 +488,9 @@ def test_an_external_endpoints_metrics_are_read_with_its_key(tmp_path, monkeypat
     settings = ServeSettings(n_ctx=256, threads=1, api_key=key)
     with BackgroundServer(create_app(settings)) as server:
         wait_ready(server.base_url)
-        path = tmp_path / "ext.toml"
-        path.write_text(EXTERNAL.format(url=server.base_url + "/v1", model="toy",
-                                        extra='api_key_env = "KVLAB_TEST_KEY"'))
-        result = run_experiment(path, out=tmp_path / "runs")
+        path = external_one(server.base_url + "/v1", "toy", api_key_env="KVLAB_TEST_KEY"
+                            ).write(tmp_path)
+        result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs"))
     (point,) = result.evaluation.server_counters
     assert (point.server, point.mode, point.rows) == ("kvlab", "chat", 1)
     assert point.prompt.status == point.generation.status == "equal"

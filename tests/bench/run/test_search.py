@@ -24,7 +24,7 @@ import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.bench.records import read_records
-from kvlab.bench.run.runner import run_experiment
+from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
 from tests.lateness import LatenessProbe
 
 SHIPPED = Path(__file__).parents[3] / "experiments" / "capacity-slo.toml"
@@ -44,16 +44,16 @@ def test_the_search_lands_within_10_percent_of_the_hand_computed_limit(tmp_path)
     with synthetic_process(options=["--slots", "1"]) as url:
         path.write_text(SHIPPED.read_text().replace("http://127.0.0.1:8090", url))
         with LatenessProbe() as probe:
-            result = run_experiment(path, out=tmp_path / "runs", html=False)
+            result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs", html=False))
         # a resume finds the search done; forgetting it was done re-judges the points
         # kept without sending them again (only the session's warm-up is sent)
-        again = run_experiment(None, resume=result.run_dir.path, html=False)
+        again = run_experiment(RunRequest(resume=result.run_dir.path), RunOutput(html=False))
         assert again.records_written == 0
         manifest = result.run_dir.path / "manifest.json"
         state = json.loads(manifest.read_text())
         state["points_done"] = [p for p in state["points_done"] if p[2] != "search"]
         manifest.write_text(json.dumps(state))
-        resumed = run_experiment(None, resume=result.run_dir.path, html=False)
+        resumed = run_experiment(RunRequest(resume=result.run_dir.path), RunOutput(html=False))
     assert resumed.records_written == 1  # the warm-up
     (found,) = result.evaluation.capacity
     assert resumed.evaluation.capacity[0].rate == found.rate

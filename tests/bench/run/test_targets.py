@@ -1,49 +1,41 @@
-"""--no-launch plans: --endpoint specs checked against the experiment; attached servers."""
+"""--no-launch plans: --endpoint specs checked against the experiment; attached servers;
+the target each Launch step reaches."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvlab.bench.run.targets import (
-    AttachedServer,
-    attach_plan,
-    context_size,
-    make_server,
-    parse_endpoint_specs,
-    redact_url,
-)
+from kvlab.bench.run.attached import AttachedServer, accepted_context_sizes, context_size
+from kvlab.bench.run.planner import RunRequest, plan_new
+from kvlab.bench.run.runplan import Launch
+from kvlab.bench.run.targets import ServerTarget, attach_plan, parse_endpoint_specs, redact_url
 from kvlab.errors import ConfigError, EndpointUnreachable
 from kvlab.experiment import parse_experiment
+from tests.experiments import embedded, experiment, external
 from tests.ports import refusing_url
 
-TWO = parse_experiment("""
-name = "two"
-[workload]
-capacities = [128, 256]
-output_tokens = 8
-[[modes]]
-name = "a"
-[[modes]]
-name = "b"
-capacities = [128]
-[[modes]]
-name = "ext"
-server = "external"
-[modes.external]
-base_url = "http://127.0.0.1:9"
-""")
+TWO = experiment(
+    "two", embedded("a"), embedded("b", capacities=[128]), external("ext", "http://127.0.0.1:9"),
+    workload=dict(capacities=[128, 256], output_tokens=8))
+PARSED = parse_experiment(TWO.text())
 
 
-def test_mode_at_capacity_wins_over_mode() -> None:
-    attach = attach_plan(TWO, ["a=http://h:1", "a@256=http://h:2/", "b@128=http://h:3"])
+def test_mode_at_capacity_wins_over_mode(tmp_path) -> None:
+    attach = attach_plan(PARSED, ["a=http://h:1", "a@256=http://h:2/", "b@128=http://h:3"])
     assert attach.url("a", 128) == "http://h:1"
     assert attach.url("a", 256) == "http://h:2"  # trailing slash dropped
     assert attach.url("b", 128) == "http://h:3"
     assert attach.to_manifest() == {"a": "http://h:1", "a@256": "http://h:2",
                                     "b@128": "http://h:3"}
-    server = make_server(TWO, TWO.mode("a"), 256, attach)
-    assert isinstance(server, AttachedServer) and server.base_url == "http://h:2"
-    assert make_server(TWO, TWO.mode("ext"), 128, attach) is None  # external stays external
+    plan, _ = plan_new(RunRequest(TWO.write(tmp_path), no_launch=True, endpoints=(
+        "a=http://h:1", "a@256=http://h:2/", "b@128=http://h:3")))
+    urls = {(s.mode, s.capacity): s.url for s in plan.steps if isinstance(s, Launch)}
+    assert urls == {("a", 128): "http://h:1", ("a", 256): "http://h:2",
+                    ("b", 128): "http://h:3", ("ext", 128): None, ("ext", 256): None}
+    target = ServerTarget(plan.mode("a"), Launch("a", 256, urls[("a", 256)]), 10.0)
+    assert isinstance(target.server, AttachedServer) and target.server.base_url == "http://h:2"
+    outside = ServerTarget(plan.mode("ext"), Launch("ext", 128), 10.0)
+    assert outside.server is None  # external stays external
 
 
 @pytest.mark.parametrize(("specs", "needle"), [
@@ -59,7 +51,7 @@ def test_mode_at_capacity_wins_over_mode() -> None:
 ])
 def test_bad_plans_are_named(specs, needle) -> None:
     with pytest.raises(ConfigError) as info:
-        attach_plan(TWO, specs)
+        attach_plan(PARSED, specs)
     assert needle in str(info.value) and "\n" not in str(info.value)
 
 
@@ -79,8 +71,6 @@ def test_nothing_listening_is_one_line_with_what_to_do(tmp_path) -> None:
 
 
 def test_context_size_of_props() -> None:
-    from kvlab.bench.run.targets import accepted_context_sizes
-
     assert accepted_context_sizes(1000) == {1000, 1024}  # llama.cpp pads n_ctx to 256
     assert accepted_context_sizes(512) == {512}
     assert context_size({"default_generation_settings": {"n_ctx": 512}}) == 512

@@ -25,36 +25,15 @@ from pathlib import Path
 import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
+from kvlab.bench.engines.ray import RayEngineSettings
 from kvlab.bench.records import read_records
-from kvlab.bench.run.runner import run_experiment
-from kvlab.bench.store.state import WorkerChoice
+from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
+from tests.experiments import experiment, synthetic
 
 cluster_utils = pytest.importorskip("ray.cluster_utils",
                                     reason="the ray extra is not installed (make test does)")
 
 STORE = 100 * 2**20
-
-EXPERIMENT = """
-name = "sharded"
-[workload]
-queries = 4
-capacities = [256]
-output_tokens = {tokens}
-warmup = 1
-[load]
-kind = "concurrency"
-values = [2]
-requests = {requests}
-[[modes]]
-name = "chat"
-server = "external"
-api = "openai-chat"
-[modes.external]
-base_url = "{url}/v1"
-model = "synthetic"
-[modes.body]
-synthetic = {{ ttft_ms = 2, itl_ms = 2 }}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -71,15 +50,16 @@ def cluster() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def synthetic() -> Iterator[str]:
+def synthetic_url() -> Iterator[str]:
     with synthetic_process() as url:
         yield url
 
 
-def experiment(tmp_path: Path, url: str, requests: int = 16, tokens: int = 4) -> Path:
-    path = tmp_path / "sharded.toml"
-    path.write_text(EXPERIMENT.format(url=url, requests=requests, tokens=tokens))
-    return path
+def sharded(tmp_path: Path, url: str, requests: int = 16, tokens: int = 4) -> Path:
+    """Concurrency 2 against the synthetic server, written in ``tmp_path``."""
+    return experiment("sharded", synthetic(url), workload=dict(
+        capacities=[256], queries=4, output_tokens=tokens, warmup=1), load=dict(
+        kind="concurrency", values=[2], requests=requests)).write(tmp_path)
 
 
 def alive(pid: int) -> bool:
@@ -119,11 +99,12 @@ def gone_within(pids: set[int], seconds: float) -> set[int]:
 
 
 def test_two_nodes_give_the_rows_of_one_process_from_both_nodes(tmp_path, cluster,
-                                                                 synthetic) -> None:
-    path = experiment(tmp_path, synthetic)
-    alone = run_experiment(path, out=tmp_path / "one", html=False)
-    shared = run_experiment(path, out=tmp_path / "two", html=False, workers=WorkerChoice(
-        count=2, address=cluster.address, per_node=1))
+                                                                 synthetic_url) -> None:
+    path = sharded(tmp_path, synthetic_url)
+    alone = run_experiment(RunRequest(path), RunOutput(tmp_path / "one", html=False))
+    shared = run_experiment(RunRequest(path, engine=RayEngineSettings(count=2,
+                                       address=cluster.address, per_node=1)),
+                            RunOutput(tmp_path / "two", html=False))
 
     def rows(result) -> list[tuple]:
         return sorted((r.mode, r.capacity, r.query_id, r.repetition, r.load, r.position,
@@ -184,14 +165,14 @@ def finished_answers(url: str, tokens: int) -> int:
 
 
 def test_ctrl_c_on_a_cluster_stops_the_workers_keeps_the_records_and_resumes(
-        tmp_path, cluster, synthetic) -> None:
-    path = experiment(tmp_path, synthetic, requests=600, tokens=8)
+        tmp_path, cluster, synthetic_url) -> None:
+    path = sharded(tmp_path, synthetic_url, requests=600, tokens=8)
     runs = tmp_path / "runs"
-    finished_answers(synthetic, 8)  # clear the log
+    finished_answers(synthetic_url, 8)  # clear the log
     process, _, err = interrupt([
         "run", str(path), "--out", str(runs), "-q", "--workers", "2", "--ray-address",
         cluster.address, "--workers-per-node", "1"], runs, tmp_path)
-    answered = finished_answers(synthetic, 8)
+    answered = finished_answers(synthetic_url, 8)
     assert process.returncode == 130, err
     message = err.strip()
     assert message.startswith("error: interrupted: ") and "\n" not in message, err
@@ -218,8 +199,8 @@ def test_ctrl_c_on_a_cluster_stops_the_workers_keeps_the_records_and_resumes(
     assert final["sessions"][1]["workers"]["address"] == cluster.address  # kept for resume
 
 
-def test_ctrl_c_with_a_local_ray_leaves_no_process_behind(tmp_path, synthetic) -> None:
-    path = experiment(tmp_path, synthetic, requests=600, tokens=8)
+def test_ctrl_c_with_a_local_ray_leaves_no_process_behind(tmp_path, synthetic_url) -> None:
+    path = sharded(tmp_path, synthetic_url, requests=600, tokens=8)
     runs = tmp_path / "runs"
     process, seen, err = interrupt(["run", str(path), "--out", str(runs), "-q", "--workers",
                                     "2"], runs, tmp_path)

@@ -14,10 +14,10 @@ import pytest
 
 from kvlab.bench.analysis.validate import Reason, check_row
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.bench.plan.schedule import LoadPoint, arrival_offsets_ns
+from kvlab.bench.plan.loads.trace import TracePoint
 from kvlab.bench.plan.workload import Prepared
 from kvlab.bench.records import Record, read_records
-from kvlab.bench.run.runner import RunResult, run_experiment
+from kvlab.bench.run.runner import RunOutput, RunRequest, RunResult, run_experiment
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
 
@@ -31,7 +31,7 @@ def shipped(name: str, tmp_path: Path, url: str | None = None) -> RunResult:
         path = tmp_path / f"{name}.toml"
         path.write_text(text.replace("http://127.0.0.1:8090", url).replace(
             '"data/', f'"{EXPERIMENTS}/data/'))
-    return run_experiment(path, out=tmp_path / "runs", html=False)
+    return run_experiment(RunRequest(path), RunOutput(tmp_path / "runs", html=False))
 
 
 def measured(result: RunResult) -> list[Record]:
@@ -164,7 +164,7 @@ def test_a_trace_is_replayed_at_its_times_and_lengths(tmp_path) -> None:
                        key=lambda r: r.t_scheduled or 0)
         assert len(point) == len(trace)
         start = point[0].t_scheduled or 0
-        expected = arrival_offsets_ns(LoadPoint("trace", speed).with_trace(times), None)
+        expected = TracePoint(speed, times_ms=tuple(times)).arrivals_ns(None)
         assert [(r.t_scheduled or 0) - start for r in point] == expected
         for r in point:  # calibration counts exactly what the server reports
             line = trace[int(r.query_id.removeprefix("line")) - 1]
@@ -189,7 +189,7 @@ def test_bursty_arrivals_follow_their_gamma_schedule(tmp_path) -> None:
         mine = sorted((r for r in rows if r.load == point.label),
                       key=lambda r: r.t_scheduled or 0)
         start = mine[0].t_scheduled or 0
-        assert [(r.t_scheduled or 0) - start for r in mine] == arrival_offsets_ns(point, 60)
+        assert [(r.t_scheduled or 0) - start for r in mine] == point.arrivals_ns(60)
     assert result.evaluation.counts["refused_rows"] == 0
     assert {s.load for s in result.evaluation.load} == {"rate=8.0", "rate=14.0"}
 
@@ -207,9 +207,10 @@ def test_an_interrupted_dataset_run_resumes_from_the_file_it_began_with(tmp_path
     path = tmp_path / "dataset-jsonl.toml"
     path.write_text((EXPERIMENTS / "dataset-jsonl.toml").read_text())
     with pytest.raises(RunInterrupted):
-        run_experiment(path, out=tmp_path / "runs", reporter=StopAfter(2), html=False)
+        run_experiment(RunRequest(path),
+                       RunOutput(tmp_path / "runs", reporter=StopAfter(2), html=False))
     (run_dir,) = (tmp_path / "runs").iterdir()
-    result = run_experiment(None, resume=run_dir, html=False)
+    result = run_experiment(RunRequest(resume=run_dir), RunOutput(html=False))
     rows = measured(result)
     assert sorted(r.query_id for r in rows) == ["kv1", "kv2", "kv3", "kv4", "kv5", "kv6"]
     assert result.evaluation.counts["refused_rows"] == 0

@@ -27,11 +27,12 @@ import time
 from pathlib import Path
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
+from kvlab.bench.plan.loads.base import Shard
+from kvlab.bench.plan.schedule import ClosedLoopShare
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.bench.store.writer import RunWriter
 from kvlab.bench.workers.dispatch import Launch, collect
 from kvlab.bench.workers.ray_pool import RayLoadWorker, RayPool, RaySettings
-from kvlab.bench.workers.shard import Shard
 
 
 class RecordSource(RayLoadWorker):
@@ -40,7 +41,8 @@ class RecordSource(RayLoadWorker):
     async def _run(self, shard: Shard, endpoint: Endpoint, clock: RunClock,
                    start: asyncio.Future[int]) -> None:
         await start
-        events = shard.users  # the bench passes the chunks per record here
+        assert isinstance(shard.share, ClosedLoopShare)
+        events = shard.share.users  # the bench passes the chunks per record here
         for i, spec in enumerate(shard.specs):
             now = clock.now()
             self._records.append(Record(
@@ -73,7 +75,7 @@ def main() -> None:
             handle.actor = ray.remote(num_cpus=1)(RecordSource).remote(i)
         per = args.records // args.workers
         clock = RunClock()
-        shards = [Shard(worker=k, kind="concurrency", label="bench", users=args.events,
+        shards = [Shard(worker=k, share=ClosedLoopShare("bench", args.events),
                         specs=tuple(RequestSpec(prompt="p" * 200, max_tokens=args.events,
                                                 run_id="bench", mode="m", query_id=f"q{i}",
                                                 position=k * per + i, worker=k)

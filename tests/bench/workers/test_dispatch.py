@@ -17,7 +17,10 @@ import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.bench.plan.schedule import LoadPoint, run_point
+from kvlab.bench.plan.loads.base import LoadStrategy
+from kvlab.bench.plan.loads.concurrency import ConcurrencyPoint
+from kvlab.bench.plan.loads.rate import RatePoint
+from kvlab.bench.plan.schedule import run_point
 from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.bench.workers.dispatch import collect, launch, stop_all
 from kvlab.bench.workers.merge import Merger
@@ -38,7 +41,7 @@ def specs(n: int, itl_ms: float = 2.0, tokens: int = 6) -> list[RequestSpec]:
             for i in range(n)]
 
 
-def sharded(endpoint: Endpoint, point: LoadPoint, todo: list[RequestSpec], workers: int,
+def sharded(endpoint: Endpoint, point: LoadStrategy, todo: list[RequestSpec], workers: int,
             landed: list[Record]) -> list[Record]:
     async def go() -> list[Record]:
         clock = RunClock()
@@ -50,7 +53,7 @@ def sharded(endpoint: Endpoint, point: LoadPoint, todo: list[RequestSpec], worke
     return asyncio.run(go())
 
 
-def one_process(endpoint: Endpoint, point: LoadPoint, todo: list[RequestSpec]) -> list[Record]:
+def one_process(endpoint: Endpoint, point: LoadStrategy, todo: list[RequestSpec]) -> list[Record]:
     async def go() -> list[Record]:
         clock = RunClock()
         async with HarnessClient(max_connections=point.max_in_flight(len(todo))) as pool:
@@ -67,8 +70,8 @@ def identity(r: Record) -> tuple:
             r.prompt_tokens, len(r.chunk_ns), r.text)
 
 
-@pytest.mark.parametrize("point", [LoadPoint(kind="rate", value=200.0, requests=24),
-                                   LoadPoint(kind="concurrency", value=4, requests=24)])
+@pytest.mark.parametrize("point", [RatePoint(rate=200.0, requests=24),
+                                   ConcurrencyPoint(users=4, requests=24)])
 def test_workers_send_what_one_process_sends(endpoint, point) -> None:
     landed: list[Record] = []
     records = sharded(endpoint, point, specs(30), 2, landed)
@@ -78,7 +81,7 @@ def test_workers_send_what_one_process_sends(endpoint, point) -> None:
     assert landed == records  # each handed to the writer once, as it could be written
     ends = [r.t_end for r in records]
     assert ends == sorted(ends)  # completion order, as one process appends them
-    if point.kind == "rate":  # each left at its planned deadline, on its worker's clock
+    if isinstance(point, RatePoint):  # each left at its planned deadline, on its worker's clock
         lag_ms = [(r.t_sent - r.t_scheduled) / 1e6 for r in records]
         assert min(lag_ms) >= 0
 
@@ -88,7 +91,7 @@ def test_a_cancelled_point_stops_every_worker_and_keeps_every_landed_record(endp
     are all handed over before the cancellation goes on, and no request keeps running."""
     landed: list[Record] = []
     workers = [LoadWorker(0), LoadWorker(1)]
-    point = LoadPoint(kind="concurrency", value=4, requests=400)
+    point = ConcurrencyPoint(users=4, requests=400)
     answers(endpoint)  # empties the server's log
 
     async def go() -> None:
@@ -119,7 +122,7 @@ def test_stopping_hands_back_the_records_landed_since_the_last_drain(endpoint) -
     """Workers left running with nobody draining them hold their records; stop_all
     returns every one of them (the Ctrl-C path of collect)."""
     workers = [LoadWorker(0), LoadWorker(1)]
-    point = LoadPoint(kind="concurrency", value=2, requests=400)
+    point = ConcurrencyPoint(users=2, requests=400)
     answers(endpoint)
 
     async def go() -> list[Record]:
@@ -150,7 +153,7 @@ def test_a_worker_that_fails_is_named_and_its_records_kept(endpoint) -> None:
     todo = specs(12)
     todo[7] = RequestSpec(prompt="bad", max_tokens=4, position=7, params={"x": object()})
     landed: list[Record] = []
-    point = LoadPoint(kind="concurrency", value=2, requests=12)
+    point = ConcurrencyPoint(users=2, requests=12)
     with pytest.raises(WorkerError, match=r"load worker 1 failed: TypeError"):
         sharded(endpoint, point, todo, 2, landed)
     assert 7 not in {r.position for r in landed}

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvlab.bench.analysis import metrics
-from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.stats import Distribution, describe
 from kvlab.bench.analysis.valid_rows import ValidRows
 from kvlab.bench.analysis.validate import reuse_asked
+from kvlab.bench.labels import load_order
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,9 @@ import numpy as np
 
 from kvlab.bench.analysis import metrics
 from kvlab.bench.analysis.intervals import Interval
-from kvlab.bench.analysis.labels import parse_label
 from kvlab.bench.analysis.load import Slo, summarize_load
 from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
+from kvlab.bench.labels import read_label
 from kvlab.bench.records import Record
 
 LATENCY: dict[str, Callable[[Record], float | None]] = {
@@ -336,8 +336,9 @@ def capacity_search(valid: ValidRows, objectives: Objectives, plan: SearchPlan,
     """The search of every (mode, capacity) from its rate points' validated rows."""
     cells: dict[tuple[str, int], dict[float, dict[str, ValidRows]]] = {}
     for (mode, capacity, load), group in valid.groups().items():
-        kind, rate = parse_label(load)
-        if kind != "rate" or rate is None or load is None:
+        label = read_label(load)
+        rate = label.value
+        if label.kind is None or not label.kind.rate_valued or rate is None or load is None:
             continue
         cells.setdefault((mode, capacity), {}).setdefault(rate, {})[load] = group
     out = []

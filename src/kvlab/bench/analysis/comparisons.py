@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.metric import Metric
 from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES, Interval, Verdict, ratio_ci, verdict
 from kvlab.bench.analysis.summary_metrics import COMPARED_METRICS
 from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
 from kvlab.bench.analysis.validate import Reason, Violation, check_pairs
+from kvlab.bench.labels import load_order
 from kvlab.bench.records import Record
 
 __all__ = ["COMPARED_METRICS", "MetricComparison", "PairComparison", "compare_metric",

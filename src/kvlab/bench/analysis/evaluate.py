@@ -42,7 +42,6 @@ from kvlab.bench.analysis.comparisons import (
     compare_run,
 )
 from kvlab.bench.analysis.definitions import Cell, cells, evaluation_block
-from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.load import (
     DEFAULT_SLIP_THRESHOLD_MS,
     LoadSummary,
@@ -60,6 +59,7 @@ from kvlab.bench.analysis.summary_metrics import metric_definitions
 from kvlab.bench.analysis.turns import ConversationCheck, TurnPlan, turn_growth
 from kvlab.bench.analysis.valid_rows import ValidRows, judge
 from kvlab.bench.analysis.validate import Violation
+from kvlab.bench.labels import load_order
 from kvlab.bench.records import GaugeSample, Record
 
 __all__ = [

@@ -38,9 +38,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvlab.bench.analysis import metrics
-from kvlab.bench.analysis.labels import load_order, parse_label
 from kvlab.bench.analysis.stats import describe
 from kvlab.bench.analysis.valid_rows import GroupKey, RowCount, ValidRows
+from kvlab.bench.labels import load_order, read_label
 from kvlab.bench.records import Outcome, Record
 
 _NS_PER_S = 1e9
@@ -106,12 +106,14 @@ def span_s(rows: Sequence[Record]) -> float | None:
     return (max(r.t_end for r in rows) - min(r.t_sent for r in rows)) / _NS_PER_S
 
 
-def has_rate(kind: str, value: float | None, requests: int) -> bool:
-    """Whether a load point has an achieved rate: a rate or trace load does; a closed
-    loop only when it sends more requests than it has users (else all leave at t = 0)."""
-    if kind in ("rate", "trace"):
-        return True
-    return kind == "concurrency" and value is not None and requests > value
+def has_rate(load: str | None, requests: int) -> bool:
+    """Whether a load point (its label) has an achieved rate: an open loop (rate, trace)
+    does; a closed loop only when it sends more requests than it has users (else all
+    leave at t = 0); sequential rows and a kind of unknown meaning do not."""
+    kind, value = (label := read_label(load)).kind, label.value
+    if kind is None or kind.open_loop:
+        return kind is not None
+    return kind.users_valued and value is not None and requests > value
 
 
 @dataclass
@@ -157,7 +159,8 @@ def summarize_load(valid: ValidRows, slo: Slo | None = None,
     if not sent:
         raise ValueError("summarize_load needs at least one measured row")
     first = sent[0]
-    kind, value = parse_label(first.load)
+    label = read_label(first.load)
+    kind = label.kind.name if label.kind is not None else str(first.load)
     lags = send_lags_ms(sent)
     span = span_s(sent)
     late = sum(1 for lag in lags if lag > slip_threshold_ms)
@@ -169,9 +172,9 @@ def summarize_load(valid: ValidRows, slo: Slo | None = None,
     return LoadSummary(
         mode=first.mode, capacity=first.capacity, load=first.load, kind=kind,
         requests=len(sent), ok=sum(1 for r in sent if r.outcome == Outcome.OK),
-        target_rate=value if kind == "rate" else None,
+        target_rate=label.value if label.kind is not None and label.kind.rate_valued else None,
         scheduled_rate=rate_of([r.t_scheduled for r in sent if r.t_scheduled is not None]),
-        achieved_rate=per_s(len(sent)) if has_rate(kind, value, len(sent)) else None,
+        achieved_rate=per_s(len(sent)) if has_rate(first.load, len(sent)) else None,
         send_lag_ms=lag_dist.to_dict(), slip_threshold_ms=slip_threshold_ms, late=late,
         slipped=slipped, max_in_flight=max_in_flight(sent), span_s=span,
         request_throughput=per_s(len(good)), output_tokens_per_s=per_s(tokens),

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.bench.analysis.labels import load_order, parse_label
 from kvlab.bench.analysis.metric import DIST, VALUE, Metric
 from kvlab.bench.analysis.stats import Distribution, Interval, bootstrap_ci, describe
 from kvlab.bench.analysis.summary_metrics import DISTRIBUTED, SUMMARY_METRICS
 from kvlab.bench.analysis.valid_rows import RowCount, ValidRows
+from kvlab.bench.labels import load_order, parse_label
 from kvlab.bench.records import Record
 
 # ------------------------------------------------------------------------------ groups

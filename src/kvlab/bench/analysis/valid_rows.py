@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.bench.analysis.labels import load_order
 from kvlab.bench.analysis.point_verdicts import PointVerdict
 from kvlab.bench.analysis.validate import Violation, check_row
+from kvlab.bench.labels import load_order
 from kvlab.bench.records import Record
 
 GroupKey = tuple[str, int, str | None]  # (mode, capacity, load)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kvlab.bench.labels import CONCURRENCY, RATE
 from kvlab.bench.peers.common import Request, ns
 
 SHAPE = "GuideLLM benchmarks.json (a report with benchmarks[].requests)"
@@ -38,10 +39,11 @@ def matches(data: Any) -> bool:
 def _load(benchmark: dict[str, Any]) -> str | None:
     strategy = (benchmark.get("config") or {}).get("strategy") or {}
     kind = strategy.get("type_")
-    if kind == "concurrent":
-        return f"c={strategy.get('streams')}"
+    streams = strategy.get("streams")
+    if kind == "concurrent" and isinstance(streams, int):
+        return CONCURRENCY.label(streams)
     if kind in ("constant", "poisson", "async") and strategy.get("rate") is not None:
-        return f"rate={float(strategy['rate'])}"
+        return RATE.label(float(strategy["rate"]))
     return None if kind in (None, "synchronous") else str(kind)
 
 

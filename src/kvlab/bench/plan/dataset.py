@@ -11,7 +11,7 @@ lists the kinds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, Self
+from typing import ClassVar, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,10 +47,12 @@ class DatasetSettings(BaseModel):
     """The settings of one dataset kind (``[workload.dataset]``).
 
     A subclass declares ``kind: Literal["<kind>"] = "<kind>"`` and builds its dataset
-    with :meth:`build`.
+    with :meth:`build`. ``timed``: its rows carry arrival times (``arrival_ms``), which a
+    load that replays them needs.
     """
 
     model_config = ConfigDict(extra="forbid")
+    timed: ClassVar[bool] = False
 
     def build(self, workload: WorkloadFacts) -> Dataset:
         """The dataset of an experiment whose ``[workload]`` is ``workload``."""

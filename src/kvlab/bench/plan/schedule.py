@@ -1,19 +1,15 @@
-"""Load: when each request of a load point leaves, and how many are in flight.
+"""The mechanics of load points: deadlines on the run's clock, the sequential, closed and
+open loops every load strategy (:mod:`kvlab.bench.plan.loads`) is made of, and the
+shares of a point that load workers run.
 
-Four kinds of load point:
-
-- ``sequential``: one request after the other (the protocol's default).
-- ``concurrency`` (closed loop): N users; each sends its next request as soon as its
-  previous one returned, so at most N requests are ever in flight. ``t_scheduled`` is
-  the moment the user was free to send.
-- ``rate`` (open loop): arrivals at ``rate`` requests/s, ``poisson`` (exponential gaps,
-  seeded, so reproducible), ``constant`` (1/rate apart) or ``gamma`` (bursts, see
-  :mod:`kvlab.bench.plan.arrivals`), optionally ramped up from 0 over ``ramp_up_s``,
-  whatever the server does. ``t_scheduled`` is the arrival time. An optional
-  ``max_concurrency`` caps requests in flight: an arrival that finds the cap full waits,
-  and leaves late.
-- ``trace`` (open loop): the arrival times of a trace (the ``trace`` dataset kind),
-  replayed ``value`` times as fast; otherwise as ``rate``.
+- sequential: one request after the other; ``t_scheduled`` is when the previous one
+  returned.
+- closed loop (``run_closed_loop``): N users; each sends its next request as soon as
+  its previous one returned, so at most N requests are ever in flight. ``t_scheduled``
+  is the moment the user was free to send.
+- open loop (``run_open_loop``): each request leaves at its own deadline, whatever the
+  server does; an optional ``max_concurrency`` caps requests in flight: an arrival that
+  finds the cap full waits, and leaves late. ``t_scheduled`` is the deadline.
 
 Precision: arrivals are absolute deadlines on the run's :class:`RunClock` (offsets from
 the point's start), never relative sleeps, so one late wake-up does not push every
@@ -24,7 +20,7 @@ measures and flags it — it is never hidden by re-basing the schedule.
 
 Public API::
 
-    point = LoadPoint(kind="rate", value=4.0, requests=20, arrival="poisson")
+    point = RatePoint(rate=4.0, requests=20, arrival="poisson")   # bench.plan.loads.rate
     records = await run_point(point, specs, send, clock, on_record=store.append)
 
 ``specs`` are the requests to make (their ``load`` and ``t_scheduled`` are filled here);
@@ -36,102 +32,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.client.gcpause import paused_gc
-from kvlab.bench.plan.arrivals import Arrival, rate_offsets_ns, trace_offsets_ns
+from kvlab.bench.plan.loads.base import PointShare, RecordFn, SendFn, Shard, split_evenly
 from kvlab.bench.records import Record, RunClock
-
-LoadKind = Literal["sequential", "concurrency", "rate", "trace"]
-SendFn = Callable[[RequestSpec], Awaitable[Record]]
-RecordFn = Callable[[Record], None]
 
 _NS_PER_S = 1_000_000_000
 # Sleep until this close to a deadline, then yield to the loop until it passes: the
 # event loop's timer wakes up to about a millisecond late, the yields are precise.
 _SPIN_NS = 1_000_000
-
-
-@dataclass(frozen=True)
-class LoadPoint:
-    """One load point of a sweep: its kind, its value (N users or requests/s), size."""
-
-    kind: LoadKind = "sequential"
-    value: float | None = None  # users (concurrency), requests/s (rate), speed (trace)
-    requests: int | None = None  # requests in the point (None: use duration_s)
-    duration_s: float | None = None  # rate: arrivals within it; concurrency: stop sending
-    arrival: Arrival = "poisson"
-    max_concurrency: int | None = None  # rate and trace: cap on requests in flight
-    seed: int = 42  # poisson and gamma arrivals
-    burstiness: float = 1.0  # gamma arrivals: the gaps' shape (1: Poisson; < 1: bursts)
-    ramp_up_s: float | None = None  # rate: rise linearly from 0 to the rate over this
-    trace_ms: tuple[float, ...] = ()  # trace: each request's arrival time (ms, in order)
-    repetition: int = 0  # > 0: a repeat of the same point (a capacity search's), "#k"
-
-    def __post_init__(self) -> None:
-        if self.kind != "sequential" and (self.value is None or self.value <= 0):
-            raise ValueError(f"a {self.kind} load point needs a positive value")
-        if self.kind == "concurrency" and self.value is not None and self.value != int(self.value):
-            raise ValueError(f"concurrency must be a whole number of users, got {self.value}")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise ValueError("max_concurrency must be >= 1")
-        if self.burstiness <= 0:
-            raise ValueError("burstiness must be positive")
-        if self.ramp_up_s is not None and self.ramp_up_s <= 0:
-            raise ValueError("ramp_up_s must be positive")
-
-    @property
-    def label(self) -> str | None:
-        """The Record's ``load`` label: None (sequential), ``c=8``, ``rate=4.0`` or
-        ``trace=2.0`` (a trace replayed twice as fast); a repetition adds ``#k``
-        (``rate=4.0#2``)."""
-        if self.kind == "sequential":
-            return None
-        assert self.value is not None
-        repeat = f"#{self.repetition}" if self.repetition else ""
-        if self.kind == "concurrency":
-            return f"c={int(self.value)}{repeat}"
-        return f"{self.kind}={float(self.value)!r}{repeat}"  # shortest exact: 4.0, 0.5
-
-    @property
-    def target_rate(self) -> float | None:
-        """Requests/s the schedule aims at (rate points only)."""
-        return self.value if self.kind == "rate" else None
-
-    def max_in_flight(self, n_requests: int) -> int:
-        """The most requests this point can have in flight (sizes the HTTP pool)."""
-        if self.kind == "sequential":
-            return 1
-        if self.kind == "concurrency":
-            return int(self.value or 1)
-        return max(1, min(self.max_concurrency or n_requests, n_requests))
-
-    def with_trace(self, times_ms: Sequence[float]) -> LoadPoint:
-        """This trace point with its arrival times (ms): one request per time."""
-        return dataclasses.replace(self, trace_ms=tuple(times_ms), requests=len(times_ms))
-
-    def planned_requests(self, available: int) -> int:
-        """How many specs this point needs up front (``available`` when by duration
-        and not a rate point: closed loops stop by time, not count)."""
-        if self.requests is not None:
-            return self.requests
-        if self.kind == "rate" and self.duration_s is not None:
-            return len(arrival_offsets_ns(self, None))
-        return available
-
-
-def arrival_offsets_ns(point: LoadPoint, n: int | None) -> list[int]:
-    """Send deadlines of a rate or trace point, ns from its start: ``n`` arrivals, or
-    those before ``point.duration_s`` when ``n`` is None. The first arrival is at 0."""
-    assert point.kind in ("rate", "trace") and point.value
-    if point.kind == "trace":
-        return trace_offsets_ns(point.trace_ms, point.value)[:n]
-    return rate_offsets_ns(point.value, n, point.duration_s, arrival=point.arrival,
-                           burstiness=point.burstiness, seed=point.seed,
-                           ramp_up_s=point.ramp_up_s)
 
 
 async def sleep_until(clock: RunClock, deadline_ns: int) -> None:
@@ -249,28 +161,92 @@ async def run_open_loop(specs: Sequence[RequestSpec], offsets_ns: Sequence[int],
     return records
 
 
-async def run_point(point: LoadPoint, specs: Sequence[RequestSpec], send: SendFn,
+async def run_point(point: PointShare, specs: Sequence[RequestSpec], send: SendFn,
                     clock: RunClock, on_record: RecordFn | None = None,
                     warmup: Sequence[RequestSpec] = ()) -> list[Record]:
     """Run one load point: optional warm-ups (sequential, flagged), then ``specs`` under
     the point's load. Only measured Records are returned; warm-ups go to ``on_record``."""
-    label = point.label
-    await run_warmup(warmup, send, label, on_record)
+    await run_warmup(warmup, send, point.label, on_record)
     with paused_gc():  # a collection mid-point would timestamp every stream late
-        return await _run_measured(point, specs, send, clock, on_record)
+        return await point.run(specs, send, clock, on_record)
 
 
-async def _run_measured(point: LoadPoint, specs: Sequence[RequestSpec], send: SendFn,
-                        clock: RunClock, on_record: RecordFn | None) -> list[Record]:
-    label = point.label
-    n = point.requests if point.requests is not None else len(specs)
-    if point.kind == "sequential":
-        return await run_sequential(specs[:n], send, clock, on_record, label)
-    if point.kind == "concurrency":
-        assert point.value is not None
-        return await run_closed_loop(specs[:n], int(point.value), send, clock, on_record,
-                                     duration_s=point.duration_s, label=label)
-    count = point.requests if point.requests is not None or point.duration_s else len(specs)
-    offsets = arrival_offsets_ns(point, count)
-    return await run_open_loop(specs, offsets, send, clock, on_record,
-                               max_concurrency=point.max_concurrency, label=label)
+@dataclass(frozen=True)
+class ClosedLoopShare:
+    """``users`` users sending ``specs`` in order (the point's or a worker's share),
+    taking no new request once ``duration_s`` has passed since the start."""
+
+    label: str | None
+    users: int
+    duration_s: float | None = None
+
+    def max_in_flight(self, n_requests: int) -> int:
+        return max(1, self.users)
+
+    async def run(self, specs: Sequence[RequestSpec], send: SendFn, clock: RunClock,
+                  on_record: RecordFn | None = None, start_ns: int | None = None
+                  ) -> list[Record]:
+        return await run_closed_loop(specs, self.users, send, clock, on_record,
+                                     duration_s=self.duration_s, label=self.label,
+                                     start_ns=start_ns)
+
+
+@dataclass(frozen=True)
+class OpenLoopShare:
+    """Requests sent at ``offsets_ns`` after the start (the point's or a worker's
+    share), at most ``max_concurrency`` in flight."""
+
+    label: str | None
+    offsets_ns: tuple[int, ...]
+    max_concurrency: int | None = None
+
+    def max_in_flight(self, n_requests: int) -> int:
+        return max(1, min(self.max_concurrency or n_requests, n_requests))
+
+    async def run(self, specs: Sequence[RequestSpec], send: SendFn, clock: RunClock,
+                  on_record: RecordFn | None = None, start_ns: int | None = None
+                  ) -> list[Record]:
+        return await run_open_loop(specs, self.offsets_ns, send, clock, on_record,
+                                   max_concurrency=self.max_concurrency, label=self.label,
+                                   start_ns=start_ns)
+
+
+def shard_closed_loop(label: str | None, users: int, duration_s: float | None,
+                      specs: Sequence[RequestSpec], workers: int) -> list[Shard]:
+    """A closed loop's users split as evenly as possible over the workers (at most one
+    worker per user); request ``i`` belongs to user ``i mod users``, so each worker's
+    users share the requests of their own, in order."""
+    if workers < 1:
+        raise ValueError("a load needs at least one worker")
+    active = min(users, workers)
+    share: list[list[RequestSpec]] = [[] for _ in range(active)]
+    for i, spec in enumerate(specs):
+        k = (i % users) % active
+        share[k].append(dataclasses.replace(spec, worker=k))
+    return [Shard(k, tuple(share[k]), ClosedLoopShare(label, u, duration_s))
+            for k, u in enumerate(split_evenly(users, active))]
+
+
+def shard_open_loop(label: str | None, offsets_ns: Sequence[int],
+                    max_concurrency: int | None, specs: Sequence[RequestSpec],
+                    workers: int) -> list[Shard]:
+    """An open loop's arrivals dealt out: arrival ``i`` goes to worker ``i mod N``, sent
+    at its planned deadline, so together the workers offer exactly the planned arrivals.
+    A ``max_concurrency`` cap is split over the workers (a cap below N: ValueError)."""
+    if workers < 1:
+        raise ValueError("a load needs at least one worker")
+    if len(offsets_ns) > len(specs):
+        raise ValueError(f"{len(offsets_ns)} arrivals but only {len(specs)} requests")
+    caps: list[int | None] = [None] * workers
+    if max_concurrency is not None:
+        if max_concurrency < workers:
+            raise ValueError(f"max_concurrency {max_concurrency} cannot be split over "
+                             f"{workers} workers (each needs a place)")
+        caps = list(split_evenly(max_concurrency, workers))
+    shards = []
+    for k in range(min(workers, len(offsets_ns))):
+        mine = range(k, len(offsets_ns), workers)
+        shards.append(Shard(
+            k, tuple(dataclasses.replace(specs[i], worker=k) for i in mine),
+            OpenLoopShare(label, tuple(offsets_ns[i] for i in mine), caps[k])))
+    return shards

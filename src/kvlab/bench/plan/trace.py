@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -44,6 +44,7 @@ class TraceDataset(FileDatasetSettings):
     """``[workload.dataset] kind = "trace"``: the first ``rows`` requests of a trace."""
 
     kind: Literal["trace"] = "trace"
+    timed: ClassVar[bool] = True  # rows arrive at the trace's times
     block_tokens: int = Field(default=512, ge=2)  # prompt tokens per hash id
 
     def build(self, workload: WorkloadFacts) -> TraceRows:

@@ -1,6 +1,6 @@
-"""Progress callbacks of a run: the interface the session calls and the CLI renders.
+"""Progress callbacks of a run: the interface the executor calls and the CLI renders.
 
-It sits below both :mod:`kvlab.bench.run.sessions` (which calls it) and
+It sits below both :mod:`kvlab.bench.run.executor` (which calls it) and
 :mod:`kvlab.bench.run.runner` (which passes one in), so neither imports the other's
 types.
 """

@@ -1,56 +1,83 @@
-"""What a (mode, capacity) is measured against: a server kvlab launches, or an endpoint.
+"""What a (mode, capacity) is measured against: a server kvlab launches, a server the
+user started, or an external endpoint.
 
-``make_server`` builds the server of a launched mode (its kind's settings build it; the
-session starts and stops it); ``endpoint_for`` says where the requests go and with which
-credentials (API keys come from the environment, never from files).
+A :class:`ServerTarget` brings one up when its plan's ``Launch`` step comes (starts the
+server, checks the user's server, or checks an external endpoint's ``/v1/models``),
+gives the endpoint its requests go to (``endpoint_for``: API keys come from the
+environment, never from files), counts prompt tokens for prompt sizing, reads the
+server's ``/metrics`` around the requests, says whether its server died, and stops
+it. The executor reaches targets through the :class:`Target` interface only, so a test
+can put a target of its own in their place.
 
 ``kvlab run --no-launch`` (an :class:`Attach` plan): every mode of a launched kind is
 measured against a server the user started, given as ``MODE=URL`` (every capacity of
-the mode) or ``MODE@CAPACITY=URL`` (that capacity; the more specific one wins). kvlab
-cannot restart a server it does not own at another ``--ctx-size``/``-c``, so each
-capacity needs a server started with that capacity. An :class:`AttachedServer` checks
-``/health`` when its (mode, capacity) comes up in the run order, reads ``/props``
-(kept in the manifest; a context size that is neither the capacity nor llama.cpp's
-padding of it to a multiple of 256 is refused), and is never started or stopped.
+the mode) or ``MODE@CAPACITY=URL`` (that capacity; the more specific one wins); see
+:mod:`kvlab.bench.run.attached`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from kvlab.bench.client.endpoints import Endpoint
+from kvlab.bench.client.gauges import DEFAULT_INTERVAL_S, GaugeRecorder
 from kvlab.bench.client.urls import redact_url, require_http_url
-from kvlab.errors import ConfigError, EndpointUnreachable
-from kvlab.experiment import Experiment, Mode
+from kvlab.bench.plan.sizing import Counter
+from kvlab.bench.records import RunClock
+from kvlab.bench.run.attached import AttachedServer
+from kvlab.bench.run.runplan import Launch, ModePlan
+from kvlab.errors import ConfigError
+from kvlab.experiment import Experiment
 from kvlab.servers.base import Server
-from kvlab.servers.process import STOP_GRACE_S
+from kvlab.servers.external import ExternalSettings
 
 
-def make_server(experiment: Experiment, mode: Mode, capacity: int,
-                attach: Attach | None = None) -> Server | None:
-    """The server of ``mode`` at ``capacity``, built by its kind's settings; None for
-    an external endpoint; with ``attach`` (``--no-launch``), the user's server for a
-    launched kind."""
-    if attach is not None and mode.settings.launched:
-        return AttachedServer(attach.url(mode.name, capacity), mode.name, capacity,
-                              attach.run_path)
-    return mode.settings.build(capacity)
+class Target(Protocol):
+    """One (mode, capacity) of a plan, as the executor uses it."""
+
+    async def up(self, log: Path, ready_timeout_s: float, note: Callable[[str], None]
+                 ) -> Endpoint:
+        """Bring it up (start, or check) and return where its requests go."""
+        ...
+
+    def counter(self, params: dict[str, Any], tokenizer: Path | None
+                ) -> AbstractAsyncContextManager[Counter]:
+        """What counts prompt tokens as this target does (bench.plan.sizing), while
+        the context lasts."""
+        ...
+
+    def gauges(self, path: Path, clock: RunClock, load: str | None, start: int,
+               end: Callable[[], int], poll: bool) -> AbstractAsyncContextManager[None]:
+        """Read its ``/metrics`` into ``path`` around requests at run positions
+        ``start`` .. ``end()``, and every interval during them with ``poll``."""
+        ...
+
+    def died(self) -> str | None:
+        """Why its server stopped (its signal, if any); None while it runs (or it is
+        not kvlab's to watch)."""
+        ...
+
+    def down(self) -> dict[str, Any] | None:
+        """Stop it (a launched server) and return what the manifest keeps (None: an
+        external endpoint)."""
+        ...
 
 
-def endpoint_for(experiment: Experiment, mode: Mode, server: Server | None) -> Endpoint:
+def endpoint_for(mode: ModePlan, server: Server | None, timeout_s: float) -> Endpoint:
     """Where this mode's requests go. API keys come from the environment, never files."""
-    timeout = experiment.protocol.request_timeout_s
     if server is not None:
         return Endpoint(server.base_url, mode.api, model=mode.settings.model_name(),
-                        name=mode.name, timeout_s=timeout)
-    external = mode.external
-    assert external is not None
+                        name=mode.name, timeout_s=timeout_s)
+    external = mode.settings
+    assert isinstance(external, ExternalSettings)
     if external.endpoint is not None:
         from kvlab.bench.client.endpoint_config import load_endpoints, select_endpoint
 
@@ -58,7 +85,7 @@ def endpoint_for(experiment: Experiment, mode: Mode, server: Server | None) -> E
         require_http_url(resolved.base_url, f"mode {mode.name}: endpoint {external.endpoint}")
         return Endpoint(
             resolved.base_url, mode.api, model=resolved.model, api_key=resolved.api_key,
-            name=mode.name, timeout_s=timeout,
+            name=mode.name, timeout_s=timeout_s,
         )
     api_key = None
     if external.api_key_env:
@@ -70,7 +97,74 @@ def endpoint_for(experiment: Experiment, mode: Mode, server: Server | None) -> E
     assert external.base_url is not None
     require_http_url(external.base_url, f"mode {mode.name}: base_url")
     return Endpoint(external.base_url, mode.api, model=external.model, api_key=api_key,
-                    name=mode.name, timeout_s=timeout)
+                    name=mode.name, timeout_s=timeout_s)
+
+
+class ServerTarget:
+    """A (mode, capacity) of a plan on a real server: launched by kvlab, started by the
+    user (``launch.url``), or an external endpoint; ``run_path`` is named in the resume
+    hint of an attached server's errors."""
+
+    def __init__(self, mode: ModePlan, launch: Launch, timeout_s: float,
+                 run_path: Path | None = None) -> None:
+        self.mode = mode
+        self.capacity = launch.capacity
+        self.timeout_s = timeout_s
+        self.server: Server | None = (
+            AttachedServer(launch.url, mode.name, launch.capacity, run_path)
+            if launch.url is not None else mode.settings.build(launch.capacity))
+        self.endpoint: Endpoint | None = None
+
+    async def up(self, log: Path, ready_timeout_s: float, note: Callable[[str], None]
+                 ) -> Endpoint:
+        server = self.server
+        if server is not None:
+            note(f"checking {redact_url(server.base_url)}" if isinstance(server, AttachedServer)
+                 else f"starting {self.mode.server} server")
+            server.start(log, ready_timeout_s)
+        self.endpoint = endpoint_for(self.mode, server, self.timeout_s)
+        if server is None:
+            from kvlab.bench.client.models import check_models
+
+            await asyncio.to_thread(check_models, self.endpoint)
+        return self.endpoint
+
+    @asynccontextmanager
+    async def counter(self, params: dict[str, Any], tokenizer: Path | None
+                      ) -> AsyncIterator[Counter]:
+        import httpx
+
+        from kvlab.bench.plan.sizing import choose_counter
+
+        assert self.endpoint is not None, "bring the target up first"
+        async with httpx.AsyncClient() as client:
+            yield await choose_counter(client, self.endpoint, params, tokenizer)
+
+    @asynccontextmanager
+    async def gauges(self, path: Path, clock: RunClock, load: str | None, start: int,
+                     end: Callable[[], int], poll: bool) -> AsyncIterator[None]:
+        """Not for a server without ``/metrics``; an external endpoint's key goes in the
+        headers only."""
+        endpoint = self.endpoint
+        assert endpoint is not None, "bring the target up first"
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        async with GaugeRecorder(endpoint.base_url, path, clock, mode=self.mode.name,
+                                 capacity=self.capacity, load=load, start_position=start,
+                                 end_position=end, headers=headers,
+                                 interval_s=DEFAULT_INTERVAL_S if poll else None):
+            yield
+
+    def died(self) -> str | None:
+        server = self.server
+        if server is None or server.is_alive():
+            return None
+        return server.exit_description() or "exited"
+
+    def down(self) -> dict[str, Any] | None:
+        if self.server is None:
+            return None
+        self.server.stop()
+        return self.server.facts()
 
 
 _SPEC = re.compile(r"^(?P<mode>[A-Za-z0-9][A-Za-z0-9._-]*)(@(?P<cap>[0-9]+))?=(?P<url>.+)$")
@@ -151,83 +245,3 @@ def attach_plan(experiment: Experiment, specs: list[str]) -> Attach:
                 + f"; give --endpoint {mode.name}=URL (or {mode.name}@CAPACITY=URL per "
                 "capacity) for the server you started")
     return attach
-
-
-def context_size(props: dict[str, Any] | None) -> int | None:
-    """The slot's context size a llama.cpp-style ``/props`` reports, if any."""
-    settings = (props or {}).get("default_generation_settings")
-    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) else None
-
-
-def accepted_context_sizes(capacity: int) -> set[int]:
-    """Slot context sizes that mean "started with ``-c capacity``": the capacity itself,
-    or llama.cpp's padding of it up to a multiple of 256."""
-    return {capacity, -(-capacity // 256) * 256}
-
-
-class AttachedServer:
-    """A server the user started (``--no-launch``): checked, never started or stopped."""
-
-    def __init__(self, base_url: str, mode: str, capacity: int,
-                 run_path: Path | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.mode = mode
-        self.capacity = capacity
-        self.run_path = run_path
-        self._props: dict[str, Any] | None = None
-
-    def _fail(self, why: str) -> EndpointUnreachable:
-        resume = f"; then: kvlab run --resume {self.run_path} (records so far are kept)" \
-            if self.run_path is not None else ""
-        return EndpointUnreachable(
-            f"{self.mode} @ {self.capacity}: {why}; start the server for this mode and "
-            f"capacity (e.g. the matching profile of experiments/compose.yaml){resume}")
-
-    def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:
-        """Wait for ``/health`` 200 (a 503 while loading is waited on, up to
-        ``ready_timeout_s``; no connection fails at once); read ``/props``."""
-        import httpx
-
-        url = redact_url(self.base_url)
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            try:
-                status = httpx.get(self.base_url + "/health", timeout=10.0).status_code
-            except httpx.HTTPError as exc:
-                raise self._fail(f"nothing answers {url}/health ({type(exc).__name__})") \
-                    from None
-            if status == 200:
-                break
-            if status != 503 or time.monotonic() > deadline:
-                raise self._fail(f"{url}/health answers {status}")
-            time.sleep(0.5)
-        try:
-            answer = httpx.get(self.base_url + "/props", timeout=10.0)
-            self._props = answer.json() if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            self._props = None  # /props is optional (not every server has it)
-        n_ctx = context_size(self._props)
-        if n_ctx is not None and n_ctx not in accepted_context_sizes(self.capacity):
-            raise self._fail(f"the server at {url} runs with a context of {n_ctx} tokens, "
-                             f"not {self.capacity} (/props)")
-
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Nothing: kvlab does not own this server."""
-
-    def is_alive(self) -> bool:
-        """Always True: kvlab cannot see another owner's process (a dead one shows as
-        failed requests)."""
-        return True
-
-    def exit_description(self, wait_s: float = 0.0) -> str | None:
-        """None: kvlab does not know how another owner's process ended."""
-        return None
-
-    def props(self) -> dict[str, Any] | None:
-        return self._props
-
-    def facts(self) -> dict[str, Any]:
-        """For the manifest: not launched, where it was, and its ``/props``."""
-        return {"launched": False, "base_url": redact_url(self.base_url),
-                "props": self._props}

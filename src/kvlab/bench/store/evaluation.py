@@ -19,15 +19,20 @@ from kvlab.bench.analysis.summaries import modes_in_order
 from kvlab.bench.analysis.turns import TurnPlan
 from kvlab.bench.analysis.valid_rows import ValidRows, judge
 from kvlab.bench.store.rundir import RunDir
-from kvlab.experiment import Experiment
+from kvlab.experiment import Experiment, SearchSettings, SloSettings
 
 
 def search_of(experiment: Experiment) -> tuple[Objectives, SearchPlan] | None:
     """The objectives and plan of the experiment's ``[search]`` (None: it has none)."""
-    search = experiment.search
-    if search is None:
+    if experiment.search is None:
         return None
-    slo = Slo(**experiment.slo.model_dump())
+    return objectives_of(experiment.search, experiment.slo)
+
+
+def objectives_of(search: SearchSettings, slo_table: SloSettings
+                  ) -> tuple[Objectives, SearchPlan]:
+    """The objectives and plan of a ``[search]`` table, with its ``[slo]`` for goodput."""
+    slo = Slo(**slo_table.model_dump())
     objectives = Objectives.of(search.percentile, ttft_ms=search.ttft_ms,
                                itl_ms=search.itl_ms, e2e_ms=search.e2e_ms,
                                goodput=search.goodput, slo=None if slo.empty else slo)

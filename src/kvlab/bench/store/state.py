@@ -1,10 +1,10 @@
-"""The typed state of a run: what ``manifest.json`` holds, kept in memory by the session.
+"""The typed state of a run: what ``manifest.json`` holds, kept in memory while it runs.
 
-The session changes a :class:`RunState` in memory (a server stopped, a load point done,
-a capacity's prompts sized) and saves it through the run's one writer
-(:class:`kvlab.bench.store.writer.RunWriter`); nothing reads the file back to learn
-what the program itself just did. Keys a newer or older kvlab wrote are kept as they
-are (``extra="allow"``), so reading and saving a run never drops a fact.
+The run's journal (:mod:`kvlab.bench.run.journal`) changes a :class:`RunState` in memory
+(a server stopped, a load point done, a capacity's prompts sized) and saves it through
+the run's one writer (:class:`kvlab.bench.store.writer.RunWriter`); nothing reads the
+file back to learn what the program itself just did. Keys a newer or older kvlab wrote
+are kept as they are (``extra="allow"``), so reading and saving a run never drops a fact.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class SessionEntry(_Facts):
     order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
     # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
     run_order: dict[str, Any] = Field(default_factory=dict)
-    # the load workers of this invocation (bench.workers.ray_pool.RayPool.facts): engine,
-    # Ray version, address, nodes, and each worker's node, host and process; None: none
+    # the load workers of this invocation (the load engine's facts, e.g. Ray's: engine,
+    # version, address, nodes, and each worker's node, host and process); None: none
     workers: dict[str, Any] | None = None
     stopped: str | None = None
     # 1-, 5- and 15-minute load averages at start and stop (servers.preflight.load_average)
@@ -55,15 +55,6 @@ class NoLaunch(_Facts):
     """``kvlab run --no-launch``: the URL (no credentials) of each MODE[@CAPACITY]."""
 
     endpoints: dict[str, str]
-
-
-class WorkerChoice(_Facts):
-    """``kvlab run --workers``: how many load workers and where; a resume uses it again
-    unless given other flags. ``count`` None: ``per_node`` on every node of the cluster."""
-
-    count: int | None = None
-    address: str | None = None  # a Ray cluster's address; None: a local Ray kvlab starts
-    per_node: int | None = None
 
 
 class PointClocks(_Facts):
@@ -105,7 +96,9 @@ class RunState(_Facts):
     prompt_sizing: dict[str, dict[str, Any]] | None = None
     points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
     order: dict[str, Any] | None = None  # the order the last session used
-    workers: WorkerChoice | None = None  # kvlab run --workers (or [load] workers)
+    # the load engine's settings as asked (bench.engines.kinds: kvlab run --workers or
+    # [load] workers); a resume uses them again unless told otherwise. None: in-process
+    workers: dict[str, Any] | None = None
     # kvlab calibrate --workers N's limits for the run's N load workers, when it began
     worker_calibration: dict[str, Any] | None = None
     worker_clocks: list[PointClocks] | None = None  # every sharded point, as measured

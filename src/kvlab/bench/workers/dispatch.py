@@ -3,7 +3,7 @@
 For one load point over N workers (:class:`WorkerHandle`: a Ray actor's handle, or a
 :class:`~kvlab.bench.workers.worker.LoadWorker` in this process), :func:`launch`
 
-1. shards the point's schedule (:func:`~kvlab.bench.workers.shard.shard_point`),
+1. shards the point's schedule (its strategy's ``shard``, :mod:`kvlab.bench.plan.loads`),
 2. measures each worker's clock offset (:mod:`kvlab.bench.workers.clocks`) and gives it
    its shard and its run clock (the run's start moved by that offset);
 
@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
-from kvlab.bench.plan.schedule import LoadPoint
+from kvlab.bench.plan.loads.base import LoadStrategy, Shard
 from kvlab.bench.records import Record, RunClock
 from kvlab.bench.workers.clocks import ClockOffset, measure_offset
 from kvlab.bench.workers.merge import Merger
-from kvlab.bench.workers.shard import Shard, shard_point
 from kvlab.bench.workers.worker import Batch
 from kvlab.errors import WorkerError
 
@@ -62,10 +61,10 @@ class Launch:
                 for h, s, o in zip(self.handles, self.shards, self.offsets, strict=True)]
 
 
-async def launch(handles: Sequence[WorkerHandle], point: LoadPoint,
+async def launch(handles: Sequence[WorkerHandle], point: LoadStrategy,
                  specs: Sequence[RequestSpec], endpoint: Endpoint, clock: RunClock) -> Launch:
     """Shard ``point`` over ``handles``, measure each worker's clock and load its shard."""
-    shards = shard_point(point, specs, len(handles))
+    shards = point.shard(specs, len(handles))
     used = [handles[s.worker] for s in shards]
     offsets = [await measure_offset(h.now_ns) for h in used]
     await asyncio.gather(*(h.load(s, endpoint, clock.t0_ns + o.offset_ns)

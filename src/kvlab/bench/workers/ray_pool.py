@@ -25,7 +25,7 @@ from typing import Any
 
 from kvlab import watchdog
 from kvlab.bench.client.endpoints import Endpoint
-from kvlab.bench.workers.shard import Shard
+from kvlab.bench.plan.loads.base import Shard
 from kvlab.bench.workers.worker import Batch, LoadWorker
 from kvlab.errors import ConfigError, WorkerError
 

@@ -31,9 +31,9 @@ from typing import Any
 import kvlab
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gcpause import paused_gc
-from kvlab.bench.plan.schedule import run_closed_loop, run_open_loop, sleep_until
+from kvlab.bench.plan.loads.base import Shard
+from kvlab.bench.plan.schedule import sleep_until
 from kvlab.bench.records import Record, RunClock
-from kvlab.bench.workers.shard import Shard
 
 
 @dataclass
@@ -163,11 +163,4 @@ class LoadWorker:
             with paused_gc():  # as in one process: no collection mid-point
                 start_ns = await start
                 await sleep_until(clock, start_ns)
-                if shard.kind == "rate":
-                    await run_open_loop(shard.specs, shard.offsets_ns, send, clock, landed,
-                                        max_concurrency=shard.max_concurrency,
-                                        label=shard.label, start_ns=start_ns)
-                else:
-                    await run_closed_loop(shard.specs, shard.users, send, clock, landed,
-                                          duration_s=shard.duration_s, label=shard.label,
-                                          start_ns=start_ns)
+                await shard.share.run(shard.specs, send, clock, landed, start_ns)

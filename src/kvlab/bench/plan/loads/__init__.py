@@ -1,0 +1,2 @@
+"""Load strategies: one file per kind of ``[load]``, the interface (base) and the
+registry (kinds)."""
