@@ -71,7 +71,7 @@ def imported(path: Path, typing: bool = True) -> Iterator[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module.split(".")[0] != "kvlab":
                 continue
-            for alias in node.names:  # `from kvlab.bench.analysis import metrics`
+            for alias in node.names:  # `from kvlab.analysis import metrics`
                 sub = f"{node.module}.{alias.name}"
                 is_module = (SRC.parent / Path(*sub.split("."))).with_suffix(".py").exists() \
                     or (SRC.parent / Path(*sub.split("."))).is_dir()
@@ -153,7 +153,7 @@ def test_no_module_is_in_an_import_cycle() -> None:
 
     for module in sorted(graph):
         visit(module, [])
-    executor = {m for m, _ in imported(SRC / "bench" / "run" / "executor.py")}
-    assert "kvlab.bench.run.runner" not in executor
-    search = {m for m, _ in imported(SRC / "bench" / "run" / "search.py")}  # typing too
-    assert not {"kvlab.bench.run.executor", "kvlab.bench.run.runner"} & search
+    executor = {m for m, _ in imported(SRC / "run" / "executor.py")}
+    assert "kvlab.run.runner" not in executor
+    search = {m for m, _ in imported(SRC / "run" / "search.py")}  # typing too
+    assert not {"kvlab.run.executor", "kvlab.run.runner"} & search

@@ -41,7 +41,7 @@ def _needs_vllm() -> None:
 
 
 def test_a_vllm_with_its_prefix_cache_on_gets_its_rows_refused(tmp_path: Path) -> None:
-    from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
+    from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 
     result = run_experiment(RunRequest(experiment(tmp_path / "cached.toml", prefix_caching=True)),
                             RunOutput(tmp_path / "runs"))
