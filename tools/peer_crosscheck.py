@@ -43,7 +43,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kvlab.analysis import definitions as d
+from kvlab.analysis import definition_cells as d
 from kvlab.analysis.summaries import current_rows
 from kvlab.analysis.validate import check_row
 from kvlab.records import Record, read_records

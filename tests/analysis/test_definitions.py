@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvlab.analysis import definitions as d
+from kvlab.analysis.definition_cells import under
 from kvlab.analysis.evaluate import summarize
 from kvlab.analysis.valid_rows import judge
 from kvlab.errors import ConfigError
@@ -19,7 +20,7 @@ def test_tokens_per_second_is_sum_over_sum_not_mean_of_rates() -> None:
     # and 1.5 s: 128 / 2.0 = 64 tok/s; the mean of per-row rates would be 85.33.
     rows = [row(query_id="q1", t_end=500 * MS, t_last_content=400 * MS),
             row(query_id="q2", t_end=1500 * MS)]
-    _, rate = d.under(rows, "kvlab")
+    _, rate = under(rows, "kvlab")
     assert rate == pytest.approx(64.0)
     assert rate != pytest.approx((64 / 0.5 + 64 / 1.5) / 2)  # 85.33
 
@@ -30,7 +31,7 @@ def test_notebook_itl_uses_server_tokens_and_inter_delta_p95() -> None:
     bundled = row(api=ApiKind.OPENAI_CHAT, output_tokens=32, requested_tokens=32,
                   t_first_content=117 * MS, t_last_content=(117 + 31 * 8) * MS,
                   chunk_ns=[117 * MS, (117 + 31 * 8) * MS])
-    aggs, _ = d.under([bundled], "kvlab")
+    aggs, _ = under([bundled], "kvlab")
     assert aggs["itl_ms"].median == pytest.approx(8.0)
     assert aggs["ttft_ms"].median == pytest.approx(117.0)
     # Inter-delta median and p95 pool every gap of every row, linear interpolation.
@@ -63,7 +64,7 @@ def test_vllm_counts_the_role_chunk_and_pools_chunk_gaps() -> None:
     assert len(gaps) == 65
     assert gaps[0] == pytest.approx(50.0) and gaps[-1] == pytest.approx(70.0)
     assert d.vllm_tpot_ms(r) == pytest.approx((800 - 50) / 63)
-    aggs, rate = d.under([r], "vllm")
+    aggs, rate = under([r], "vllm")
     assert aggs["itl_ms"].median == pytest.approx(10.0)
     assert aggs["e2e_ms"].median == pytest.approx(800.0)
     assert rate == pytest.approx(64 / 0.8)
@@ -74,8 +75,8 @@ def test_guidellm_tpot_includes_ttft_and_percentiles_do_not_interpolate() -> Non
     assert d.guidellm_tpot_ms(r) == pytest.approx(730 / 64)
     assert d.guidellm_itl_ms(r) == pytest.approx(630 / 63)
     rows = [row(query_id=f"q{i}", t_end=e * MS) for i, e in enumerate((1000, 2000, 3000, 4000))]
-    g, _ = d.under(rows, "guidellm")
-    k, _ = d.under(rows, "kvlab")
+    g, _ = under(rows, "guidellm")
+    k, _ = under(rows, "kvlab")
     assert g["e2e_ms"].median == pytest.approx(2000.0)  # first value reaching 50 %
     assert k["e2e_ms"].median == pytest.approx(2500.0)  # linear interpolation
 
@@ -85,9 +86,9 @@ def test_guidellm_weights_itl_by_tokens() -> None:
     # (10·63 + 100·1) / 64, not (10 + 100) / 2.
     short = row(query_id="q2", output_tokens=2, requested_tokens=2,
                 t_first_content=100 * MS, t_last_content=200 * MS)
-    g, _ = d.under([row(), short], "guidellm")
+    g, _ = under([row(), short], "guidellm")
     assert g["itl_ms"].mean == pytest.approx((10 * 63 + 100) / 64)
-    k, _ = d.under([row(), short], "kvlab")
+    k, _ = under([row(), short], "kvlab")
     assert k["itl_ms"].mean == pytest.approx(55.0)
 
 
@@ -95,7 +96,7 @@ def test_aiperf_ends_at_last_content() -> None:
     r = _chat_row()
     assert d.aiperf_e2e_ms(r) == pytest.approx(730.0)
     assert d.aiperf_itl_ms(r) == pytest.approx((730 - 100) / 63)
-    aggs, _ = d.under([r], "aiperf")
+    aggs, _ = under([r], "aiperf")
     assert aggs["tpot_ms"].count == 0  # AIPerf has no TPOT
 
 
@@ -103,7 +104,7 @@ def test_missing_facts_leave_metrics_empty() -> None:
     r = row(stream=False, t_first_content=None, t_last_content=None, chunk_ns=[],
             t_first_chunk=None)
     for name in d.SETS:
-        aggs, _ = d.under([r], name)
+        aggs, _ = under([r], name)
         assert aggs["ttft_ms"].count == 0
         assert aggs["e2e_ms"].count == (0 if name == "aiperf" else 1)
 
@@ -113,16 +114,3 @@ def test_resolve_names() -> None:
     assert d.resolve(["aiperf", "vllm"]) == ["vllm", "aiperf"]
     with pytest.raises(ConfigError, match="valid: kvlab, vllm, guidellm, aiperf, all"):
         d.resolve(["genai-perf"])
-
-
-def test_cells_group_valid_rows_and_evaluation_block() -> None:
-    rows = [row(query_id="q1"), row(query_id="q2", output_tokens=63),  # refused
-            row(query_id="q1", mode="b", capacity=2048)]
-    found = d.cells(judge(rows), ["kvlab", "vllm"])
-    assert [(c.mode, c.capacity, c.rows) for c in found] == [("a", 512, 1), ("b", 2048, 1)]
-    block = d.evaluation_block(found, ["vllm"])
-    assert list(block["sets"]) == ["kvlab", "vllm"]
-    assert "serve.py" in block["sets"]["vllm"]["source"]
-    first = block["cells"][0]["definitions"]
-    assert first["kvlab"]["e2e_ms"]["median"] == pytest.approx(1000.0)
-    assert first["vllm"]["output_tokens_per_s"] == pytest.approx(64.0)

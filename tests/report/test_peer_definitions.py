@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvlab.analysis.definitions import cells
+from kvlab.analysis.definition_cells import cells
 from kvlab.analysis.valid_rows import judge
 from kvlab.report.html import render_html
 from kvlab.report.peer_definitions import TITLE, definitions_markdown, section_body

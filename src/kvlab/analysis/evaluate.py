@@ -41,7 +41,7 @@ from kvlab.analysis.comparisons import (
     PairComparison,
     compare_run,
 )
-from kvlab.analysis.definitions import Cell, cells, evaluation_block
+from kvlab.analysis.definition_cells import Cell, cells, evaluation_block
 from kvlab.analysis.load import (
     DEFAULT_SLIP_THRESHOLD_MS,
     LoadSummary,
