@@ -171,6 +171,15 @@ def test_each_top_level_package_sits_on_one_layer() -> None:
         cycle or [])
 
 
+MAX_LINES = 400  # CONTRIBUTING.md: one concept per module, at most this many lines
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in sorted(SRC.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not long, f"modules over {MAX_LINES} lines (split by concept):\n" + "\n".join(long)
+
+
 def test_no_module_is_in_an_import_cycle() -> None:
     """Within a unit too, modules import one way (runner uses the executor, the executor
     does not use runner; the executor uses the search, the search does not use the
