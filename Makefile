@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    creates/updates .venv, installs kvlab with its engine extra, runs the main job
-#               (about 15 minutes; make run-full: the whole protocol, about 40)
+#               (about 15 minutes; make run-full: the whole protocol, about 30)
 #   make test   creates/updates .venv, installs kvlab with its engine, test, llama.cpp, ray and docs extras,
 #               runs the tests (the docs site's strict build among them: tests/test_docs.py)
 # Both also make vLLM's own environment (kvlab vllm setup: ~/.cache/kvlab/vllm, the pinned
@@ -56,10 +56,11 @@ vllm: $(VENV)/.stamp-install
 # rows per cell: MIN_BOOTSTRAP_VALUES in bench/analysis/intervals.py) and vLLM started
 # with --enforce-eager (no compile: ~33 s per start instead of 70-130 s). The sizes are
 # kvlab run --set settings of the shipped files, kept in each run's manifest.json and
-# experiment.toml. `make run-full` runs the files as they are (about 40 minutes).
+# experiment.toml. `make run-full` runs the files as they are (about 30 minutes).
 run: QUICKSTART := --set workload.queries=5 --set 'workload.capacities=[256,2048]' \
   --set workload.output_tokens=32
-run: GEMMA := --set workload.queries=5 --set workload.output_tokens=8
+run: GEMMA := --set workload.queries=5 --set 'workload.capacities=[256]' \
+  --set workload.output_tokens=8
 run: LLAMACPP := --set workload.queries=5 --set 'workload.capacities=[512,2048]' \
   --set workload.output_tokens=32
 run: BATCHING := --set 'load.values=[1,8]' --set load.requests=8
