@@ -27,7 +27,8 @@ manifest by the server kind that launched it):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -283,6 +284,23 @@ def knee_check(cell: CellKey, served: ServedKv, valid: ValidRows, summaries: Seq
             why = f"not predicted: {exc}"
     return KneeCheck(mode, capacity, served.server, prompts, outputs, budget, knee, points,
                      why)
+
+
+def recorded_budgets(entries: Iterable[tuple[CellKey, Mapping[str, Any]]]
+                     ) -> tuple[dict[CellKey, ServedKv], dict[CellKey, int]]:
+    """Per (mode, capacity), from its launched server's facts (the manifest): the KV
+    budget the server kind recorded (``kv_served``) and the weights' bytes
+    (``weights_bytes``); a later entry of a cell wins (a resume starts it again)."""
+    budgets: dict[CellKey, ServedKv] = {}
+    weights: dict[CellKey, int] = {}
+    for cell, facts in entries:
+        served, size = facts.get("kv_served"), facts.get("weights_bytes")
+        if isinstance(served, dict):
+            with contextlib.suppress(KvlabError):
+                budgets[cell] = ServedKv.from_dict(served)
+        if isinstance(size, int):
+            weights[cell] = size
+    return budgets, weights
 
 
 def knee_checks(budgets: Mapping[CellKey, ServedKv], valid: ValidRows,

@@ -6,13 +6,12 @@ call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 from kvlab.bench.analysis.capacity import Objectives, SearchPlan
 from kvlab.bench.analysis.evaluate import Evaluation, evaluate
-from kvlab.bench.analysis.knee_check import CellKey
+from kvlab.bench.analysis.knee_check import recorded_budgets
 from kvlab.bench.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
 from kvlab.bench.analysis.point_verdicts import point_verdicts
 from kvlab.bench.analysis.saturation import load_calibration
@@ -21,9 +20,7 @@ from kvlab.bench.analysis.summaries import modes_in_order
 from kvlab.bench.analysis.turns import TurnPlan
 from kvlab.bench.analysis.valid_rows import ValidRows, judge
 from kvlab.bench.store.rundir import RunDir
-from kvlab.errors import ConfigError
 from kvlab.experiment import Experiment, SearchSettings, SloSettings
-from kvlab.memory.served import ServedKv
 
 
 def search_of(experiment: Experiment) -> tuple[Objectives, SearchPlan] | None:
@@ -55,23 +52,6 @@ def turn_plans(prepared: dict[str, Any] | None) -> list[TurnPlan]:
     return plans
 
 
-def served_budgets(run: RunDir) -> tuple[dict[CellKey, ServedKv], dict[CellKey, int]]:
-    """Per (mode, capacity) kvlab launched: the KV budget its server kind recorded
-    (``kv_served``) and the weights' bytes (``weights_bytes``), from the manifest; the
-    latest entry of a cell wins (a resume starts the server again)."""
-    budgets: dict[CellKey, ServedKv] = {}
-    weights: dict[CellKey, int] = {}
-    for entry in run.state.servers:
-        facts = entry.facts or {}
-        cell = (entry.mode, entry.capacity)
-        if isinstance(facts.get("kv_served"), dict):
-            with contextlib.suppress(ConfigError):
-                budgets[cell] = ServedKv.from_dict(facts["kv_served"])
-        if isinstance(facts.get("weights_bytes"), int):
-            weights[cell] = facts["weights_bytes"]
-    return budgets, weights
-
-
 def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                      resamples: int = 2000, strict: bool = False) -> Evaluation:
     """The complete evaluation of ``run``: its experiment's pairs, mode order, SLOs and
@@ -84,7 +64,8 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
     only flagged (``--strict``)."""
     experiment = run.known_experiment
     records = run.records
-    budgets, weights = served_budgets(run)
+    budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
+                                        for e in run.state.servers)
     workers = run.state.load_workers()
     if workers is None:
         calibration = run.state.calibration or load_calibration()
