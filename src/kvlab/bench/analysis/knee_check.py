@@ -10,11 +10,12 @@ manifest by the server kind that launched it):
   block size, kvlab serve's ``kv_blocks_total``; llama-server's ``-c`` and ``-np``):
   ``fits`` sequences at most, ``first_past`` the first that must wait or preempt.
 - **measured**, per point, from the server's ``/metrics`` readings of that point
-  (gauges.jsonl: before, every 0.25 s during, after) and its counters' deltas: the most
+  (gauges.jsonl: every 0.25 s while it ran) and its counters' deltas: the most
   requests running, waiting and held back for KV (vLLM's waiting "by reason" capacity),
   the pool's highest use, the preemptions. A point is **past the knee** when the server
   preempted, held a request back for KV, or never ran as many requests at once as the
-  client had in flight (running max below the records' in-flight max). The plain
+  client had in flight (running max below the records' in-flight max: requests must
+  last a few polls for the gauge to see them all). The plain
   waiting gauge is shown, not judged: kvlab serve's rises below the knee whenever a
   burst exceeds its prefill budget.
 - **the verdict**: one step of the sweep is one point of its N values in order (5 to 6
@@ -77,7 +78,7 @@ class KneePoint:
     load: str
     users: int
     in_flight: int  # the most requests the client had in flight (records)
-    readings: int  # /metrics readings of the point
+    readings: int  # /metrics readings while the point ran (its start and end left out)
     running_max: float | None
     waiting_max: float | None
     kv_waiting_max: float | None
@@ -104,7 +105,8 @@ class KneePoint:
     @property
     def past(self) -> bool | None:
         """True: queued or preempted; False: every request ran at once; None: no
-        reading of the running gauge."""
+        reading of the running gauge while the point ran (requests shorter than the
+        0.25 s polling, or no /metrics)."""
         if self.reasons:
             return True
         return None if self.running_max is None else False
@@ -234,6 +236,7 @@ def _point(summary: Summary, users: int, in_flight: int, readings: Sequence[Gaug
         return None if dist is None else getattr(dist, which)
 
     kv_waiting = family.kv_waiting if family is not None else None
+    readings = [r for r in readings if r.phase == "during"]  # start and end are at rest
     return KneePoint(
         load=summary.load or "", users=users, in_flight=in_flight, readings=len(readings),
         running_max=_max(readings, _named(family, lambda f: f.running)),
