@@ -42,8 +42,9 @@ class ServedKv:
     kvlab ``--slots``, llama.cpp ``-np``). Paged servers: ``block_size`` (tokens; vLLM:
     None until /metrics says), ``prefill_budget`` (prompt tokens per step: vLLM
     ``max_num_batched_tokens``, kvlab ``--prefill-budget``), ``kv_blocks`` (the pool as
-    launched, None: the server's default; /metrics wins). llama.cpp: ``n_ctx`` (``-c``,
-    every slot's cells), ``unified`` (``-kvu``), ``type_v``, ``ubatch``, ``batch``.
+    launched, None: the server's default; /metrics wins), ``prefix_caching`` (full
+    blocks kept for later prompts). llama.cpp: ``n_ctx`` (``-c``, every slot's cells),
+    ``unified`` (``-kvu``), ``type_v``, ``ubatch``, ``batch``.
     """
 
     server: ServerName
@@ -53,6 +54,7 @@ class ServedKv:
     block_size: int | None = None
     prefill_budget: int | None = None
     kv_blocks: int | None = None
+    prefix_caching: bool = False
     n_ctx: int | None = None
     unified: bool = False
     type_v: str | None = None
@@ -97,6 +99,23 @@ class ServedKv:
             return kvlab_budget_bytes(self.shape, blocks, self.block_size or 16, self.dtype)
         blocks, block_size = self._vllm_pool(metrics)
         return blocks * vllm_block_bytes(self.shape, block_size, self.dtype)
+
+    def prefix_pool(self, metrics: str | None = None) -> tuple[int, int]:
+        """(blocks a prefix cache can keep, tokens per block) of a paged server with
+        prefix caching and one block group (a model without sliding-window layers);
+        ConfigError naming what is missing otherwise."""
+        if self.server == "llamacpp":
+            raise ConfigError("llama-server keeps each slot's last prompt, not an LRU of "
+                              "blocks")
+        if not self.prefix_caching:
+            raise ConfigError(f"{self.server} was launched without prefix caching")
+        if self.shape.n_swa_layers:
+            raise ConfigError("sliding-window layers keep their own blocks; the LRU "
+                              "prediction covers one block group")
+        if self.server == "kvlab":
+            return self._kvlab_blocks(metrics), self.block_size or 16
+        blocks, block_size = self._vllm_pool(metrics)
+        return blocks - 1, block_size  # the null block aside
 
     def _n_ctx(self) -> int:
         if self.n_ctx is None:

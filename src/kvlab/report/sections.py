@@ -23,6 +23,7 @@ from kvlab.report.server_counters import ServerCounters
 from kvlab.report.server_histograms import ServerHistograms
 from kvlab.report.server_memory import ServerMemory
 from kvlab.report.summary_table import Summaries
+from kvlab.report.trace_hits import TraceHits
 from kvlab.report.validation import Validation
 from kvlab.report.verdicts import Intervals
 from kvlab.report.workers import Workers
@@ -50,6 +51,7 @@ SECTIONS: tuple[Section, ...] = (
     ServerMemory(),
     CapacitySearch(),
     PrefixCache(),
+    TraceHits(),
     MultiTurn(),
     PeerDefinitions(),
     AaNoiseFloor(),

@@ -148,7 +148,8 @@ def served_facts(props: dict[str, Any] | None) -> dict[str, Any]:
                               max_seqs=int((props or {})["total_slots"]),
                               block_size=int(paged["block_size"]),
                               prefill_budget=int(paged["prefill_budget"]),
-                              kv_blocks=int(paged["blocks"])).to_dict()
+                              kv_blocks=int(paged["blocks"]),
+                              prefix_caching=bool(paged.get("prefix_caching"))).to_dict()
         except (KvlabError, KeyError, TypeError, ValueError):
             served = None
     return {"kv_served": served, "weights_bytes": kv.get("weights_bytes")}

@@ -265,7 +265,8 @@ class VllmServer(ServerProcess):
         if dtype == "auto":
             dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
         return ServedKv("vllm", shape, KV_DTYPES.get(dtype, "bf16"),
-                        max_seqs=self.settings.max_num_seqs or VLLM_CPU_MAX_NUM_SEQS).to_dict()
+                        max_seqs=self.settings.max_num_seqs or VLLM_CPU_MAX_NUM_SEQS,
+                        prefix_caching=self.settings.prefix_caching).to_dict()
 
 
 # vLLM's --dtype (the KV cache's with --kv-cache-dtype auto) as kvlab.memory.dtypes names it

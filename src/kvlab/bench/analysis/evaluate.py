@@ -58,6 +58,7 @@ from kvlab.bench.analysis.server_counters import PointCounters, point_counters
 from kvlab.bench.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.bench.analysis.summaries import Summary, summarize
 from kvlab.bench.analysis.summary_metrics import metric_definitions
+from kvlab.bench.analysis.trace_hits import PointHits, TraceBlocks, trace_hits
 from kvlab.bench.analysis.turns import ConversationCheck, TurnPlan, turn_growth
 from kvlab.bench.analysis.valid_rows import ValidRows, judge
 from kvlab.bench.analysis.validate import Violation
@@ -182,6 +183,7 @@ class Evaluation:
     reasoning: list[ReasoningCell] = field(default_factory=list)  # cells that reasoned
     knees: list[KneeCheck] = field(default_factory=list)  # predicted vs measured knee
     process_memory: list[PointMemory] = field(default_factory=list)  # server RSS per point
+    trace_hits: list[PointHits] = field(default_factory=list)  # a trace's predicted hits
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -214,6 +216,7 @@ class Evaluation:
             "reasoning": [c.to_dict() for c in self.reasoning],
             "knee": [k.to_dict() for k in self.knees],
             "process_memory": [m.to_dict() for m in self.process_memory],
+            "trace_hits": [h.to_dict() for h in self.trace_hits],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -256,6 +259,7 @@ def evaluate(
     budgets: Mapping[CellKey, ServedKv] | None = None,
     weights: Mapping[CellKey, int] | None = None,
     memory: Sequence[MemorySample] = (),
+    trace: Mapping[tuple[int, str], TraceBlocks] | None = None,
 ) -> Evaluation:
     """The complete evaluation of a run's records.
 
@@ -276,8 +280,10 @@ def evaluate(
     ``search`` (objectives and plan), the highest rate meeting the objectives; the
     concurrency knee predicted from each launched server's KV budget (``budgets``, per
     (mode, capacity)) against the one its counters show; each load point's resident
-    memory (``memory``) against the KV budget's bytes and the weights' (``weights``).
-    ``order`` and ``repeat_aa`` are the run's, kept as they are.
+    memory (``memory``) against the KV budget's bytes and the weights' (``weights``);
+    a replayed trace's prefix-cache hits (``trace``: its rows' block names) predicted
+    by an LRU replay of each server's pool against those it counted. ``order`` and
+    ``repeat_aa`` are the run's, kept as they are.
     """
     counters = point_counters(records, gauges)
     verdicts = point_verdicts(counters, strict=strict)
@@ -333,6 +339,7 @@ def evaluate(
         reasoning=reasoning_cells(valid),
         knees=knee_checks(budgets or {}, valid, summaries, loads, counters, gauges),
         process_memory=point_memory(memory, budgets or {}, weights or {}, gauges),
+        trace_hits=trace_hits(budgets or {}, records, trace or {}, counters, gauges),
     )
 
 

@@ -106,11 +106,11 @@ class LruBlockCache:
                 self.findable.add(name)
                 self._hold(key, name)
 
-    def arrive(self, key: Hashable, request: BlockRequest) -> int:
-        """Its lookup: the leading blocks found (held from now on); its prompt's other
-        blocks are taken."""
+    def arrive(self, key: Hashable, request: BlockRequest, reuse: bool = True) -> int:
+        """Its lookup (none without ``reuse``): the leading blocks found (held from now
+        on); its prompt's other blocks are taken."""
         hits = 0
-        for name in request.names[:request.lookup]:
+        for name in request.names[:request.lookup if reuse else 0]:
             if name not in self.findable:
                 break
             hits += 1
@@ -142,13 +142,17 @@ class LruBlockCache:
 
 
 def predict_hits(requests: Sequence[BlockRequest], capacity: int | None,
-                 cache: LruBlockCache | None = None) -> list[int]:
+                 cache: LruBlockCache | None = None, *,
+                 reuse: Sequence[bool] | None = None,
+                 keys: Sequence[Hashable] | None = None) -> list[int]:
     """The blocks each request should find, in the order given, replaying arrivals,
     computed prompts and ends in time order (at one time: ends, then computed prompts,
     then arrivals). ``cache``: a cache to go on from (a server that served earlier
-    requests: its keys must differ from these, 0..n-1); a new one of ``capacity``
-    blocks otherwise."""
+    requests); a new one of ``capacity`` blocks otherwise. ``reuse``: per request,
+    whether it may be given cached blocks (default: all); ``keys``: per request, its
+    name while it runs (default: its index)."""
     lru = cache if cache is not None else LruBlockCache(capacity)
+    ids: Sequence[Hashable] = keys if keys is not None else range(len(requests))
     events = sorted(
         [(r.end, 0, i) for i, r in enumerate(requests)]
         + [(r.computed, 1, i) for i, r in enumerate(requests)]
@@ -157,9 +161,9 @@ def predict_hits(requests: Sequence[BlockRequest], capacity: int | None,
     for _, kind, i in events:
         r = requests[i]
         if kind == 2:
-            hits[i] = lru.arrive(i, r)
+            hits[i] = lru.arrive(ids[i], r, reuse[i] if reuse is not None else True)
         elif kind == 1:
-            lru.computed(i, r, hits[i])
+            lru.computed(ids[i], r, hits[i])
         else:
-            lru.end(i, r)
+            lru.end(ids[i], r)
     return hits

@@ -17,6 +17,7 @@ from kvlab.bench.analysis.point_verdicts import point_verdicts
 from kvlab.bench.analysis.saturation import load_calibration
 from kvlab.bench.analysis.server_counters import point_counters
 from kvlab.bench.analysis.summaries import modes_in_order
+from kvlab.bench.analysis.trace_hits import trace_blocks
 from kvlab.bench.analysis.turns import TurnPlan
 from kvlab.bench.analysis.valid_rows import ValidRows, judge
 from kvlab.bench.store.rundir import RunDir
@@ -77,7 +78,8 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                         calibration=calibration, definition_sets=definitions,
                         order=run.state.order, repeat_aa=run.state.repeat_aa,
                         workers=workers, gauges=run.gauges, strict=strict,
-                        budgets=budgets, weights=weights, memory=run.process_memory)
+                        budgets=budgets, weights=weights, memory=run.process_memory,
+                        trace=trace_blocks(run.prepared))
     return evaluate(
         records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
         mode_order=[m.name for m in experiment.modes], resamples=resamples,
@@ -86,7 +88,7 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
         definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
         workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
         search=search_of(experiment), strict=strict, budgets=budgets, weights=weights,
-        memory=run.process_memory,
+        memory=run.process_memory, trace=trace_blocks(run.prepared),
     )
 
 
