@@ -36,7 +36,7 @@ def test_a_point_is_sampled_before_during_and_after(tmp_path: Path) -> None:
 
     asyncio.run(point())
     samples = read_memory_samples(path)
-    assert [s.phase for s in samples][0] == "start" and samples[-1].phase == "end"
+    assert samples[0].phase == "start" and samples[-1].phase == "end"
     assert sum(s.phase == "during" for s in samples) >= 2
     assert all((s.mode, s.capacity, s.load) == ("m", 512, "c=2") for s in samples)
     assert all(s.rss_bytes > 0 and s.processes >= 1 for s in samples)
