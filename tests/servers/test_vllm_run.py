@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.bench.analysis.knee_check import exposition
+from kvlab.bench.analysis.server_counters import exposition
 from kvlab.bench.records import read_gauges
 from kvlab.memory.served import ServedKv
 from kvlab.memory.vllm_blocks import vllm_block_bytes

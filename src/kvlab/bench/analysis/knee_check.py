@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvlab.bench.analysis.load import LoadSummary
-from kvlab.bench.analysis.server_counters import Family, PointCounters, family_of
+from kvlab.bench.analysis.server_counters import Family, PointCounters, exposition, family_of
 from kvlab.bench.analysis.summaries import Summary
 from kvlab.bench.analysis.summary_metrics import ITL, TTFT
 from kvlab.bench.analysis.valid_rows import ValidRows
@@ -46,12 +46,6 @@ from kvlab.memory.served import ServedKv
 
 Verdict = Literal["within one step", "miss", "not judged"]
 CellKey = tuple[str, int]  # (mode, capacity)
-
-
-def exposition(samples: Mapping[str, float]) -> str:
-    """A reading's samples as Prometheus text again (``name{labels} value`` lines), for
-    :mod:`kvlab.memory.budget_metrics`."""
-    return "\n".join(f"{key} {value}" for key, value in samples.items())
 
 
 def gauge(samples: Mapping[str, float], name: str, label: str | None = None) -> float | None:

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.bench.analysis.knee_check import CellKey, exposition
+from kvlab.bench.analysis.knee_check import CellKey
+from kvlab.bench.analysis.server_counters import exposition
 from kvlab.bench.records import GaugeSample, MemorySample
 from kvlab.errors import KvlabError
 from kvlab.memory.served import ServedKv

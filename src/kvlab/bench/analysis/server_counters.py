@@ -18,7 +18,7 @@ after a preemption) or the records miss some (a request without counts).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -77,6 +77,12 @@ def counter(samples: dict[str, float], name: str) -> float | None:
     """The sum over label sets of the metric ``name`` (prefix included); None if absent."""
     values = [v for k, v in samples.items() if k.split("{")[0] == name]
     return sum(values) if values else None
+
+
+def exposition(samples: Mapping[str, float]) -> str:
+    """A reading's samples as Prometheus text again (``name{labels} value`` lines), for
+    what reads a server's own words (:mod:`kvlab.memory.budget_metrics`)."""
+    return "\n".join(f"{key} {value}" for key, value in samples.items())
 
 
 def family_of(samples: dict[str, float]) -> Family | None:

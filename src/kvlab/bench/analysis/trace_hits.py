@@ -32,14 +32,14 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.bench.analysis.knee_check import CellKey, exposition
+from kvlab.bench.analysis.knee_check import CellKey
 from kvlab.bench.analysis.prefix_hits import (
     BlockRequest,
     LruBlockCache,
     block_request,
     predict_hits,
 )
-from kvlab.bench.analysis.server_counters import PointCounters
+from kvlab.bench.analysis.server_counters import PointCounters, exposition
 from kvlab.bench.analysis.validate import reuse_asked
 from kvlab.bench.records import GaugeSample, Record
 from kvlab.errors import KvlabError
