@@ -21,13 +21,14 @@ names (:class:`BlockRequest`) and their times (arrival, prompt computed, end: a 
 found once the prompt that fills it has been computed), and returns the blocks each
 request should find. It knows nothing of where the names come from: a trace's
 ``hash_ids`` (:mod:`kvlab.bench.analysis.trace_hits`) or the turns of a conversation.
-A capacity of None is a cache that never evicts.
+:class:`BlockLru` and :func:`predicted_hits` are the same cache visited one prompt at a
+time, by block ids alone. A capacity of None is a cache that never evicts.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -77,6 +78,7 @@ class LruBlockCache:
         self.findable: set[Hashable] = set()  # named blocks a lookup can find
         self.held: dict[Hashable, list[Hashable]] = {}  # request -> names it holds
         self.copies: dict[Hashable, int] = {}  # request -> blocks computed twice
+        self.overdrawn = 0  # blocks taken with none free or cached (a pool too small)
         self.evicted = 0
 
     def _take(self) -> None:
@@ -86,10 +88,14 @@ class LruBlockCache:
         if self.free > 0:
             self.free -= 1
         elif self.parked:
-            name, _ = self.parked.popitem(last=False)
-            self.findable.discard(name)
-            self.evicted += 1
-        # else: more blocks held than the pool has; the server would have queued it
+            self._evict()
+        else:  # more blocks held than the pool has: given back at the request's end
+            self.overdrawn += 1
+
+    def _evict(self) -> None:
+        name, _ = self.parked.popitem(last=False)
+        self.findable.discard(name)
+        self.evicted += 1
 
     def _hold(self, key: Hashable, name: Hashable) -> None:
         self.parked.pop(name, None)
@@ -139,6 +145,12 @@ class LruBlockCache:
         spare = request.blocks - len(request.names) + self.copies.pop(key, 0)
         if self.free is not None:
             self.free += spare  # the nameless partial block, and copies
+            while self.overdrawn and self.free:
+                self.free -= 1
+                self.overdrawn -= 1
+            while self.overdrawn and self.parked:
+                self._evict()
+                self.overdrawn -= 1
 
 
 def predict_hits(requests: Sequence[BlockRequest], capacity: int | None,
@@ -167,3 +179,55 @@ def predict_hits(requests: Sequence[BlockRequest], capacity: int | None,
         else:
             lru.end(ids[i], r)
     return hits
+
+
+class BlockLru:
+    """A prefix cache visited one prompt at a time, each prompt named by its blocks'
+    ids (a trace's ``hash_ids``, a conversation's turns): the :class:`LruBlockCache` of
+    requests that arrive, are computed and end at once and may find every block of
+    theirs. ``capacity_blocks`` None: it never evicts."""
+
+    def __init__(self, capacity_blocks: int | None = None) -> None:
+        if capacity_blocks is not None and capacity_blocks < 0:
+            raise ValueError(f"a cache of {capacity_blocks} blocks")
+        self.capacity = capacity_blocks
+        self._cache = LruBlockCache(capacity_blocks)
+        self._visits = 0
+
+    def __len__(self) -> int:
+        """Blocks it keeps."""
+        return len(self._cache.parked)
+
+    @property
+    def evictions(self) -> int:
+        return self._cache.evicted
+
+    def hits(self, blocks: Sequence[Hashable]) -> int:
+        """The leading blocks of ``blocks`` it holds now (nothing changes)."""
+        found = 0
+        for block in blocks:
+            if block not in self._cache.findable:
+                break
+            found += 1
+        return found
+
+    def visit(self, blocks: Sequence[Hashable]) -> int:
+        """A prompt of ``blocks`` arrives: the leading blocks found, then every block of
+        it kept (its head most recently used), the least recently used evicted past the
+        capacity."""
+        n = len(blocks)
+        request = BlockRequest(tuple(blocks), n, n, n, n, 0, 0, 0)
+        key = ("visit", self._visits)
+        self._visits += 1
+        found = self._cache.arrive(key, request)
+        self._cache.computed(key, request, found)
+        self._cache.end(key, request)
+        return found
+
+
+def predicted_hits(prompts: Iterable[Sequence[Hashable]],
+                   capacity_blocks: int | None = None) -> list[int]:
+    """For each prompt (its block ids, in the order a server saw them), the leading
+    blocks a prefix cache of ``capacity_blocks`` blocks (None: unbounded) would find."""
+    cache = BlockLru(capacity_blocks)
+    return [cache.visit(blocks) for blocks in prompts]
