@@ -217,12 +217,17 @@ def kv_dtype(weights: str) -> str:
 
 
 def resident_bytes(model: Any) -> int | None:
-    """Bytes of the model's parameters and buffers, each storage counted once (tied
-    matrices share one); None before the model is loaded."""
+    """Bytes of the model's weights as served: its parameters and buffers, each storage
+    counted once (tied matrices share one), and the matrices a serving format packed
+    outside them (bfloat16's oneDNN layout, int8); None before the model is loaded."""
     if model is None:
         return None
+    from kvlab.engine.weights import Int8Linear, PackedLinear
+
     seen: dict[int, int] = {}
     for tensor in [*model.parameters(), *model.buffers()]:
         storage = tensor.untyped_storage()
         seen[storage.data_ptr()] = storage.nbytes()
-    return sum(seen.values())
+    packed = sum(m.weight_nbytes for m in model.modules()
+                 if isinstance(m, (PackedLinear, Int8Linear)))
+    return sum(seen.values()) + packed
