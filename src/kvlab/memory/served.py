@@ -100,6 +100,15 @@ class ServedKv:
         blocks, block_size = self._vllm_pool(metrics)
         return blocks * vllm_block_bytes(self.shape, block_size, self.dtype)
 
+    def budget_source(self, metrics: str | None = None) -> str:
+        """Where :meth:`knee` reads the budget from, in words."""
+        if self.server == "llamacpp":
+            return "its command line (-c, -np), as /props reports it"
+        if self.server == "vllm":
+            return "its /metrics (cache_config_info: num_gpu_blocks, block_size)"
+        return ("its /metrics (kv_blocks_total)" if metrics is not None
+                else "its launch (--kv-blocks); no /metrics reading")
+
     def prefix_pool(self, metrics: str | None = None) -> tuple[int, int]:
         """(blocks a prefix cache can keep, tokens per block) of a paged server with
         prefix caching and one block group (a model without sliding-window layers);

@@ -70,7 +70,8 @@ def check_body(check: KneeCheck) -> list[str]:
     """One (mode, capacity): its rule, its verdict in numbers, its points."""
     lines = [f"### {check.mode} @ {check.capacity} ({check.server})", ""]
     if check.knee is not None:
-        lines += [f"Budget from {check.budget}: {check.knee.layout}; {check.knee.rule}.", ""]
+        lines += [f"Budget read from {check.budget}: {check.knee.layout}; {check.knee.rule}.",
+                  ""]
     lines += [("**Miss.** " if check.verdict == "miss" else "") + check.describe() + ".", "",
               "| N | in flight | readings | running max | waiting max | held for KV | "
               "preemptions | KV use max | TTFT p50 ms | ITL p50 ms | rows | past the knee |",

@@ -70,7 +70,7 @@ def test_a_knee_measured_where_predicted_is_within_one_step() -> None:
     assert check.verdict == "within one step"
     seventh = check.points[3]
     assert seventh.reasons == ["ran at most 6 of 7 in flight"] and seventh.readings == 1
-    assert check.points[4].reasons == ["2 preemptions", "ran at most 6 of 8 in flight"]
+    assert check.points[4].reasons == ["2 preempted", "ran at most 6 of 8 in flight"]
     assert "fits 6, first past 7 (N = 7 in the sweep)" in check.describe()
 
 

@@ -89,7 +89,7 @@ class KneePoint:
         """Why the point is past the knee ([] when it is not, or cannot say)."""
         out = []
         if self.preemptions:
-            out.append(f"{self.preemptions:g} preemptions")
+            out.append(f"{self.preemptions:g} preempted")
         if self.kv_waiting_max:
             out.append(f"{self.kv_waiting_max:g} held back for KV")
         if self.running_max is not None and self.running_max < self.in_flight:
@@ -270,7 +270,7 @@ def knee_check(cell: CellKey, served: ServedKv, valid: ValidRows, summaries: Seq
     prompts = _range([r.prompt_tokens for r in rows if r.prompt_tokens is not None])
     outputs = _range([r.output_tokens for r in rows if r.output_tokens is not None])
     metrics = exposition(mine[0].samples) if mine else None
-    budget = "the server's /metrics" if mine else "its launch settings (no /metrics reading)"
+    budget = served.budget_source(metrics)
     knee, why = None, ""
     if prompts is None or outputs is None:
         why = "no valid row with the server's prompt and output token counts"
