@@ -1,6 +1,7 @@
-"""Real runs against kvlab serve (the toy model): the concurrency knee measured where
-its KV budget predicts it, at two budgets with no change to the code; a trace's prefix
-hits predicted block by block; the server's memory sampled during every load point."""
+"""Real runs against kvlab serve (the toy model) and llama-server (the bundled Gemma 3
+270M): the concurrency knee measured where its KV budget predicts it, at two budgets
+each with no change to the code; a trace's prefix hits predicted block by block; the
+server's memory sampled during every load point."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from kvlab.bench.analysis.evaluate import Evaluation
 from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
-from tests.experiments import embedded, experiment
+from tests.conftest import llama_server_missing
+from tests.experiments import embedded, experiment, llamacpp
 
 pytestmark = pytest.mark.slow
 EXPERIMENTS = Path(__file__).parents[3] / "experiments"
@@ -49,6 +51,43 @@ def test_two_budgets_each_measured_within_one_step_of_their_prediction(
         assert check.knee.fits == blocks // 15
         assert check.verdict == "within one step", check.describe()
     assert checks["pool-75"].measured_first_past > checks["pool-45"].measured_first_past
+
+
+# llama-server: 32 prompt tokens (33 with BOS) + 32 output in a slot of 512 cells; -np
+# slots run at once, the next request waits for one. A request lasts 1-3 s here.
+SLOTS = {"slots-2": 2, "slots-3": 3}
+
+
+@pytest.fixture(scope="module")
+def llama_knee_run(tmp_path_factory: pytest.TempPathFactory) -> Evaluation:
+    reason = llama_server_missing()
+    if reason:
+        pytest.skip(reason)
+    folder = tmp_path_factory.mktemp("llama-knee")
+    modes = [llamacpp(name, "llamacpp-completion", threads=1, slots=slots, stream=True)
+             for name, slots in SLOTS.items()]
+    data = {**DATA, "output": {"distribution": "fixed", "value": 32}}
+    path = experiment("llama-knee", *modes, workload={**WORK, "output_tokens": 32},
+                      dataset=data, protocol={"ignore_eos": True, "cache_prompt": False},
+                      load={"kind": "concurrency", "values": [1, 2, 3, 4],
+                            "rounds": 1}).write(folder)
+    return run_experiment(RunRequest(path), RunOutput(folder / "runs", html=False)).evaluation
+
+
+@pytest.mark.llamacpp
+def test_llama_servers_two_slot_counts_each_measured_within_one_step(
+        llama_knee_run: Evaluation) -> None:
+    checks = {c.mode: c for c in llama_knee_run.knees}
+    assert set(checks) == set(SLOTS)
+    for name, slots in SLOTS.items():
+        check = checks[name]
+        assert check.knee is not None and check.server == "llamacpp", check.describe()
+        assert (check.knee.fits, check.knee.first_past) == (slots, slots + 1)
+        assert check.verdict == "within one step", check.describe()
+    assert checks["slots-3"].measured_first_past > checks["slots-2"].measured_first_past
+    rows = [m for m in llama_knee_run.process_memory if m.mode == "slots-2"]
+    assert len(rows) == 4 and all(m.kv_bytes == checks["slots-2"].knee.budget_bytes
+                                  for m in rows)
 
 
 def test_the_servers_memory_is_sampled_against_its_kv_and_weights(
