@@ -13,6 +13,7 @@ from kvlab.bench.analysis.trace_hits import (
 )
 from kvlab.memory.presets import shape_from_preset
 from kvlab.memory.served import ServedKv
+from kvlab.report.trace_hits import section_body
 from tests.bench.rows import MS, row
 
 
@@ -74,5 +75,7 @@ def test_a_workload_other_than_the_trace_is_flagged_as_drift() -> None:
     assert point.predicted == 32 and point.drift
     assert point.differing == (("b", 32, 0),)
     assert point.to_dict()["drift"] is True
+    report = section_body([point])  # the report's "Trace prefix-cache hits" says so
+    assert "| 32 | 0 | 0 | **drift** |" in report and "b: 32, 0" in report
     # a server that found more than the trace encodes drifts too
     assert _replay(cached_b=48, counted=48.0).drift
