@@ -129,7 +129,17 @@ def test_arrivals_and_ramp_reach_the_load_points() -> None:
     assert again.label == "rate=4.0#2" and again.seed == 11  # a repeat draws anew
 
 
+def test_rounds_send_one_burst_of_n_per_round() -> None:
+    e = parse_experiment(MINIMAL + '[load]\nkind = "concurrency"\nvalues = [1, 7]\n'
+                         'rounds = 2\n')
+    one, seven = e.load.points(10)
+    assert (one.requests, seven.requests) == (2, 14)
+    assert seven.describe() == "7 users, 14 requests"
+
+
 @pytest.mark.parametrize(("load", "message"), [
+    ('kind = "concurrency"\nvalues = [2]\nrounds = 1\nrequests = 4',
+     "load: give one of requests, rounds or duration_s per point, not requests and rounds"),
     ('kind = "rate"\nvalues = [1]\nburstiness = 0.5',
      'load: burstiness shapes gamma arrivals: set arrival = "gamma"'),
     ('kind = "concurrency"\nvalues = [2]\narrival = "gamma"',

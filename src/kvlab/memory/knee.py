@@ -233,6 +233,15 @@ def kvlab_groups(shape: ModelShape) -> tuple[BlockGroup, ...]:
     return tuple(BlockGroup(w, n) for w, n in sorted(layers.items(), key=lambda kv: kv[0] or 0))
 
 
+def kvlab_budget_bytes(shape: ModelShape, kv_blocks: int, block_size: int, dtype: str) -> int:
+    """Bytes of kvlab serve's pool: ``kv_blocks`` blocks of ``block_size`` tokens on every
+    layer (each window group has its own pool of that many)."""
+    dt = get_dtype(dtype)
+    token_bytes = sum(row_bytes(dt, shape.k_width(il)) + row_bytes(dt, shape.v_width(il))
+                      for il in range(shape.n_layers) if shape.kv_heads[il])
+    return kv_blocks * block_size * token_bytes
+
+
 def kvlab_knee(
     shape: ModelShape, work: Workload, kv_blocks: int, block_size: int = 16, *,
     slots: int = 16, prefill_budget: int = 256, dtype: str = "f32",
@@ -253,14 +262,11 @@ def kvlab_knee(
     first_chunk = -(-min(work.prompt_tokens, prefill_budget) // block_size)
     past_kv = Past.PREEMPT if (kv_fit + 1) * first_chunk <= kv_blocks else Past.QUEUE
     fits, past, bound = _cap(kv_fit, slots, past_kv)
-    dt = get_dtype(dtype)
-    token_bytes = sum(row_bytes(dt, shape.k_width(il)) + row_bytes(dt, shape.v_width(il))
-                      for il in range(shape.n_layers) if shape.kv_heads[il])
     return Knee(
         server="kvlab", fits=fits, past=past, bound=bound, per_seq=per_seq,
         capacity=kv_blocks, unit="blocks", max_seqs=slots,
         admit_per_step=prefill_budget // work.prompt_tokens,
-        budget_bytes=kv_blocks * block_size * token_bytes,
+        budget_bytes=kvlab_budget_bytes(shape, kv_blocks, block_size, dtype),
         layout=f"a pool of {kv_blocks} blocks of {block_size} tokens for each of "
                + ", ".join(g.describe() for g in groups),
         rule=f"{per_seq} blocks per sequence on its fullest group, {kv_blocks} per group; "

@@ -9,7 +9,7 @@ validated once here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from kvlab.errors import ConfigError
@@ -92,6 +92,21 @@ class ModelShape:
             name=f"{self.name} (MHA)",
             kv_heads=(self.n_heads,) * self.n_layers,
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (a run's manifest keeps a served model's shape so)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelShape:
+        """The shape :meth:`to_dict` wrote; ConfigError for a document that is not one."""
+        names = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in data.items() if k in names}
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise ConfigError(f"not a model shape ({exc})") from None
 
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly summary (per-layer lists collapsed when uniform)."""

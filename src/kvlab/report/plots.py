@@ -1,5 +1,6 @@
 """Report figures as PNG bytes: phase bars, latency CDFs, latency against prompt
-length, throughput against load, the server's gauges against time. Each function
+length, throughput against load, the server's gauges against time, latency against
+closed-loop users with the predicted KV knee. Each function
 returns None when the run has nothing to draw (no server timings, a single load
 point, no gauges...).
 
@@ -13,6 +14,7 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvlab.analysis.knee_check import KneeCheck
 from kvlab.analysis.metric import Metric
 from kvlab.analysis.summaries import Summary, load_value
 from kvlab.analysis.summary_metrics import E2E, ITL, TTFT
@@ -254,4 +256,41 @@ def gauges_over_time(samples: Sequence[GaugeSample]) -> bytes | None:
             handles.setdefault(label, handle)
     axes[0].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left",
                    bbox_to_anchor=(1.0, 1.0))
+    return _png(fig)
+
+
+def knee_latency(check: KneeCheck) -> bytes | None:
+    """TTFT and effective ITL (median, and p95 dashed; ms) of one (mode, capacity)
+    against the number of closed-loop users N, with the predicted knee drawn: the last
+    N that fits (solid) and the first past it (dotted). None without latencies."""
+    points = [p for p in check.points if p.ttft_p50_ms is not None]
+    if not points:
+        return None
+    xs = [p.users for p in points]
+    fig = _figure(9.0, 2.8)
+    axes = fig.subplots(1, 2)
+    for ax, name, p50, p95 in (
+            (axes[0], "TTFT", [p.ttft_p50_ms for p in points], [p.ttft_p95_ms for p in points]),
+            (axes[1], "ITL (effective)", [p.itl_p50_ms for p in points],
+             [p.itl_p95_ms for p in points])):
+        ax.plot(xs, [float("nan") if v is None else v for v in p50], marker="o",
+                color="#4c72b0", label="median")
+        ax.plot(xs, [float("nan") if v is None else v for v in p95], "--", marker=".",
+                color="#4c72b0", alpha=0.6, label="p95")
+        if check.knee is not None:
+            ax.axvline(check.knee.fits, color="#55a868", linewidth=1.2,
+                       label=f"predicted knee: fits {check.knee.fits}")
+            ax.axvline(check.knee.first_past, color="#c44e52", linewidth=1.2, linestyle=":",
+                       label=f"first past: {check.knee.first_past}")
+        for p in points:
+            if p.past:
+                ax.scatter([p.users], [p.ttft_p50_ms if name == "TTFT" else p.itl_p50_ms],
+                           marker="x", color="#c44e52", zorder=3, s=30)
+        ax.set_title(f"{check.mode} @ {check.capacity}: {name} vs N (x: queued or "
+                     "preempted)", fontsize=9)
+        ax.set_xlabel("closed-loop users N", fontsize=8)
+        ax.set_ylabel("ms", fontsize=8)
+        ax.tick_params(labelsize=7)
+        _style(ax)
+    axes[0].legend(fontsize=7, loc="upper left")
     return _png(fig)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kvlab.report.comparisons import AaNoiseFloor, Comparisons
 from kvlab.report.figures import Figures
+from kvlab.report.knee import KneeSection
 from kvlab.report.kv_check import KvCheckSection
 from kvlab.report.load import ClientLoad, Load, RunOrder
 from kvlab.report.manifest import ManifestEssentials
@@ -20,7 +21,9 @@ from kvlab.report.reasoning import Reasoning
 from kvlab.report.section import Section
 from kvlab.report.server_counters import ServerCounters
 from kvlab.report.server_histograms import ServerHistograms
+from kvlab.report.server_memory import ServerMemory
 from kvlab.report.summary_table import Summaries
+from kvlab.report.trace_hits import TraceHits
 from kvlab.report.validation import Validation
 from kvlab.report.verdicts import Intervals
 from kvlab.report.workers import Workers
@@ -44,8 +47,11 @@ SECTIONS: tuple[Section, ...] = (
     Reasoning(),
     ServerCounters(),
     ServerHistograms(),
+    KneeSection(),
+    ServerMemory(),
     CapacitySearch(),
     PrefixCache(),
+    TraceHits(),
     MultiTurn(),
     PeerDefinitions(),
     AaNoiseFloor(),

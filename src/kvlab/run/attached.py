@@ -85,6 +85,11 @@ class AttachedServer:
         failed requests)."""
         return True
 
+    @property
+    def pid(self) -> int | None:
+        """None: kvlab did not start this server (its memory is not sampled)."""
+        return None
+
     def exit_description(self, wait_s: float = 0.0) -> str | None:
         """None: kvlab does not know how another owner's process ended."""
         return None

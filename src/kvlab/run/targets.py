@@ -21,7 +21,7 @@ import asyncio
 import os
 import re
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,9 +33,10 @@ from kvlab.bench.client.urls import redact_url, require_http_url
 from kvlab.bench.plan.sizing import Counter
 from kvlab.errors import ConfigError
 from kvlab.experiment import Experiment
-from kvlab.records import RunClock
+from kvlab.records import MEMORY_FILE, RunClock
 from kvlab.run.attached import AttachedServer
 from kvlab.run.runplan import Launch, ModePlan
+from kvlab.run.tree_memory import TreeMemoryRecorder
 from kvlab.servers.base import Server
 from kvlab.servers.external import ExternalSettings
 
@@ -144,14 +145,20 @@ class ServerTarget:
     async def gauges(self, path: Path, clock: RunClock, load: str | None, start: int,
                      end: Callable[[], int], poll: bool) -> AsyncIterator[None]:
         """Not for a server without ``/metrics``; an external endpoint's key goes in the
-        headers only."""
+        headers only. With ``poll``, a server kvlab launched also has its process tree's
+        resident memory sampled beside ``path``, into ``process_memory.jsonl``."""
         endpoint = self.endpoint
         assert endpoint is not None, "bring the target up first"
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        pid = self.server.pid if self.server is not None else None
         async with GaugeRecorder(endpoint.base_url, path, clock, mode=self.mode.name,
                                  capacity=self.capacity, load=load, start_position=start,
                                  end_position=end, headers=headers,
-                                 interval_s=DEFAULT_INTERVAL_S if poll else None):
+                                 interval_s=DEFAULT_INTERVAL_S if poll else None), \
+                TreeMemoryRecorder(pid, path.with_name(MEMORY_FILE), clock,
+                                   mode=self.mode.name, capacity=self.capacity, load=load,
+                                   interval_s=DEFAULT_INTERVAL_S) \
+                if poll and pid is not None else nullcontext():
             yield
 
     def died(self) -> str | None:

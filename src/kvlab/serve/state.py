@@ -9,6 +9,7 @@ from typing import Any
 
 from kvlab import __version__
 from kvlab.errors import ConfigError
+from kvlab.memory.shapes import ModelShape
 from kvlab.serve.api_errors import exceed_context, invalid_request
 from kvlab.serve.batching import BatchingSlot, BatchSettings
 from kvlab.serve.generator import Generator
@@ -176,6 +177,10 @@ class ServerState:
                 "weights_seed": None if self.settings.model else self.settings.weights_seed,
                 "default_seed": self.settings.seed,
                 "eos_ids": list(self.slot.eos_ids),
+                # what a run's knee and memory checks read (kvlab.memory.served)
+                "kv_shape": kv_shape(config, self.model_id).to_dict(),
+                "kv_dtype": kv_dtype(self.settings.dtype if self.settings.model else "float32"),
+                "weights_bytes": resident_bytes(self.slot.model),
             },
         }
 
@@ -191,3 +196,38 @@ class ServerState:
             "n_embd": config.d_model,
             "n_params": model.num_parameters() if model is not None else 0,
         }
+
+
+def kv_shape(config: Any, name: str) -> ModelShape:
+    """The KV geometry of an engine config (the toy's or Gemma's): heads, widths and
+    sliding windows per layer."""
+    windows = config.layer_windows
+    return ModelShape(
+        name=name, n_layers=config.n_layers, n_heads=config.n_heads,
+        kv_heads=(config.n_kv_heads,) * config.n_layers, head_dim_k=config.head_dim,
+        head_dim_v=config.head_dim, is_swa=tuple(w is not None for w in windows),
+        n_swa=next((w for w in windows if w is not None), 0), d_model=config.d_model,
+        n_ctx_train=config.max_len, source="kvlab serve")
+
+
+def kv_dtype(weights: str) -> str:
+    """The KV cache's element type (kvlab.memory.dtypes) for a weight format: the
+    activations' (bf16 for bfloat16, f32 otherwise)."""
+    return "bf16" if weights == "bfloat16" else "f32"
+
+
+def resident_bytes(model: Any) -> int | None:
+    """Bytes of the model's weights as served: its parameters and buffers, each storage
+    counted once (tied matrices share one), and the matrices a serving format packed
+    outside them (bfloat16's oneDNN layout, int8); None before the model is loaded."""
+    if model is None:
+        return None
+    from kvlab.engine.weights import Int8Linear, PackedLinear
+
+    seen: dict[int, int] = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    packed = sum(m.weight_nbytes for m in model.modules()
+                 if isinstance(m, (PackedLinear, Int8Linear)))
+    return sum(seen.values()) + packed

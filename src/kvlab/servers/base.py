@@ -29,6 +29,12 @@ class Server(Protocol):
         """e.g. ``"http://127.0.0.1:43121"``; valid once started."""
         ...
 
+    @property
+    def pid(self) -> int | None:
+        """The process kvlab started (its descendants are the server's too); None when
+        kvlab did not start it, or not yet."""
+        ...
+
     def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:
         """Start (or check) the server, logging to ``log_path``; return once it is ready.
 

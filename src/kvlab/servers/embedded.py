@@ -16,7 +16,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 import kvlab
-from kvlab.errors import ConfigError
+from kvlab.errors import ConfigError, KvlabError
+from kvlab.memory.served import ServedKv
+from kvlab.memory.shapes import ModelShape
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.process import ServerProcess, free_port
 
@@ -130,5 +132,25 @@ class EmbeddedServer(ServerProcess):
             "props": self.props(),
             "log": str(self.log_path) if self.log_path else None,
             "started_at": self.started_at,
+            **served_facts(self.props()),
         }
+
+
+def served_facts(props: dict[str, Any] | None) -> dict[str, Any]:
+    """``kv_served`` (the paged pool's knee inputs, None with one slot) and
+    ``weights_bytes`` (the engine's parameters and buffers), from kvlab serve's /props."""
+    kv = (props or {}).get("kvlab") or {}
+    paged, shape = kv.get("paged_kv"), kv.get("kv_shape")
+    served = None
+    if paged and shape:
+        try:
+            served = ServedKv("kvlab", ModelShape.from_dict(shape), str(kv.get("kv_dtype")),
+                              max_seqs=int((props or {})["total_slots"]),
+                              block_size=int(paged["block_size"]),
+                              prefill_budget=int(paged["prefill_budget"]),
+                              kv_blocks=int(paged["blocks"]),
+                              prefix_caching=bool(paged.get("prefix_caching"))).to_dict()
+        except (KvlabError, KeyError, TypeError, ValueError):
+            served = None
+    return {"kv_served": served, "weights_bytes": kv.get("weights_bytes")}
 

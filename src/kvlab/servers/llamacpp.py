@@ -17,7 +17,9 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from kvlab.errors import ConfigError, KvlabError
+from kvlab.memory.gguf_file import shape_from_gguf
 from kvlab.memory.llamacpp import ctx_size_for
+from kvlab.memory.served import ServedKv
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server, package_version
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
@@ -231,7 +233,23 @@ class LlamaServer(ServerProcess):
             } if self.model else None,
             "props": self.props(),
             "kv_check": check.model_dump(mode="json") if check else None,
+            "kv_served": self.served_kv(),
+            "weights_bytes": self.model.size_bytes if self.model else None,
         }
+
+    def served_kv(self) -> dict[str, Any] | None:
+        """The knee's inputs (kvlab.memory.served): the GGUF's shape, -c, -np, the cache
+        types and -ub; None without a readable model."""
+        if self.model is None:
+            return None
+        s = self.settings
+        try:
+            shape = shape_from_gguf(self.model.path)
+        except (KvlabError, OSError):
+            return None
+        return ServedKv("llamacpp", shape, s.cache_type_k, max_seqs=s.slots,
+                        n_ctx=ctx_size_for(self.capacity, s.slots), type_v=s.cache_type_v,
+                        ubatch=s.ubatch or 512).to_dict()
 
 
 __all__ = ["CacheType", "LlamaCppSettings", "LlamaServer", "expand_path", "wait_ready"]

@@ -29,7 +29,10 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, field_validator, model_validator
 
-from kvlab.errors import ConfigError, ServerLaunchError
+from kvlab.errors import ConfigError, KvlabError, ServerLaunchError
+from kvlab.memory.hf_config import read_config_json, shape_from_hf_dict
+from kvlab.memory.knee import VLLM_CPU_MAX_NUM_SEQS
+from kvlab.memory.served import ServedKv
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.process import STOP_GRACE_S, ServerProcess, log_tail
 from kvlab.servers.vllm_env import VllmEnv, find_vllm, python_for_display
@@ -242,7 +245,38 @@ class VllmServer(ServerProcess):
             "health_statuses_seen": self.health_statuses,
             "log_path": str(self.log_path) if self.log_path else None,
             "props": self.props(),
+            "kv_served": self.served_kv(),
+            "weights_bytes": weights_bytes(self.model.path) if self.model else None,
         }
+
+    def served_kv(self) -> dict[str, Any] | None:
+        """The knee's inputs (kvlab.memory.served): the checkpoint's shape, the KV dtype,
+        max_num_seqs (vLLM-CPU's default when not set); the blocks come from /metrics.
+        None without a readable config.json."""
+        if self.model is None:
+            return None
+        try:
+            config = read_config_json(self.model.path / "config.json")
+            shape = shape_from_hf_dict(config, name=self.settings.model_name(),
+                                       source=str(self.model.path / "config.json"))
+        except (KvlabError, OSError):
+            return None
+        dtype: str = self.settings.dtype
+        if dtype == "auto":
+            dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+        return ServedKv("vllm", shape, KV_DTYPES.get(dtype, "bf16"),
+                        max_seqs=self.settings.max_num_seqs or VLLM_CPU_MAX_NUM_SEQS,
+                        prefix_caching=self.settings.prefix_caching).to_dict()
+
+
+# vLLM's --dtype (the KV cache's with --kv-cache-dtype auto) as kvlab.memory.dtypes names it
+KV_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
+
+
+def weights_bytes(folder: Path) -> int | None:
+    """Bytes of a checkpoint's weight files (*.safetensors, else *.bin); None: none."""
+    files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
+    return sum(f.stat().st_size for f in files) if files else None
 
 
 def last_error_line(log_path: Path | None) -> str | None:

@@ -11,11 +11,13 @@ from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
 from kvlab.analysis.evaluate import Evaluation, evaluate
+from kvlab.analysis.knee_check import recorded_budgets
 from kvlab.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
 from kvlab.analysis.point_verdicts import point_verdicts
 from kvlab.analysis.saturation import load_calibration
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.summaries import modes_in_order
+from kvlab.analysis.trace_hits import trace_blocks
 from kvlab.analysis.turns import TurnPlan
 from kvlab.analysis.valid_rows import ValidRows, judge
 from kvlab.experiment import Experiment, SearchSettings, SloSettings
@@ -63,6 +65,8 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
     only flagged (``--strict``)."""
     experiment = run.known_experiment
     records = run.records
+    budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
+                                        for e in run.state.servers)
     workers = run.state.load_workers()
     if workers is None:
         calibration = run.state.calibration or load_calibration()
@@ -73,7 +77,9 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                         resamples=resamples, slip_threshold_ms=DEFAULT_SLIP_THRESHOLD_MS,
                         calibration=calibration, definition_sets=definitions,
                         order=run.state.order, repeat_aa=run.state.repeat_aa,
-                        workers=workers, gauges=run.gauges, strict=strict)
+                        workers=workers, gauges=run.gauges, strict=strict,
+                        budgets=budgets, weights=weights, memory=run.process_memory,
+                        trace=trace_blocks(run.prepared))
     return evaluate(
         records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
         mode_order=[m.name for m in experiment.modes], resamples=resamples,
@@ -81,7 +87,8 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
         slip_threshold_ms=experiment.load.slip_threshold_ms, calibration=calibration,
         definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
         workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
-        search=search_of(experiment), strict=strict,
+        search=search_of(experiment), strict=strict, budgets=budgets, weights=weights,
+        memory=run.process_memory, trace=trace_blocks(run.prepared),
     )
 
 

@@ -10,6 +10,7 @@ Layout::
       prepared.json     the prompts every mode sends (per capacity)
       records.jsonl     one line per request, warm-ups flagged
       gauges.jsonl      the server's /metrics during each load point (where it has one)
+      process_memory.jsonl  a launched server's resident memory during each load point
       logs/<mode>-<capacity>.log
       evaluation.json, report.md, report.html
 
@@ -27,7 +28,16 @@ from typing import Any
 
 from kvlab.errors import ConfigError, KvlabError
 from kvlab.experiment import Experiment, load_experiment, parse_experiment
-from kvlab.records import GAUGES_FILE, GaugeSample, Record, read_gauges, read_records
+from kvlab.records import (
+    GAUGES_FILE,
+    MEMORY_FILE,
+    GaugeSample,
+    MemorySample,
+    Record,
+    read_gauges,
+    read_memory_samples,
+    read_records,
+)
 from kvlab.store.state import MANIFEST_FILE, RunState
 from kvlab.store.writer import RECORDS_FILE
 
@@ -84,6 +94,10 @@ class RunDir:
     @property
     def gauges_path(self) -> Path:
         return self.path / GAUGES_FILE
+
+    @property
+    def memory_path(self) -> Path:
+        return self.path / MEMORY_FILE
 
     @property
     def evaluation_path(self) -> Path:
@@ -145,6 +159,12 @@ class RunDir:
     def gauges(self) -> list[GaugeSample]:
         """The server's /metrics samples (gauges.jsonl; [] when there is none)."""
         return read_gauges(self.gauges_path)
+
+    @cached_property
+    def process_memory(self) -> list[MemorySample]:
+        """The launched servers' resident memory samples (process_memory.jsonl; [] when
+        there is none)."""
+        return read_memory_samples(self.memory_path)
 
     def experiment(self) -> Experiment:
         """The experiment as measured: experiment.toml (the manifest's verbatim copy

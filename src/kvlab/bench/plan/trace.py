@@ -109,6 +109,11 @@ def trace_request(row: FileRow, index: int, block_tokens: int) -> TraceRequest:
     return TraceRequest(row, index, float(timestamp), lengths[0], lengths[1], tuple(blocks))
 
 
+def block_name(key: BlockKey) -> str:
+    """A block's name in prepared.json: its hash id, or ``"row~block"`` for a row's own."""
+    return str(key) if isinstance(key, int) else f"{key[0]}~{key[1]}"
+
+
 class TraceRows:
     """A trace's requests (the :class:`~kvlab.bench.plan.dataset.Dataset` interface)."""
 
@@ -149,7 +154,8 @@ class TraceRows:
                 r.id, f"trace request at {r.timestamp_ms:g} ms", sized.text,
                 sha256(sized.text), sized.tokens, output_tokens=r.output_tokens,
                 target_tokens=r.input_tokens, source=r.row.where,
-                arrival_ms=r.timestamp_ms))
+                arrival_ms=r.timestamp_ms, blocks=[block_name(k) for k in r.blocks],
+                block_tokens=self._block_tokens))
         return 0, prompts
 
     async def _block(self, counter: Tokenizer, key: BlockKey, r: TraceRequest) -> str:

@@ -223,7 +223,9 @@ class PreparedPrompt:
     prompt length it asked for, tokens; None: none), ``source`` (``file:line``),
     ``arrival_ms`` (a trace's arrival time), ``conversation`` and ``turn`` (a
     multi-turn row: turn 1, 2, ... of one conversation), ``prefix_group`` (the rows
-    sharing one prefix) and ``prefix_tokens`` (its length, tokens)."""
+    sharing one prefix) and ``prefix_tokens`` (its length, tokens), ``blocks`` (a trace
+    row's block names in order, one per ``block_tokens`` prompt tokens: its hash ids,
+    ``"3~2"`` for block 2 that is row 3's own)."""
 
     query_id: str
     query: str
@@ -238,6 +240,8 @@ class PreparedPrompt:
     turn: int | None = None
     prefix_group: str | None = None
     prefix_tokens: int | None = None
+    blocks: list[str] | None = None
+    block_tokens: int | None = None
 
     def asked_output(self, default: int) -> int:
         """The output tokens this row asks for (``default``: the workload's)."""

@@ -2,8 +2,9 @@
 soon as its previous one returned, so at most N requests are ever in flight.
 
 ``values`` are the user counts of the sweep's points; each point sends ``requests``
-requests (default: queries x repetitions), or its users stop taking new ones after
-``duration_s``. Over load workers the users are split as evenly as possible.
+requests (default: queries x repetitions), or ``rounds`` x N requests (each of its N
+users sends ``rounds``: one round is one burst of N), or its users stop taking new ones
+after ``duration_s``. Over load workers the users are split as evenly as possible.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ConcurrencyLoad(LoadTable):
 
     kind: Literal["concurrency"] = "concurrency"
     requests: int | None = Field(default=None, ge=1)  # per point (default: queries x reps)
+    rounds: int | None = Field(default=None, ge=1)  # per point: rounds x N requests
     duration_s: float | None = Field(default=None, gt=0)  # per point, instead of requests
 
     @model_validator(mode="after")
@@ -38,13 +40,22 @@ class ConcurrencyLoad(LoadTable):
             raise ValueError("values: every value must be positive")
         if any(v != int(v) for v in self.values):
             raise ValueError("values: concurrency values are whole numbers of users")
-        if self.requests is not None and self.duration_s is not None:
-            raise ValueError("give requests or duration_s per point, not both")
+        given = [k for k in ("requests", "rounds", "duration_s") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of requests, rounds or duration_s per point, not "
+                             f"{' and '.join(given)}")
         return self
 
     def points(self, default_requests: int) -> list[ConcurrencyPoint]:
-        requests = None if self.duration_s else (self.requests or default_requests)
-        return [ConcurrencyPoint(int(v), requests, self.duration_s) for v in self.values]
+        def requests(users: int) -> int | None:
+            if self.duration_s:
+                return None
+            if self.rounds:
+                return self.rounds * users
+            return self.requests or default_requests
+
+        return [ConcurrencyPoint(int(v), requests(int(v)), self.duration_s)
+                for v in self.values]
 
 
 @dataclass(frozen=True)

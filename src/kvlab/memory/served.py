@@ -1,0 +1,162 @@
+"""A launched server's KV budget as kvlab launched it, and its knee once the server has
+said what it allocated.
+
+A run keeps one :class:`ServedKv` per launched server in its manifest (the server's
+facts, ``kv_served``): the model's shape and the settings the knee depends on, in the
+server's own units. The budget itself is the server's word where it reports one on
+``/metrics`` (:mod:`kvlab.memory.budget_metrics`): vLLM's ``num_gpu_blocks`` and block
+size (``cache_config_info``), kvlab serve's ``kv_blocks_total``. llama-server reports
+none there; its budget is its command line (``-c``, ``-np``), which ``/props`` echoes.
+:meth:`ServedKv.knee` then gives :mod:`kvlab.memory.knee`'s prediction for a workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from kvlab.errors import ConfigError
+from kvlab.memory.budget_metrics import kvlab_blocks, vllm_blocks
+from kvlab.memory.knee import (
+    Knee,
+    Workload,
+    kvlab_budget_bytes,
+    kvlab_knee,
+    llamacpp_knee,
+    vllm_knee,
+)
+from kvlab.memory.llamacpp import predict_llamacpp_kv
+from kvlab.memory.shapes import ModelShape
+from kvlab.memory.vllm_blocks import vllm_block_bytes
+
+ServerName = Literal["vllm", "kvlab", "llamacpp"]
+SERVERS: tuple[ServerName, ...] = ("vllm", "kvlab", "llamacpp")
+
+
+@dataclass(frozen=True)
+class ServedKv:
+    """What one server's knee depends on, as launched.
+
+    ``dtype``: the KV cache's element type (:mod:`kvlab.memory.dtypes` names: bf16,
+    f32, f16...); ``max_seqs``: the cap on running sequences (vLLM ``max_num_seqs``,
+    kvlab ``--slots``, llama.cpp ``-np``). Paged servers: ``block_size`` (tokens; vLLM:
+    None until /metrics says), ``prefill_budget`` (prompt tokens per step: vLLM
+    ``max_num_batched_tokens``, kvlab ``--prefill-budget``), ``kv_blocks`` (the pool as
+    launched, None: the server's default; /metrics wins), ``prefix_caching`` (full
+    blocks kept for later prompts). llama.cpp: ``n_ctx`` (``-c``, every slot's cells),
+    ``unified`` (``-kvu``), ``type_v``, ``ubatch``, ``batch``.
+    """
+
+    server: ServerName
+    shape: ModelShape
+    dtype: str
+    max_seqs: int
+    block_size: int | None = None
+    prefill_budget: int | None = None
+    kv_blocks: int | None = None
+    prefix_caching: bool = False
+    n_ctx: int | None = None
+    unified: bool = False
+    type_v: str | None = None
+    ubatch: int = 512
+    batch: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.server not in SERVERS:
+            raise ConfigError(f"kv_served: unknown server {self.server!r} (one of "
+                              f"{', '.join(SERVERS)})")
+
+    def knee(self, work: Workload, metrics: str | None = None) -> Knee:
+        """The knee of ``work`` under this budget; ``metrics``: the server's /metrics
+        text (its reported budget). ConfigError when the budget is not known."""
+        if self.server == "llamacpp":
+            n_ctx = self._n_ctx()
+            return llamacpp_knee(self.shape, work, n_ctx, self.max_seqs,
+                                 kv_unified=self.unified, type_k=self.dtype,
+                                 type_v=self.type_v or self.dtype, n_ubatch=self.ubatch,
+                                 n_batch=self.batch)
+        if self.server == "kvlab":
+            blocks = self._kvlab_blocks(metrics)
+            return kvlab_knee(self.shape, work, blocks, self.block_size or 16,
+                              slots=self.max_seqs, prefill_budget=self.prefill_budget or 256,
+                              dtype=self.dtype)
+        blocks, block_size = self._vllm_pool(metrics)
+        kwargs = {"max_num_batched_tokens": self.prefill_budget} if self.prefill_budget \
+            else {}
+        return vllm_knee(self.shape, work, blocks, block_size, max_num_seqs=self.max_seqs,
+                         dtype=self.dtype, **kwargs)
+
+    def kv_bytes(self, metrics: str | None = None) -> int:
+        """The bytes of the whole KV budget (``metrics``: as in :meth:`knee`)."""
+        if self.server == "llamacpp":
+            n_ctx = self._n_ctx()
+            return predict_llamacpp_kv(
+                self.shape, n_ctx, n_seq=self.max_seqs, kv_unified=self.unified,
+                type_k=self.dtype, type_v=self.type_v or self.dtype, n_ubatch=self.ubatch,
+                n_batch=self.batch).total_bytes
+        if self.server == "kvlab":
+            blocks = self._kvlab_blocks(metrics)
+            return kvlab_budget_bytes(self.shape, blocks, self.block_size or 16, self.dtype)
+        blocks, block_size = self._vllm_pool(metrics)
+        return blocks * vllm_block_bytes(self.shape, block_size, self.dtype)
+
+    def budget_source(self, metrics: str | None = None) -> str:
+        """Where :meth:`knee` reads the budget from, in words."""
+        if self.server == "llamacpp":
+            return "its command line (-c, -np), as /props reports it"
+        if self.server == "vllm":
+            return "its /metrics (cache_config_info: num_gpu_blocks, block_size)"
+        return ("its /metrics (kv_blocks_total)" if metrics is not None
+                else "its launch (--kv-blocks); no /metrics reading")
+
+    def prefix_pool(self, metrics: str | None = None) -> tuple[int, int]:
+        """(blocks a prefix cache can keep, tokens per block) of a paged server with
+        prefix caching and one block group (a model without sliding-window layers);
+        ConfigError naming what is missing otherwise."""
+        if self.server == "llamacpp":
+            raise ConfigError("llama-server keeps each slot's last prompt, not an LRU of "
+                              "blocks")
+        if not self.prefix_caching:
+            raise ConfigError(f"{self.server} was launched without prefix caching")
+        if self.shape.n_swa_layers:
+            raise ConfigError("sliding-window layers keep their own blocks; the LRU "
+                              "prediction covers one block group")
+        if self.server == "kvlab":
+            return self._kvlab_blocks(metrics), self.block_size or 16
+        blocks, block_size = self._vllm_pool(metrics)
+        return blocks - 1, block_size  # the null block aside
+
+    def _n_ctx(self) -> int:
+        if self.n_ctx is None:
+            raise ConfigError("llama-server's -c is not recorded")
+        return self.n_ctx
+
+    def _kvlab_blocks(self, metrics: str | None) -> int:
+        blocks = kvlab_blocks(metrics) if metrics is not None else self.kv_blocks
+        if blocks is None:
+            raise ConfigError("kvlab serve's kv_blocks: no /metrics reading and none given "
+                              "at launch")
+        return blocks
+
+    @staticmethod
+    def _vllm_pool(metrics: str | None) -> tuple[int, int]:
+        if metrics is None:
+            raise ConfigError("vLLM's num_gpu_blocks comes from its /metrics "
+                              "(cache_config_info); no reading of it")
+        return vllm_blocks(metrics)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for the manifest."""
+        out = asdict(self)
+        out["shape"] = self.shape.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServedKv:
+        """What :meth:`to_dict` wrote; ConfigError for anything else."""
+        names = {f.name for f in fields(cls)}
+        try:
+            shape = ModelShape.from_dict(dict(data["shape"]))
+            return cls(**{**{k: v for k, v in data.items() if k in names}, "shape": shape})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"kv_served is not a served KV budget ({exc})") from None

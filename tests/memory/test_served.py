@@ -1,0 +1,65 @@
+"""A launched server's recorded KV budget: kept as JSON, read back, and its knee taken
+from the budget the server reports on /metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvlab.errors import ConfigError
+from kvlab.memory.knee import Past, Workload, kvlab_knee, llamacpp_knee, vllm_knee
+from kvlab.memory.presets import shape_from_preset
+from kvlab.memory.served import ServedKv
+from kvlab.memory.shapes import ModelShape
+from kvlab.memory.vllm_blocks import vllm_block_bytes
+
+GEMMA = shape_from_preset("gemma-3-270m")
+WORK = Workload(129, 32)
+VLLM_METRICS = ('vllm:cache_config_info{block_size="128",cache_dtype="auto",'
+                'num_gpu_blocks="79",prefix_caching_hash_algo="sha256"} 1.0\n'
+                'vllm:num_requests_running{engine="0",model_name="g"} 0.0')
+
+
+def test_a_shape_survives_json() -> None:
+    assert ModelShape.from_dict(GEMMA.to_dict()) == GEMMA
+    with pytest.raises(ConfigError, match="not a model shape"):
+        ModelShape.from_dict({"name": "x"})
+
+
+def test_a_budget_survives_json_and_an_unknown_server_is_refused() -> None:
+    served = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
+                      kv_blocks=60)
+    assert ServedKv.from_dict(served.to_dict()) == served
+    with pytest.raises(ConfigError, match="unknown server"):
+        ServedKv("sglang", GEMMA, "bf16", max_seqs=1)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not a served KV budget"):
+        ServedKv.from_dict({"server": "kvlab"})
+
+
+def test_vllm_reads_its_pool_from_metrics() -> None:
+    served = ServedKv("vllm", GEMMA, "bf16", max_seqs=128)
+    knee = served.knee(WORK, VLLM_METRICS)
+    assert knee == vllm_knee(GEMMA, WORK, 79, 128)
+    assert (knee.fits, knee.per_seq, knee.capacity) == (6, 12, 78)
+    assert served.kv_bytes(VLLM_METRICS) == 79 * vllm_block_bytes(GEMMA, 128) == 31_064_064
+    with pytest.raises(ConfigError, match="cache_config_info"):
+        served.knee(WORK, None)
+
+
+def test_kvlab_prefers_the_reported_pool_to_the_launch_one() -> None:
+    served = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
+                      kv_blocks=104)
+    reported = "kvlab:kv_blocks_total 60.0\n"
+    assert served.knee(WORK, reported) == kvlab_knee(GEMMA, WORK, 60, dtype="bf16")
+    assert served.knee(WORK, reported).fits == 6
+    assert served.knee(WORK).fits == 10  # no reading: the pool it was launched with
+    assert served.kv_bytes(reported) * 104 == served.kv_bytes() * 60
+
+
+def test_llamacpp_is_its_command_line() -> None:
+    served = ServedKv("llamacpp", GEMMA, "f16", max_seqs=6, n_ctx=3072, type_v="f16")
+    knee = served.knee(WORK, "llamacpp:requests_processing 0\n")
+    assert knee == llamacpp_knee(GEMMA, WORK, 3072, 6)
+    assert (knee.fits, knee.past) == (6, Past.QUEUE)
+    assert served.kv_bytes() == knee.budget_bytes
+    with pytest.raises(ConfigError, match="-c is not recorded"):
+        ServedKv("llamacpp", GEMMA, "f16", max_seqs=6).knee(WORK)
