@@ -108,6 +108,13 @@ def check_row(row: Record) -> list[Violation]:
     return found
 
 
+def refusal(row: Record) -> str | None:
+    """Why validation refuses ``row`` (its first reason and detail), None when it may be
+    aggregated: what ends a session at the turn it refuses (bench.plan.sessions)."""
+    found = check_row(row)
+    return f"{found[0].reason}: {found[0].detail}" if found else None
+
+
 def reuse_asked(row: Record) -> bool:
     """True when the row's request allowed prefix reuse (``cache_prompt: true`` in its
     body); kvlab's protocol sends false unless the experiment asks for reuse."""
