@@ -20,6 +20,7 @@ from kvlab.report.reasoning import Reasoning
 from kvlab.report.section import Section
 from kvlab.report.server_counters import ServerCounters
 from kvlab.report.server_histograms import ServerHistograms
+from kvlab.report.sessions import Sessions
 from kvlab.report.summary_table import Summaries
 from kvlab.report.validation import Validation
 from kvlab.report.verdicts import Intervals
@@ -47,6 +48,7 @@ SECTIONS: tuple[Section, ...] = (
     CapacitySearch(),
     PrefixCache(),
     MultiTurn(),
+    Sessions(),
     PeerDefinitions(),
     AaNoiseFloor(),
 )

@@ -54,6 +54,8 @@ from kvlab.bench.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.bench.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.bench.analysis.server_counters import PointCounters, point_counters
 from kvlab.bench.analysis.server_histograms import PointHistograms, point_histograms
+from kvlab.bench.analysis.session_turns import PlannedTurn
+from kvlab.bench.analysis.sessions import SessionsCell, session_cells
 from kvlab.bench.analysis.summaries import Summary, summarize
 from kvlab.bench.analysis.summary_metrics import metric_definitions
 from kvlab.bench.analysis.turns import ConversationCheck, TurnPlan, turn_growth
@@ -177,6 +179,7 @@ class Evaluation:
     strict: bool = False  # counters that disagree with the records refuse their point
     server_histograms: list[PointHistograms] = field(default_factory=list)  # vLLM's own
     reasoning: list[ReasoningCell] = field(default_factory=list)  # cells that reasoned
+    sessions: list[SessionsCell] = field(default_factory=list)  # a sessions load's turns
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -207,6 +210,7 @@ class Evaluation:
             "capacity_search": [c.to_dict() for c in self.capacity],
             "server_histograms": [p.to_dict() for p in self.server_histograms],
             "reasoning": [c.to_dict() for c in self.reasoning],
+            "sessions": [c.to_dict() for c in self.sessions],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -244,6 +248,7 @@ def evaluate(
     workers: int | None = None,
     gauges: Sequence[GaugeSample] = (),
     turns: Sequence[TurnPlan] = (),
+    sessions: Sequence[PlannedTurn] = (),
     search: tuple[Objectives, SearchPlan] | None = None,
     strict: bool = False,
 ) -> Evaluation:
@@ -262,7 +267,9 @@ def evaluate(
     ``strict``), and the server's request histograms beside the client's distributions;
     where reuse was allowed, the cached tokens of each row and TTFT split by cache hit;
     TTFT and the time to first answer token of rows that streamed reasoning; the growth
-    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); and, with
+    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); a sessions
+    load's turns against ``sessions`` (the prepared session turns: per turn index, per
+    session, growth, cache against prediction, think time); and, with
     ``search`` (objectives and plan), the highest rate meeting the objectives. ``order``
     and ``repeat_aa`` are the run's, kept as they are.
     """
@@ -317,6 +324,7 @@ def evaluate(
         verdicts=verdicts, strict=strict,
         server_histograms=point_histograms(records, gauges),
         reasoning=reasoning_cells(valid),
+        sessions=session_cells(valid, sessions),
     )
 
 

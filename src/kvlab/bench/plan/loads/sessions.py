@@ -50,9 +50,6 @@ class SessionsLoad(LoadTable):
     arrival: Literal["closed", "poisson", "constant"] = "closed"
     max_sessions: int | None = Field(default=None, ge=1)  # open loop: sessions in flight
     seed: int = 42  # poisson arrivals
-    # the prefix cache's block (tokens): the session's own history predicts its cached
-    # prompt tokens rounded down to it (kvlab serve and vLLM: 16)
-    cache_block_tokens: int = Field(default=16, ge=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionsLoad:
