@@ -63,6 +63,10 @@ def cell_lines(c: SessionsCell) -> list[str]:
         lines.append(f"- Think time: p95 of |measured − asked| = {c.think_error_p95_ms:.2f} "
                      f"ms over {c.think_checked} turns (from the awaited answer's end to "
                      "the send).")
+    kept, known = c.kept_previous
+    if known:
+        lines.append(f"- Prefix cache: {kept} of {known} turns found at least their previous "
+                     "turn's whole prompt in it (rounded down to a block of 16).")
     lines += _named("- Cache drifted from the prediction (a block or more):", c.drift)
     return [*lines, ""]
 

@@ -19,7 +19,11 @@ every turn sent, :func:`turn_facts` gives:
   (:mod:`~kvlab.bench.analysis.prefix_hits`; tokens = blocks x the trace's block), or,
   without hash ids, the session's own history: the previous turn's prompt and answer
   but its last token (whose K/V is never computed), rounded down to a block of
-  :data:`HISTORY_BLOCK` tokens. **Drift**: the two differ by a block or more;
+  :data:`HISTORY_BLOCK` tokens. **Drift**: the cache served a block or more less than
+  predicted (a block of the prediction: the trace's, or 16 tokens), or, predicted by the
+  history, a block or more more (a trace's ids name only the full blocks of its own
+  prompts: a replay through another chat template, on a server that keeps partial
+  blocks and answers, finds more than they say, and that is no drift);
 - **think**: the time from the answers it waited for (its chain's previous turn and
   ``after``) to its send, against the think time asked.
 """
@@ -78,6 +82,7 @@ class TurnFacts:
     roles: str
     growth: int | None = None
     overhead: int | None = None
+    previous_prompt: int | None = None  # its chain's previous turn's (both valid)
     predicted: int | None = None
     predicted_by: str | None = None  # "hash_ids" or "history"
     drift: str | None = None  # how cached and predicted differ, when by a block or more
@@ -90,6 +95,14 @@ class TurnFacts:
     @property
     def valid(self) -> bool:
         return self.refused is None
+
+    @property
+    def kept_previous(self) -> bool | None:
+        """Its cached tokens cover at least its chain's previous prompt, rounded down to
+        a block of :data:`HISTORY_BLOCK` (None: not known)."""
+        if self.previous_prompt is None or self.cached_tokens is None:
+            return None
+        return self.cached_tokens >= self.previous_prompt // HISTORY_BLOCK * HISTORY_BLOCK
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,29 +157,37 @@ def _grow(f: TurnFacts, row: Record, prev: Record | None, both_valid: bool) -> N
         return
     assert row.prompt_tokens is not None and prev.prompt_tokens is not None
     assert prev.output_tokens is not None
+    f.previous_prompt = prev.prompt_tokens
     f.growth = row.prompt_tokens - prev.prompt_tokens
     f.overhead = f.growth - prev.output_tokens - f.new_tokens
 
 
 def _predict(f: TurnFacts, row: Record, p: PlannedTurn, prev: Record | None,
              cache: BlockLru) -> None:
+    """The prediction and its drift: the cache served a block or more less than
+    predicted, or, predicted by the history (in the server's own tokens), a block or more
+    more. A trace's hash ids name only the full blocks of its own prompts, so a replay
+    whose prompts carry a chat template's tokens, and whose server keeps partial blocks
+    and answers too, finds more than they predict: that is no drift."""
+    block, over = HISTORY_BLOCK, True
     if p.hash_ids and p.block_tokens:
         keys: list[Hashable] = [(p.hash_scope, h) for h in p.hash_ids]
         f.predicted, f.predicted_by = cache.visit(keys) * p.block_tokens, "hash_ids"
-        block = p.block_tokens
-    elif prev is None or prev.prompt_tokens is None or prev.output_tokens is None:
-        f.predicted, f.predicted_by, block = (0, "history", HISTORY_BLOCK) if p.index == 1 \
-            else (None, None, HISTORY_BLOCK)
-    else:
+        block, over = p.block_tokens, False
+    elif prev is not None and prev.prompt_tokens is not None \
+            and prev.output_tokens is not None:
         held = prev.prompt_tokens + prev.output_tokens - 1
-        f.predicted, f.predicted_by = held // HISTORY_BLOCK * HISTORY_BLOCK, "history"
-        block = HISTORY_BLOCK
-    if f.predicted is not None and row.prompt_tokens is not None:
+        f.predicted, f.predicted_by = held // block * block, "history"
+    elif p.index == 1:
+        f.predicted, f.predicted_by = 0, "history"
+    if f.predicted is None or f.cached_tokens is None:
+        return
+    if row.prompt_tokens is not None:
         f.predicted = min(f.predicted, max(0, row.prompt_tokens - 1) // block * block)
-    if f.predicted is not None and f.cached_tokens is not None \
-            and abs(f.cached_tokens - f.predicted) >= block:
-        f.drift = (f"cached {f.cached_tokens}, {f.predicted} predicted by {f.predicted_by} "
-                   f"({f.cached_tokens - f.predicted:+d})")
+    gap = f.cached_tokens - f.predicted
+    if gap <= -block or (over and gap >= block):
+        f.drift = f"cached {f.cached_tokens}, {f.predicted} predicted by {f.predicted_by} " \
+                  f"({gap:+d})"
 
 
 def _think(f: TurnFacts, row: Record, p: PlannedTurn, prev: Record | None,

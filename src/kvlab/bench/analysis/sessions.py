@@ -95,6 +95,13 @@ class SessionsCell:
     think_error_p95_ms: float | None = None
 
     @property
+    def kept_previous(self) -> tuple[int, int]:
+        """(turns whose cache held at least their previous prompt, rounded down to a
+        block; turns where that is known)."""
+        known = [t.kept_previous for t in self.turns if t.kept_previous is not None]
+        return sum(known), len(known)
+
+    @property
     def not_sent(self) -> int:
         return sum(r.not_sent for r in self.runs)
 
@@ -111,6 +118,7 @@ class SessionsCell:
                 "overhead": self.overhead, "growth_checked": self.growth_checked,
                 "growth_off": self.growth_off, "think_checked": self.think_checked,
                 "think_error_p95_ms": self.think_error_p95_ms, "drift": self.drift,
+                "kept_previous": list(self.kept_previous),
                 "turns": [t.to_dict() for t in self.turns]}
 
 

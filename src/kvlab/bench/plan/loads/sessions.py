@@ -129,7 +129,8 @@ class SessionsPoint:
         return shard_sessions(self._share(), specs, workers)
 
     def describe(self) -> str:
-        return f"{self.users} sessions at once, {_describe(self.graphs, self.requests)}"
+        many = "session" if self.users == 1 else "sessions"
+        return f"{self.users} {many} at once, {_describe(self.graphs, self.requests)}"
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ join) have answered, at ``max(their t_end) + think_ms`` on the run's clock (an a
 deadline, :func:`~kvlab.bench.plan.schedule.sleep_until`; that deadline is the Record's
 ``t_scheduled``). It sends the chain's history as chat messages (every earlier turn's
 messages and the server's actual answer, or the file's where the data asks for replay),
-then its own. The first message of each chain opens with the run's **tag** (the point's
-label and repetition), so no session run finds in a server's prefix cache what another
-point or repetition left there, while the session runs of one point may share prefixes
-as their data says.
+then its own. The first message of each chain opens with the run's **tag** (the
+session's own, the point's label and the repetition), so no session run finds in a
+server's prefix cache what another session, point or repetition left there; sessions
+whose turns name their blocks (``hash_ids``) share one tag per point and repetition,
+and share prefixes as their ids say.
 
 Every answer is judged as it lands, by validation's own rule
 (:func:`~kvlab.bench.analysis.validate.refusal`): a refused turn (an error, a wrong
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 from kvlab.bench.analysis.validate import refusal
 from kvlab.bench.client.endpoints import RequestSpec
+from kvlab.bench.plan.exact import row_tag
 from kvlab.bench.plan.loads.base import RecordFn, SendFn, Shard, split_evenly
 from kvlab.bench.plan.schedule import sleep_until
 from kvlab.bench.plan.sessions.turn import SessionTurn
@@ -68,11 +70,13 @@ def graphs_of(turns: Sequence[SessionTurn]) -> tuple[SessionGraph, ...]:
 
 @dataclass(frozen=True)
 class SessionRun:
-    """One session sent once: its turns' requests by query id, at ``repetition``."""
+    """One session sent once: its turns' requests by query id, at ``repetition``;
+    ``index``: the session's place in its dataset."""
 
     graph: SessionGraph
     repetition: int
     specs: dict[str, RequestSpec]
+    index: int = 0
 
 
 def session_runs(graphs: Sequence[SessionGraph], specs: Sequence[RequestSpec]
@@ -82,17 +86,24 @@ def session_runs(graphs: Sequence[SessionGraph], specs: Sequence[RequestSpec]
     by = {(s.repetition, s.query_id): s for s in specs}
     runs = []
     for repetition in sorted({s.repetition for s in specs}):
-        for graph in graphs:
+        for index, graph in enumerate(graphs):
             mine = {t.query_id: by.get((repetition, t.query_id)) for t in graph.turns}
             if all(v is not None for v in mine.values()):
                 runs.append(SessionRun(graph, repetition,
-                                       {k: v for k, v in mine.items() if v is not None}))
+                                       {k: v for k, v in mine.items() if v is not None},
+                                       index))
     return runs
 
 
-def tag_of(label: str | None, repetition: int) -> str:
-    """What opens each chain's first message in one session run."""
-    return f"[{label or 'sessions'} r{repetition}] "
+def tag_of(run: SessionRun, label: str | None) -> str:
+    """What opens each chain's first message in one session run: the point's label and
+    the repetition, after the session's own tag (its index in base 62, lowest digit
+    first: sessions differ from the first character) unless its turns name their
+    blocks (``hash_ids``: sessions share what their ids say, the tag included)."""
+    point = f"{label or 'sessions'} r{run.repetition}"
+    if any(t.hash_ids for t in run.graph.turns):
+        return f"[{point}] "
+    return f"[{row_tag(run.index)} {point}] "
 
 
 async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record: RecordFn,
@@ -101,7 +112,7 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
     answered = {t.query_id: asyncio.Event() for t in run.graph.turns}
     records: dict[str, Record] = {}
     ended: list[str] = []
-    tag = tag_of(label, run.repetition)
+    tag = tag_of(run, label)
 
     async def chain(turns: list[SessionTurn]) -> None:
         history: list[dict[str, str]] = []
