@@ -67,8 +67,9 @@ class SessionsLoad(LoadTable):
     def points(self, default_requests: int) -> list[SessionsPoint | SessionRatePoint]:
         if self.arrival == "closed":
             return [SessionsPoint(int(v), default_requests) for v in self.values]
-        return [SessionRatePoint(v, default_requests, self.arrival, self.max_sessions,
-                                 self.seed) for v in self.values]
+        arrival: Arrival = "constant" if self.arrival == "constant" else "poisson"
+        return [SessionRatePoint(v, default_requests, arrival, self.max_sessions, self.seed)
+                for v in self.values]
 
     def in_flight_cap(self) -> int | None:
         return self.max_sessions
@@ -141,7 +142,7 @@ class SessionRatePoint:
     kind: ClassVar[PointKind] = SESSION_RATE
     rate: float
     requests: int
-    arrival: Literal["poisson", "constant", "closed"] = "poisson"
+    arrival: Arrival = "poisson"
     max_sessions: int | None = None
     seed: int = 42
     graphs: tuple[SessionGraph, ...] = ()
@@ -157,8 +158,7 @@ class SessionRatePoint:
 
     def _share(self, specs: Sequence[RequestSpec]) -> OpenSessions:
         runs = len(session_runs(self.graphs, specs))
-        arrival: Arrival = "constant" if self.arrival == "constant" else "poisson"
-        offsets = rate_offsets_ns(self.rate, runs, arrival=arrival, seed=self.seed)
+        offsets = rate_offsets_ns(self.rate, runs, arrival=self.arrival, seed=self.seed)
         return OpenSessions(self.label, tuple(offsets), self.graphs, self.max_sessions)
 
     def max_in_flight(self, n_requests: int) -> int:
