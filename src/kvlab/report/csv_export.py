@@ -32,7 +32,8 @@ SUMMARIES_CSV = "summaries.csv"
 
 RECORD_COLUMNS: tuple[str, ...] = (
     "run_id", "mode", "capacity", "load", "query_id", "repetition", "session", "turn",
-    "position", "warmup", "superseded", "valid", "refused_reasons", "api", "stream", "outcome", "http_status",
+    "position", "warmup", "superseded", "valid", "refused_reasons", "api", "stream",
+    "outcome", "http_status",
     "prompt_sha256", "requested_tokens", "prompt_tokens", "output_tokens", "cached_tokens",
     "stop_type", "truncated", "t_scheduled_ns", "t_sent_ns", "t_end_ns",
     *(m.name for m in ROW_METRICS),
