@@ -13,6 +13,7 @@ from kvlab.bench.engines.memory import MemorySettings
 from kvlab.bench.run.planner import RunRequest, plan_new
 from kvlab.bench.run.runner import evaluate_run
 from kvlab.bench.store.rundir import RunDir
+from kvlab.report import plots
 from kvlab.report.sessions import sessions_body
 from tests.bench.run.test_executor import memory, no_socket, run  # noqa: F401
 from tests.experiments import experiment
@@ -54,6 +55,8 @@ def test_per_turn_figures_growth_cache_and_think_times(tmp_path) -> None:
     assert saved[0]["by_index"][2]["cached_share"] == cell.by_index[2].cached_share
     body = sessions_body(evaluation.sessions)
     assert "| 3 | 3 | 3 |" in body and "6 of 6 turns grew by exactly" in body
+    png = plots.sessions_by_turn(evaluation.sessions)
+    assert png is not None and png.startswith(b"\x89PNG")
 
 
 def test_a_refused_turn_ends_its_session_and_its_other_turns_count_as_not_sent(
