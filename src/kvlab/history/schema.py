@@ -42,7 +42,8 @@ LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 RECORD_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER", "query_id": "VARCHAR",
     "repetition": "INTEGER", "position": "INTEGER", "warmup": "BOOLEAN", "load": "VARCHAR",
-    "worker": "INTEGER", "session": "VARCHAR", "turn": "INTEGER", "api": "VARCHAR", "path": "VARCHAR", "stream": "BOOLEAN",
+    "worker": "INTEGER", "session": "VARCHAR", "turn": "INTEGER", "api": "VARCHAR",
+    "path": "VARCHAR", "stream": "BOOLEAN",
     "body": "JSON", "prompt_sha256": "VARCHAR", "requested_tokens": "INTEGER",
     "t_scheduled": "BIGINT", "t_sent": "BIGINT", "t_headers": "BIGINT",
     "t_first_chunk": "BIGINT", "t_first_content": "BIGINT", "t_last_content": "BIGINT",
