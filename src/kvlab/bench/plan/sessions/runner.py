@@ -125,6 +125,8 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
             waited = [last_end] + [records[a].t_end for a in turn.after if a in records]
             deadline = max(waited) + round(turn.think_ms * _NS_PER_MS)
             await sleep_until(clock, deadline)
+            if ended:  # another chain's turn was refused while this one thought
+                return
             added = [{"role": role, "content": (tag if not history and i == 0 else "")
                       + content} for i, (role, content) in enumerate(turn.messages)]
             spec = dataclasses.replace(
