@@ -38,3 +38,22 @@ def test_sessions_have_drawn_turns_lengths_and_think_times() -> None:
     again = asyncio.run(table().build(None).prepare(  # type: ignore[arg-type]
         byte_tokens, 1024, 0.5, 16))[1]
     assert [p.prompt for p in again] == [p.prompt for p in prompts]
+
+
+def test_a_sized_turn_counts_the_same_inside_the_chat_template(gemma_tokenizer) -> None:
+    """Gemma's tokenizer merges a trailing space or punctuation mark with ChatML's
+    ``<|im_end|>`` (``,<``): every sized turn ends on a letter, digit or newline, so the
+    conversation grows by exactly its count."""
+
+    async def count(text: str) -> int:
+        return len(gemma_tokenizer.encode(text, add_bos=False))
+
+    rows = RandomSessions(sessions=6, seed=3, turns=Lengths(value=4),
+                          input=Lengths(distribution="uniform", min=6, max=60),
+                          output=Lengths(value=4)).build(None)  # type: ignore[arg-type]
+    _, prompts = asyncio.run(rows.prepare(count, 4096, 0.5, 4))
+    end = asyncio.run(count("<|im_end|>\n"))
+    for p in prompts:
+        assert p.tokens == p.target_tokens
+        inside = asyncio.run(count(f"user\n{p.prompt}<|im_end|>\n"))
+        assert inside == asyncio.run(count("user\n")) + p.tokens + end, p.prompt[-12:]

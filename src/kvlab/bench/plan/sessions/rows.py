@@ -19,6 +19,7 @@ add up past the capacity is refused with the ``file:line`` of the turn that over
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections.abc import Sequence
@@ -153,8 +154,7 @@ class SessionRows:
         assert row.input_tokens is not None
         tag = f"{row_tag(self._sessions[row.session])}.{row.chain or 'm'}{row.index}"
         if not row.hash_ids or row.index != 1 or row.block_tokens is None:
-            sized = await fit_tokens(counter, f"{tag}: ", row.input_tokens, row.source)
-            return sized.text
+            return await fit_closed(counter, f"{tag}: ", row.input_tokens, row.source)
         size = row.block_tokens
         count = math.ceil(row.input_tokens / size)
         keys: list[BlockKey] = [(row.hash_scope, h) for h in row.hash_ids[:count]]
@@ -173,6 +173,36 @@ class SessionRows:
         except ConfigError as exc:
             raise ConfigError(f"{exc}; do its hash_ids match its input length?") from None
         return sized.text
+
+
+CLOSING_PIECES = ("a", " a", "a a", " a a", "1", " 1")  # tried after a shorter fit
+
+
+def closed(text: str) -> bool:
+    """``text`` ends on a letter, a digit or a newline: the next message's template text
+    (ChatML's ``<|im_end|>``) then starts a token of its own. After a space or a
+    punctuation mark, Gemma's tokenizer merges the two (``,<``), and the turn would count
+    one token less inside the conversation than alone."""
+    return text[-1:].isalnum() or text.endswith("\n")
+
+
+async def fit_closed(counter: Tokenizer, head: str, target: int, what: str) -> str:
+    """:func:`~kvlab.bench.plan.exact.fit_tokens`'s text of exactly ``target`` tokens,
+    ending :func:`closed`: where the fit does not, a shorter fit (or the head alone) plus
+    a closing piece."""
+    sized = await fit_tokens(counter, head, target, what)
+    if closed(sized.text):
+        return sized.text
+    bases = [head.rstrip()]
+    for short in range(1, min(4, target) + 1):
+        with contextlib.suppress(ConfigError):
+            bases.insert(-1, (await fit_tokens(counter, head, target - short, what)).text)
+    for base in bases:
+        for piece in CLOSING_PIECES:
+            if closed(base + piece) and await counter(base + piece) == target:
+                return base + piece
+    raise ConfigError(f"{what}: cannot make a text of exactly {target} tokens that ends "
+                      "on a letter or digit with this tokenizer; ask for another length")
 
 
 ThinkMs = float | Lengths  # a think time (ms): one value, or a distribution to draw from
