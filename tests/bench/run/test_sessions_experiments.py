@@ -1,7 +1,8 @@
 """The shipped sessions experiments, run end to end against kvlab serve and llama-server
-(Gemma 3 270M on both): sessions-chat cut to 2 sessions of 2 turns at once,
-sessions-agent as shipped. The checks are on what was sent, what the servers counted
-and cached, never on speed."""
+(Gemma 3 270M on both): sessions-chat at the issue's bar (4 sessions of 4 turns, all 4
+at once, shorter answers), sessions-agent as shipped. The checks are on what was sent,
+what the servers counted and cached, and when turns left; the one comparison of times
+is the issue's bar, a cached turn against a whole prefill several times its size."""
 
 from __future__ import annotations
 
@@ -17,17 +18,20 @@ from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
 from tests.experiments import Mode, experiment
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
+MODES = ["kvlab-cache", "kvlab-no-cache", "llama-cache", "llama-no-cache"]
+THINK_P95_MS = 5.0  # the issue's bar: think time within 5 ms of the asked at p95
 
 
 def shrunk_chat(tmp_path: Path) -> Path:
-    """sessions-chat.toml with 2 sessions of 2 turns, 2 at once, shorter turns."""
+    """sessions-chat.toml with 4 sessions of 4 turns, 4 at once, 8-token answers
+    (the shipped file: 8 sessions, 16-token answers, 1..8 at once)."""
     data: dict[str, Any] = tomllib.loads((EXPERIMENTS / "sessions-chat.toml").read_text())
-    dataset = {**data["workload"].pop("dataset"), "sessions": 2, "turns": {"value": 2},
-               "first_input": {"value": 96}, "output": {"value": 8}}
+    dataset = {**data["workload"].pop("dataset"), "sessions": 4, "turns": {"value": 4},
+               "output": {"value": 8}}
     modes = [Mode(m["name"], m["server"], m["api"], m.get(m["server"], {}),
                   m.get("body", {})) for m in data["modes"]]
     return experiment(data["name"], *modes, workload={**data["workload"], "dataset": dataset},
-                      protocol=data["protocol"], load={**data["load"], "values": [2]},
+                      protocol=data["protocol"], load={**data["load"], "values": [4]},
                       compare=[tuple(p) for p in data["compare"]]).write(tmp_path)
 
 
@@ -39,35 +43,72 @@ def measured(result: Any) -> list[Record]:
     return [r for r in read_records(result.run_dir.records_path) if not r.warmup]
 
 
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One run of the four modes of sessions-chat at N = 4 sessions of 4 turns."""
+    tmp = tmp_path_factory.mktemp("sessions-chat")
+    return run_experiment(RunRequest(shrunk_chat(tmp)), RunOutput(tmp / "runs", html=False))
+
+
 @pytest.mark.slow
 @pytest.mark.llamacpp
-def test_sessions_chat_reuses_each_sessions_history_only_where_the_cache_is_on(
-        tmp_path) -> None:
-    result = run_experiment(RunRequest(shrunk_chat(tmp_path)),
-                            RunOutput(tmp_path / "runs", html=False))
-    assert result.evaluation.counts["refused_rows"] == 0
-    by = cells(result)
-    assert list(by) == ["kvlab-cache", "kvlab-no-cache", "llama-cache", "llama-no-cache"]
+def test_sessions_chat_sends_every_turn_with_the_servers_own_history(chat) -> None:
+    assert chat.evaluation.counts["refused_rows"] == 0
+    by = cells(chat)
+    assert list(by) == MODES
     for cell in by.values():
-        assert [(i.index, i.sent, i.valid) for i in cell.by_index] == [(1, 2, 2), (2, 2, 2)]
-        assert cell.not_sent == 0 and cell.growth_checked == 2 and cell.think_checked == 2
-    # kvlab serve's prefix cache holds each session's first prompt and answer
-    cached = [t for t in by["kvlab-cache"].turns if t.index == 2]
-    assert by["kvlab-cache"].kept_previous == (2, 2)
-    assert all(t.drift is None for t in cached), [t.drift for t in cached]
+        assert [(i.index, i.sent, i.valid) for i in cell.by_index] == [
+            (k, 4, 4) for k in range(1, 5)]
+        assert cell.not_sent == 0 and cell.growth_checked == 12 and cell.think_checked == 12
+    rows = measured(chat)
+    for mode in MODES:
+        second = next(r for r in rows if r.mode == mode and r.turn == 2)
+        first = next(r for r in rows if r.mode == mode and r.turn == 1
+                     and r.session == second.session)
+        assert second.body["messages"][1] == {"role": "assistant", "content": first.text}
+    assert "## Sessions" in chat.run_dir.report_path.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.llamacpp
+def test_kvlab_serves_each_turns_history_from_its_prefix_cache(chat) -> None:
+    """The bar: from turn 2 on, each turn's cached tokens cover at least the previous
+    turn's whole prompt rounded down to a block; turn 4 with the cache is quicker to
+    its first token than turn 1 of the same session without it."""
+    by = cells(chat)
+    on = by["kvlab-cache"]
+    assert on.kept_previous == (12, 12), [
+        (t.query_id, t.cached_tokens, t.previous_prompt) for t in on.turns]
+    assert on.drift == []  # exactly the history's prediction, turn by turn
+    ttft = {(c.mode, t.session, t.index): t.ttft_ms for c in by.values() for t in c.turns}
+    for s in sorted({t.session for t in on.turns}):
+        cached, whole = ttft[("kvlab-cache", s, 4)], ttft[("kvlab-no-cache", s, 1)]
+        assert cached is not None and whole is not None and cached < whole, (s, cached, whole)
     assert (by["llama-cache"].by_index[1].cached_share or 0) > 0.5
     for off in ("kvlab-no-cache", "llama-no-cache"):
         assert all(t.cached_tokens == 0 for t in by[off].turns)
-        assert len(by[off].drift) == 2  # the history predicted what nothing kept
-    # the same Gemma tokenizer and ChatML template behind both servers: the template
-    # adds as many tokens per turn to both
+        assert len(by[off].drift) == 12  # the history predicted what nothing kept
+
+
+@pytest.mark.slow
+@pytest.mark.llamacpp
+def test_prompts_grow_by_exactly_the_answer_and_the_new_input_on_both_servers(chat) -> None:
+    """The bar: on every turn, the server's prompt count minus the previous turn's is
+    the previous answer plus the new input plus the template's tokens for a user turn
+    (the same Gemma tokenizer and ChatML template behind both servers)."""
+    by = cells(chat)
+    for cell in by.values():
+        assert cell.growth_off == [], (cell.mode, cell.growth_off)
     assert len({tuple(c.overhead.items()) for c in by.values()}) == 1
-    rows = measured(result)
-    second = next(r for r in rows if r.mode == "llama-cache" and r.turn == 2)
-    first = next(r for r in rows if r.mode == "llama-cache" and r.turn == 1
-                 and r.session == second.session)
-    assert second.body["messages"][1] == {"role": "assistant", "content": first.text}
-    assert "## Sessions" in result.run_dir.report_path.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.llamacpp
+def test_think_time_is_kept_within_5_ms_at_p95(chat) -> None:
+    """The bar: a turn leaves its think time after the previous answer ended, within
+    5 ms at p95 (load-sensitive: 2 shared cores under other work can break it)."""
+    p95 = {c.mode: c.think_error_p95_ms for c in chat.evaluation.sessions}
+    assert all(v is not None and v <= THINK_P95_MS for v in p95.values()), p95
 
 
 @pytest.mark.slow
