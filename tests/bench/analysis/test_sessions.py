@@ -95,3 +95,23 @@ def test_every_session_runs_once_per_point_whatever_the_sessions_at_once(
     rows = [r for r in RunDir.open(run_dir.path).records if not r.warmup]
     assert sorted(r.query_id for r in rows) == sorted(
         f"s0{s}.t{k}" for s in range(3) for k in range(1, 4))
+
+
+def test_the_usual_template_overhead_is_read_after_answers_no_marker_merges_with() -> None:
+    """Gemma merges an answer's last mark with ChatML's ``<|im_end|>``: turns after such
+    answers grow one token less, and are named with the character, never the usual."""
+    from kvlab.bench.analysis.session_turns import TurnFacts
+    from kvlab.bench.analysis.sessions import SessionsCell, _growth
+
+    def turn(i: int, overhead: int, end: str) -> TurnFacts:
+        return TurnFacts("s", 0, "", 2, f"s{i}.t2", None, 100, 8, 0, 20, "user",
+                         growth=28 + overhead, overhead=overhead, answer_end=end)
+
+    cell = SessionsCell("m", 1024, "sessions=1", turns=[
+        turn(0, 30, "a"), turn(1, 29, "]"), turn(2, 29, ","), turn(3, 29, "."),
+        turn(4, 30, "\n"), turn(5, 31, "7")])
+    _growth(cell)
+    assert cell.overhead == {"user": 30} and cell.growth_checked == 6
+    assert [line.split(":")[0] for line in cell.growth_off] == [
+        "s1.t2 rep 0", "s2.t2 rep 0", "s3.t2 rep 0", "s5.t2 rep 0"]
+    assert "ends in ']'" in cell.growth_off[0] and "ends in" not in cell.growth_off[3]

@@ -15,6 +15,8 @@ import pytest
 from kvlab.bench.analysis.sessions import SessionsCell
 from kvlab.bench.records import Record, read_records
 from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
+from kvlab.serve.chat import ChatTemplate
+from kvlab.servers.chat_template import LLAMACPP_CHATML
 from tests.experiments import Mode, experiment
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
@@ -92,13 +94,25 @@ def test_kvlab_serves_each_turns_history_from_its_prefix_cache(chat) -> None:
 
 @pytest.mark.slow
 @pytest.mark.llamacpp
-def test_prompts_grow_by_exactly_the_answer_and_the_new_input_on_both_servers(chat) -> None:
-    """The bar: on every turn, the server's prompt count minus the previous turn's is
-    the previous answer plus the new input plus the template's tokens for a user turn
-    (the same Gemma tokenizer and ChatML template behind both servers)."""
+def test_prompts_grow_by_exactly_the_history_sent_on_both_servers(chat, gemma_tokenizer
+                                                                  ) -> None:
+    """The bar: on every turn, each server counts exactly the conversation kvlab sent
+    (its earlier answers as text, the new input sized exactly), rendered with the
+    ChatML template both servers use and tokenized by Gemma's tokenizer; so every
+    prompt grows by exactly what was added. Where a turn's growth is not its previous
+    answer's output count + its new input + the usual template tokens, the analysis
+    names it, and only for an answer that ends on a mark (Gemma merges it with
+    ``<|im_end|>``'s ``<``)."""
+    template = ChatTemplate(LLAMACPP_CHATML)
+    rows = measured(chat)
+    assert len(rows) == 4 * 16
+    for r in rows:
+        prompt = template.render({"messages": r.body["messages"]})
+        assert len(gemma_tokenizer.encode(prompt)) == r.prompt_tokens, (r.mode, r.query_id)
     by = cells(chat)
     for cell in by.values():
-        assert cell.growth_off == [], (cell.mode, cell.growth_off)
+        assert cell.growth_checked == 12
+        assert all("ends in" in line for line in cell.growth_off), cell.growth_off
     assert len({tuple(c.overhead.items()) for c in by.values()}) == 1
 
 

@@ -12,7 +12,8 @@ every turn sent, :func:`turn_facts` gives:
   per turn (**overhead**, a constant of the template for the same roles): a turn whose
   overhead differs from its cell's usual one did not grow by exactly the previous answer
   plus the new input (an answer whose text re-tokenizes to other tokens, a template
-  that merges across a boundary);
+  that merges across a boundary: Gemma merges an answer's last mark with ChatML's
+  ``<|im_end|>``, so the previous answer's last character is kept);
 - **cached against predicted**: the prompt tokens the server served from its prefix
   cache, against what should be there: the trace's ``hash_ids`` replayed through an
   unbounded LRU of blocks in the order the server saw the turns
@@ -83,6 +84,7 @@ class TurnFacts:
     growth: int | None = None
     overhead: int | None = None
     previous_prompt: int | None = None  # its chain's previous turn's (both valid)
+    answer_end: str | None = None  # the last character of that turn's answer
     predicted: int | None = None
     predicted_by: str | None = None  # "hash_ids" or "history"
     drift: str | None = None  # how cached and predicted differ, when by a block or more
@@ -158,6 +160,7 @@ def _grow(f: TurnFacts, row: Record, prev: Record | None, both_valid: bool) -> N
     assert row.prompt_tokens is not None and prev.prompt_tokens is not None
     assert prev.output_tokens is not None
     f.previous_prompt = prev.prompt_tokens
+    f.answer_end = (prev.text or "")[-1:]
     f.growth = row.prompt_tokens - prev.prompt_tokens
     f.overhead = f.growth - prev.output_tokens - f.new_tokens
 

@@ -163,11 +163,21 @@ def _run(key: RunKey, turns: Sequence[TurnFacts], rows: Sequence[Record], planne
                       ended, total / 1e6, busy / 1e6, (total - busy) / 1e6)
 
 
+def closed(text: str | None) -> bool:
+    """An answer that ends on a letter, digit or newline: a chat template's next marker
+    starts a token of its own after it (see bench.plan.sessions.rows.closed)."""
+    return text is not None and (text[-1:].isalnum() or text.endswith("\n"))
+
+
 def _growth(cell: SessionsCell) -> None:
+    """The usual overhead per roles (the commonest among turns after an answer that ends
+    :func:`closed`, where there are any) and the turns off it, named."""
     checked = [t for t in cell.turns if t.overhead is not None]
     usual: dict[str, int] = {}
     for roles in dict.fromkeys(t.roles for t in checked):
-        counts = Counter(t.overhead for t in checked if t.roles == roles and t.overhead is not None)
+        these = [t for t in checked if t.roles == roles]
+        clean = [t for t in these if closed(t.answer_end)] or these
+        counts = Counter(t.overhead for t in clean if t.overhead is not None)
         usual[roles] = max(counts, key=lambda v: (counts[v], -abs(v)))
     cell.overhead = usual
     cell.growth_checked = len(checked)
@@ -175,6 +185,9 @@ def _growth(cell: SessionsCell) -> None:
         f"{t.query_id} rep {t.repetition}: grew {t.growth} = answer "
         f"{(t.growth or 0) - t.new_tokens - (t.overhead or 0)} + new input {t.new_tokens} + "
         f"{t.overhead} template ({usual[t.roles]} usual, {t.overhead - usual[t.roles]:+d})"
+        + ("" if closed(t.answer_end) else
+           f"; the previous answer ends in {t.answer_end!r}, which the template's next "
+           "token may merge with")
         for t in checked if t.overhead is not None and t.overhead != usual[t.roles]]
 
 
