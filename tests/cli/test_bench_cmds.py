@@ -41,6 +41,12 @@ def kvlab(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", QUICK, "--dry-run", "--queries", "31"], "--queries must be within 1..30"),
         (["run", "--dry-run", "--resume", "/nonexistent-run"], "--dry-run plans a new run"),
         (["run", QUICK, "--queries", "abc"], "Invalid value for '--queries'"),
+        (["run", QUICK, "--set", "workload.capacitys=[256]"], "workload.capacitys: unknown key"),
+        (["run", QUICK, "--set", "workload.capacities=[16]"], "capacity 16 leaves no room"),
+        (["run", QUICK, "--set", "modes.nope.stream=false"], "no mode 'nope' (modes: recompute"),
+        (["run", QUICK, "--set", "workload.queries=2", "--queries", "2"], "not both"),
+        (["run", QUICK, "--set", "load.values=[1]", "--set", "load.values=[2]"],
+         "--set gives load.values twice"),
         (["memory", "--ubatch", "abc"], "(see kvlab memory --help)"),
         (["memory", "-L", "abc"], "-L/--context: 'abc' is not a whole number"),
         (["nosuchcommand"], "No such command"),
@@ -81,6 +87,29 @@ def test_dry_run_applies_queries_and_repeat_aa() -> None:
     warm = [s["requests"] for s in plan["steps"] if s["step"] == "warmup"]
     rows = [len(s["rows"]) for s in plan["steps"] if s["step"] == "rows"]
     assert set(warm) == {1} and sum(rows) == 2 * 3 * 2  # 2 queries x 3 capacities x 2 modes
+
+
+def test_set_is_measured_and_recorded(tmp_path) -> None:
+    """A real run with --set: the rows follow the setting; manifest.json keeps it and the
+    verbatim file, experiment.toml and report.md say it."""
+    from kvlab.bench.calibrate.check import synthetic_process
+
+    with synthetic_process() as url:
+        path = experiment("set", synthetic(url), workload=dict(
+            queries=2, capacities=[256], output_tokens=4, warmup=0)).write(tmp_path)
+        result = kvlab("run", str(path), "--out", str(tmp_path / "runs"), "-q",
+                       "--set", "workload.output_tokens=6", "--set", "workload.capacities=[512]")
+    assert result.returncode == 0, result.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["overrides"] == {"set": {"workload.output_tokens": 6,
+                                             "workload.capacities": [512]}}
+    assert manifest["experiment_file"] == path.read_text()
+    assert "output_tokens = 6  # set by kvlab run --set" in (run / "experiment.toml").read_text()
+    rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    assert {(r["capacity"], r["output_tokens"]) for r in rows} == {(512, 6)} and len(rows) == 2
+    assert ("Overrides of this run (kvlab run): workload.output_tokens = 6, "
+            "workload.capacities = [512]") in (run / "report.md").read_text()
 
 
 def test_ctrl_c_mid_run_exits_130_with_the_resume_line(tmp_path) -> None:

@@ -139,6 +139,13 @@ def run(
         help="Measure the first N built-in queries instead of the file's count (a quick "
              "run of a long protocol); recorded in manifest.json (overrides) and in the "
              "run dir's experiment.toml."),
+    settings: list[str] | None = typer.Option(
+        None, "--set", metavar="KEY=VALUE",
+        help="Give a key of the experiment file another value for this run (repeatable; "
+             "VALUE in TOML): --set workload.capacities=[256,2048], --set "
+             "load.values=[1,4,8], --set modes.vllm.vllm.enforce_eager=true (modes.<mode "
+             "name>.<key>). Validated as the file is; recorded in manifest.json "
+             "(overrides) and in the run dir's experiment.toml."),
     no_launch: bool = typer.Option(
         False, "--no-launch",
         help="Start no server: measure every embedded/llamacpp mode against the server "
@@ -181,11 +188,13 @@ def run(
     """Run every mode of an experiment; write records, manifest, evaluation and report.
 
     Examples: kvlab run experiments/llamacpp-cpu.toml --queries 8;
+    kvlab run experiments/continuous-batching.toml --set load.values=[1,4,8];
     kvlab run experiments/load-sweep.toml --workers 2;
     kvlab run experiments/load-sweep.toml --ray-address 10.0.0.5:6379 --workers-per-node 4;
     kvlab run experiments/llamacpp-gpu-mono-vs-dual.toml --no-launch
     --endpoint mono@512=http://127.0.0.1:8081 --endpoint dual@512=http://127.0.0.1:8084 ...
     """
+    from kvlab.bench.run.overrides import parse_setting
     from kvlab.bench.run.planner import RunRequest, plan_new
     from kvlab.bench.run.runner import RunOutput, run_experiment
 
@@ -194,7 +203,9 @@ def run(
         from kvlab.bench.engines.ray import RayEngineSettings
 
         engine = RayEngineSettings(count=workers, address=ray_address, per_node=workers_per_node)
-    request = RunRequest(experiment, resume, queries=queries, repeat_aa=repeat_aa,
+    request = RunRequest(experiment, resume, queries=queries,
+                         settings=tuple(parse_setting(s) for s in settings or ()),
+                         repeat_aa=repeat_aa,
                          no_launch=no_launch, endpoints=tuple(endpoint or ()),
                          tokenizer=tokenizer, engine=engine)
     if dry_run:

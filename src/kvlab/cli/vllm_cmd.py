@@ -26,9 +26,11 @@ def setup(
                          "dtype, 536 MB) or float32 (the GGUF dequantized exactly)."),
     fresh: bool = typer.Option(
         False, "--fresh", help="Delete kvlab's vLLM environment first and make it again."),
-    smoke: bool = typer.Option(
-        True, "--smoke/--no-smoke",
-        help="Start vLLM once (--enforce-eager) and generate 8 forced tokens."),
+    smoke: bool | None = typer.Option(
+        None, "--smoke/--no-smoke", show_default=False,
+        help="--smoke: start vLLM once (--enforce-eager) and generate 8 forced tokens "
+             "(make test does). Default: the same, unless a check already passed on this "
+             "environment and model (make run)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Make vLLM runnable for kvlab: a virtual environment under ~/.cache/kvlab/vllm with
@@ -36,7 +38,8 @@ def setup(
     270M converted from its GGUF to a checkpoint vLLM can load, then a smoke generation.
 
     Takes about 2 min for the environment, 1 min for the conversion and 1 min for the
-    smoke check; what exists and works is kept. Experiments with server = "vllm" then
+    smoke check; what exists and works is kept, a passed smoke check included (unless
+    --smoke). Experiments with server = "vllm" then
     launch it (set [modes.vllm] python = ... to use another vLLM).
     """
     from kvlab.servers.vllm_env import remove_env
@@ -55,5 +58,7 @@ def setup(
     console.print(f"vLLM {report.version}: {report.python}", highlight=False, markup=False)
     console.print(f"model: {report.model}", highlight=False, markup=False)
     if report.smoke_tokens is not None:
+        when = (f"; passed at {report.smoke_checked_at} on this environment and model, not "
+                "run again (--smoke runs it)" if report.smoke_reused else "")
         console.print(f"smoke: {report.smoke_tokens} tokens after a {report.smoke_startup_s} s "
-                      f"start-up: {report.smoke_text!r}", highlight=False, markup=False)
+                      f"start-up: {report.smoke_text!r}{when}", highlight=False, markup=False)

@@ -7,6 +7,7 @@ and load points), which it can do even without the experiment file.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from html import escape
 from typing import Any
@@ -20,6 +21,12 @@ from kvlab.report.verdicts import load_label
 
 def manifest_queries(manifest: dict[str, Any], default: int) -> int:
     return int(manifest.get("queries", default))
+
+
+def overrides_text(overrides: dict[str, Any]) -> list[str]:
+    """``key = value`` of each override a run kept (``--set``'s by their dotted keys)."""
+    out = [f"{k} = {v}" for k, v in overrides.items() if k != "set"]
+    return out + [f"{k} = {json.dumps(v)}" for k, v in (overrides.get("set") or {}).items()]
 
 
 def queries_line(workload: Workload, manifest: dict[str, Any]) -> str:
@@ -53,8 +60,8 @@ class Protocol(Section):
             f"timeout {p.ready_timeout_s:g} s.",
             "- Modes:", "",
         ]
-        if manifest.get("overrides"):  # kvlab run --queries N
-            given = ", ".join(f"{k} = {v}" for k, v in manifest["overrides"].items())
+        if manifest.get("overrides"):  # kvlab run --queries N, --set KEY=VALUE
+            given = ", ".join(overrides_text(manifest["overrides"]))
             lines[-2:-2] = [f"- Overrides of this run (kvlab run): {given}; experiment.toml "
                             "in the run dir says so, manifest.json keeps the file verbatim."]
         if manifest.get("no_launch"):  # kvlab run --no-launch

@@ -66,6 +66,11 @@ class DatasetSettings(BaseModel):
         return f"Prompts come from the {kind!r} dataset; the same prompts for every mode " \
                "at a capacity."
 
+    def capacity_problem(self, capacity: int) -> str | None:
+        """Why this kind cannot make prompts for ``capacity``, as ``key: what to fix``
+        (None: it can); checked when the experiment is read, before any server starts."""
+        return None
+
     def data_file(self) -> str | None:
         """The file the rows are read from (None: the kind reads none)."""
         return None

@@ -41,6 +41,13 @@ class RepeatedDataset(DatasetSettings):
                 raise ValueError(f"times[{capacity}] must be at least 1, got {count}")
         return value
 
+    def capacity_problem(self, capacity: int) -> str | None:
+        if capacity in self.times:
+            return None
+        known = ", ".join(str(c) for c in sorted(self.times))
+        return (f"times: no entry for capacity {capacity} (it has {known}); add one, e.g. "
+                f"{capacity} = 4")
+
     def prompt_rule(self, prompt_fraction: float) -> str:
         """The prompt of each capacity, in words."""
         times = ", ".join(f"× {n} at {c}" for c, n in sorted(self.times.items()))

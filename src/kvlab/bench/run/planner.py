@@ -4,7 +4,8 @@
 what the user asked (:class:`RunRequest`) and return a
 :class:`~kvlab.bench.run.runplan.RunPlan`, or raise one line saying what to fix
 (ExperimentError, ConfigError) before any run directory exists: the experiment file's
-own validation, ``--queries`` against the dataset, ``--repeat-aa``'s mode,
+own validation (with ``--set``'s settings written in), ``--queries`` against the
+dataset, ``--repeat-aa``'s mode,
 ``--no-launch``'s endpoints against the modes and capacities, the tokenizer file, the
 load engine against the load (and Ray being installed), each dataset row. The one
 check that needs the network, an external endpoint's ``/v1/models``, is
@@ -32,6 +33,7 @@ from kvlab.bench.plan.order import (
 )
 from kvlab.bench.plan.workload import BUILTIN_QUERIES
 from kvlab.bench.records import Outcome
+from kvlab.bench.run.overrides import Setting, overridden_text
 from kvlab.bench.run.runplan import (
     Launch,
     MeasurePoint,
@@ -49,7 +51,7 @@ from kvlab.bench.run.search import SEARCH_DONE
 from kvlab.bench.run.targets import Attach, attach_plan, endpoint_for
 from kvlab.bench.store.rundir import RunDir
 from kvlab.errors import ConfigError
-from kvlab.experiment import Experiment, Mode, load_experiment
+from kvlab.experiment import Experiment, Mode, load_experiment, read_experiment
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class RunRequest:
     """What the user asked to run (``kvlab run``): an experiment file for a new run, or
     ``resume``, a run directory to finish.
 
-    ``queries``: the first N built-in queries instead of the file's count.
+    ``queries``: the first N built-in queries instead of the file's count. ``settings``:
+    keys of the file given other values (``--set KEY=VALUE``, bench.run.overrides).
     ``repeat_aa``: measure only that mode, twice (``<mode>`` and ``<mode>-again``), the
     run's noise floor. ``no_launch`` + ``endpoints`` (``MODE=URL``,
     ``MODE@CAPACITY=URL``): measure the launched kinds' modes against servers the user
@@ -69,6 +72,7 @@ class RunRequest:
     experiment: Path | None = None
     resume: Path | None = None
     queries: int | None = None
+    settings: tuple[Setting, ...] = ()
     repeat_aa: str | None = None
     no_launch: bool = False
     endpoints: tuple[str, ...] = ()
@@ -118,12 +122,20 @@ def plan_new(request: RunRequest, only: str | None = None) -> tuple[RunPlan, Exp
         raise ConfigError("give an experiment file, or --resume RUN_DIR")
     named = tokenizer_path(request.tokenizer)
     _endpoints_need_no_launch(request)
-    experiment = load_experiment(request.experiment)
     overrides: dict[str, Any] = {"tokenizer": named} if named is not None else {}
+    experiment = load_experiment(request.experiment)  # the file's own errors first
+    if request.settings:
+        keys = [s.key for s in request.settings]
+        if "workload.queries" in keys and request.queries is not None:
+            raise ConfigError("give --queries N or --set workload.queries=N, not both")
+        if len(set(keys)) < len(keys):
+            raise ConfigError(f"--set gives {max(keys, key=keys.count)} twice; give it once")
+        overrides["set"] = {s.key: s.value for s in request.settings}
+        experiment = _overridden(request.experiment, overrides)
     if request.queries is not None:
         check_queries(experiment, request.queries)
         overrides["queries"] = request.queries
-        experiment.workload.queries = request.queries
+        experiment = _overridden(request.experiment, overrides)
     measured = experiment
     aa = request.repeat_aa
     if aa is not None:
@@ -147,9 +159,9 @@ def plan_resume(request: RunRequest, run: RunDir, only: str | None = None) -> Ru
     """The plan that finishes ``run``: the experiment as measured, its rows and points
     not done yet, the recorded endpoints, tokenizer and engine unless given others
     (``only``: that mode alone)."""
-    if request.queries is not None:
-        raise ConfigError("--queries applies to a new run; a resumed run keeps the query "
-                          "count it started with")
+    if request.queries is not None or request.settings:
+        raise ConfigError("--queries and --set apply to a new run; a resumed run keeps the "
+                          "experiment it started with (its experiment.toml)")
     named = tokenizer_path(request.tokenizer)
     _endpoints_need_no_launch(request)
     experiment = run.experiment()
@@ -169,6 +181,12 @@ def plan_resume(request: RunRequest, run: RunDir, only: str | None = None) -> Ru
     dataset = experiment.workload.source(state.dataset_file)
     return build_plan(experiment, dataset, done, tokenizer=tokenizer, attach=attach,
                       asked=asked, overrides={}, repeat_aa=state.repeat_aa, only=only)
+
+
+def _overridden(path: Path, overrides: dict[str, Any]) -> Experiment:
+    """The experiment file with the run's overrides written in, validated as a file (the
+    run directory keeps this text as experiment.toml)."""
+    return load_experiment(path, overridden_text(read_experiment(path), overrides, str(path)))
 
 
 def _endpoints_need_no_launch(request: RunRequest) -> None:

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import kvlab
+from kvlab.bench.run.overrides import overridden_text
 from kvlab.bench.store.rundir import RunDir
 from kvlab.bench.store.state import RunState
 from kvlab.bench.store.writer import RunWriter
-from kvlab.experiment import Experiment, with_queries
+from kvlab.experiment import Experiment
 from kvlab.servers.preflight import cpu_flags, cpu_model
 from kvlab.version import source_commit
 
@@ -25,8 +26,8 @@ __all__ = ["RunDir", "create_run", "host_facts", "initial_state", "now_iso"]
 def create_run(out: Path, experiment_file: Path, experiment: Experiment,
                overrides: dict[str, Any] | None = None) -> RunDir:
     """A fresh run directory under ``out`` holding a copy of the experiment: verbatim,
-    or with ``overrides`` applied (only ``{"queries": N}`` today, from ``kvlab run
-    --queries``), so a resume and ``evaluate`` read the experiment as measured. Its
+    or with ``overrides`` applied (``kvlab run --queries N`` and ``--set KEY=VALUE``:
+    bench.run.overrides), so a resume and ``evaluate`` read the experiment as measured. Its
     state (in memory as ``run.state``, saved as manifest.json) keeps the file verbatim
     and the overrides."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -38,9 +39,7 @@ def create_run(out: Path, experiment_file: Path, experiment: Experiment,
     path.mkdir(parents=True)
     run = RunDir(path)
     text = Path(experiment_file).read_text(encoding="utf-8")
-    copy = text
-    if overrides and "queries" in overrides:
-        copy = with_queries(text, int(overrides["queries"]), str(experiment_file))
+    copy = overridden_text(text, overrides or {}, str(experiment_file))
     run.experiment_path.write_text(copy, encoding="utf-8")
     run.state = initial_state(run, experiment, text, overrides)
     with RunWriter(run.path) as writer:

@@ -281,6 +281,11 @@ class RunPlan:
         out = [f"plan of {self.name}: {len(self.modes)} mode(s), order {order}; "
                f"{len(w.queries)} queries x {w.repetitions}, {w.output_tokens} output "
                f"tokens; engine {self.engine.describe()}"]
+        if self.overrides:
+            from kvlab.report.protocol import overrides_text
+
+            out.append(f"  overrides of the file (kvlab run): "
+                       f"{', '.join(overrides_text(self.overrides))}")
         for number, step in enumerate(self.steps, start=1):
             out += [f"{number:>3}. {line}" if i == 0 else f"     {line}"
                     for i, line in enumerate(self._step_lines(step))]

@@ -87,7 +87,7 @@ class RunState(_Facts):
     servers: list[ServerEntry] = Field(default_factory=list)
     run_order: list[tuple[str, int]] = Field(default_factory=list)  # every session's blocks
     calibration: dict[str, Any] | None = None  # kvlab calibrate's limits when the run began
-    overrides: dict[str, Any] | None = None  # {"queries": N} from kvlab run --queries
+    overrides: dict[str, Any] | None = None  # kvlab run --queries N ("queries"), --set ("set")
     tokenizer: str | None = None  # the tokenizer file counting prompt tokens
     dataset_file: str | None = None  # the dataset's file, resolved when the run began
     repeat_aa: str | None = None  # the mode measured twice (kvlab run --repeat-aa)
