@@ -143,7 +143,7 @@ def test_rounds_send_one_burst_of_n_per_round() -> None:
     ('kind = "rate"\nvalues = [1]\nburstiness = 0.5',
      'load: burstiness shapes gamma arrivals: set arrival = "gamma"'),
     ('kind = "concurrency"\nvalues = [2]\narrival = "gamma"',
-     "load.arrival: applies to rate loads only, not concurrency"),
+     "load.arrival: applies to rate and sessions loads only, not concurrency"),
     ('kind = "rate"', "load.values: a rate load needs values, e.g. [1, 2, 4]"),
     ('kind = "trace"\nvalues = [1.0]', "load: a trace load replays a trace's times; set "
      '[workload.dataset] kind = "trace"'),

@@ -38,6 +38,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from kvlab.api.dialects import dialect_of
 from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import Dataset
 from kvlab.bench.plan.datasets import DATASET_KINDS, DatasetSettingsUnion
@@ -221,8 +222,12 @@ class Experiment(_Strict):
     @model_validator(mode="after")
     def _load_fits_workload(self) -> Experiment:
         search = self.search
-        if problem := self.load.problem(self.workload.dataset.timed, search is not None):
+        if problem := self.load.problem(self.workload.dataset, search is not None):
             raise ValueError(problem)
+        for i, mode in enumerate(self.modes):
+            if self.load.sends_sessions and not dialect_of(mode.api).chat:
+                raise ValueError(f"modes[{i}].api: a sessions load sends each turn's history "
+                                 'as chat messages; set api = "openai-chat"')
         if search is not None and search.goodput is not None and SloSettings() == self.slo:
             raise ValueError("search.goodput: the share of requests meeting [slo]; set "
                              "[slo] ttft_ms, itl_ms or e2e_ms")

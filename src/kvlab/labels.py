@@ -3,7 +3,8 @@
 A Record's ``load`` is None for a sequential row, else ``<prefix>=<value>`` with an
 optional ``#k`` for the k-th repeat of a point (a capacity search runs each rate more
 than once): ``c=8`` (8 users), ``rate=4.0`` (4 requests/s), ``trace=2.0`` (a trace
-replayed twice as fast), ``rate=4.0#2``.
+replayed twice as fast), ``rate=4.0#2``, ``sessions=4`` (4 sessions at once),
+``session_rate=0.5`` (a session arrival every 2 s on average).
 
 Each kind of load point (the strategies of :mod:`kvlab.bench.plan.loads`) names its
 :class:`PointKind`: the grammar of its labels and what its value means. Analysis and
@@ -48,8 +49,13 @@ SEQUENTIAL = PointKind("sequential", "", axis="sequential")
 CONCURRENCY = PointKind("concurrency", "c", users_valued=True, axis="concurrency", whole=True)
 RATE = PointKind("rate", "rate", open_loop=True, rate_valued=True, axis="request rate (req/s)")
 TRACE = PointKind("trace", "trace", open_loop=True, axis="trace")
+SESSIONS = PointKind("sessions", "sessions", users_valued=True, axis="sessions at once",
+                     whole=True)
+SESSION_RATE = PointKind("session-rate", "session_rate", open_loop=True,
+                         axis="session arrivals (sessions/s)")
 
-POINT_KINDS: tuple[PointKind, ...] = (SEQUENTIAL, CONCURRENCY, RATE, TRACE)
+POINT_KINDS: tuple[PointKind, ...] = (SEQUENTIAL, CONCURRENCY, RATE, TRACE, SESSIONS,
+                                      SESSION_RATE)
 
 _BY_PREFIX = {k.prefix: k for k in POINT_KINDS if k.prefix}
 _LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)=([0-9.eE+-]+)(?:#([0-9]+))?")

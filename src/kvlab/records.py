@@ -66,6 +66,11 @@ class Record(BaseModel):
     # the load worker that sent it (kvlab run --workers; manifest.json "workers" says
     # where it ran and its clock's offset to the run's); None: the run's own process
     worker: int | None = None
+    # a session's turn (a sessions load): the session it belongs to and its index in
+    # the session's chain (from 1); its body holds the whole conversation sent and
+    # prompt_sha256 is of those messages. None: not a session's turn
+    session: str | None = None
+    turn: int | None = None
 
     # request
     api: ApiKind

@@ -121,3 +121,14 @@ def test_tokenize_is_one_body_every_server_reads() -> None:
     assert dialect.tokenize_body("x", "m") == {"content": "x", "prompt": "x", "model": "m"}
     assert dialect.token_count({"count": 7, "tokens": [1]}) == 7
     assert dialect.token_count({"detail": "not found"}) is None
+
+
+def test_a_conversation_travels_as_messages_in_a_chat_api_only() -> None:
+    messages = ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"},
+                {"role": "tool", "content": "42"})
+    for dialect in DIALECTS.values():
+        if dialect.chat:
+            assert dialect.messages_fields(messages) == {"messages": list(messages)}
+        else:
+            with pytest.raises(ValueError, match="takes one prompt, not chat messages"):
+                dialect.messages_fields(messages)

@@ -56,6 +56,8 @@ from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.analysis.server_counters import PointCounters, point_counters
 from kvlab.analysis.server_histograms import PointHistograms, point_histograms
+from kvlab.analysis.session_turns import PlannedTurn
+from kvlab.analysis.sessions import SessionsCell, session_cells
 from kvlab.analysis.summaries import Summary, summarize
 from kvlab.analysis.summary_metrics import metric_definitions
 from kvlab.analysis.trace_hits import PointHits, TraceBlocks, trace_hits
@@ -184,6 +186,7 @@ class Evaluation:
     knees: list[KneeCheck] = field(default_factory=list)  # predicted vs measured knee
     process_memory: list[PointMemory] = field(default_factory=list)  # server RSS per point
     trace_hits: list[PointHits] = field(default_factory=list)  # a trace's predicted hits
+    sessions: list[SessionsCell] = field(default_factory=list)  # a sessions load's turns
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -217,6 +220,7 @@ class Evaluation:
             "knee": [k.to_dict() for k in self.knees],
             "process_memory": [m.to_dict() for m in self.process_memory],
             "trace_hits": [h.to_dict() for h in self.trace_hits],
+            "sessions": [c.to_dict() for c in self.sessions],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -254,6 +258,7 @@ def evaluate(
     workers: int | None = None,
     gauges: Sequence[GaugeSample] = (),
     turns: Sequence[TurnPlan] = (),
+    sessions: Sequence[PlannedTurn] = (),
     search: tuple[Objectives, SearchPlan] | None = None,
     strict: bool = False,
     budgets: Mapping[CellKey, ServedKv] | None = None,
@@ -276,7 +281,9 @@ def evaluate(
     ``strict``), and the server's request histograms beside the client's distributions;
     where reuse was allowed, the cached tokens of each row and TTFT split by cache hit;
     TTFT and the time to first answer token of rows that streamed reasoning; the growth
-    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); with
+    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); a sessions
+    load's turns against ``sessions`` (the prepared session turns: per turn index, per
+    session, growth, cache against prediction, think time); with
     ``search`` (objectives and plan), the highest rate meeting the objectives; the
     concurrency knee predicted from each launched server's KV budget (``budgets``, per
     (mode, capacity)) against the one its counters show; each load point's resident
@@ -340,6 +347,7 @@ def evaluate(
         knees=knee_checks(budgets or {}, valid, summaries, loads, counters, gauges),
         process_memory=point_memory(memory, budgets or {}, weights or {}, gauges),
         trace_hits=trace_hits(budgets or {}, records, trace or {}, counters, gauges),
+        sessions=session_cells(valid, sessions),
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.analysis.point_verdicts import PointVerdict
-from kvlab.analysis.validate import Violation, check_row
+from kvlab.analysis.validate import Reason, Violation, check_row
 from kvlab.labels import load_order
 from kvlab.records import Record
 
@@ -163,18 +163,41 @@ def _row_key(row: Record) -> tuple[str, int, str, int, str | None]:
     return (row.mode, row.capacity, row.query_id, row.repetition, row.load)
 
 
+def _ended_sessions(rows: Sequence[Record], refused: set[int]) -> list[Violation]:
+    """A session's turn sent after one of its turns was refused (its history is not one
+    the user asked for: a session ends at a refused turn) is refused too."""
+    ended: dict[tuple[Any, ...], Record] = {}
+    for r in sorted((r for r in rows if r.session is not None and id(r) in refused),
+                    key=lambda r: r.t_end):
+        ended.setdefault((r.mode, r.capacity, r.load, r.repetition, r.session), r)
+    out = []
+    for r in rows:
+        first = ended.get((r.mode, r.capacity, r.load, r.repetition, r.session))
+        if first is not None and id(r) not in refused and r.t_sent >= first.t_end:
+            out.append(Violation(r.mode, r.capacity, r.query_id, r.repetition,
+                                 Reason.SESSION_ENDED, f"sent after {first.query_id}, a "
+                                 "refused turn of its session", load=r.load))
+    return out
+
+
 def judge(records: Iterable[Record], verdicts: Sequence[PointVerdict] = ()) -> ValidRows:
     """Validate a run's records: its current rows (:func:`current_rows`), each refused
-    when a row check fails or a refusing point verdict covers it. ``verdicts``: the
-    point verdicts of the server's counters (none: rows judged on their own facts)."""
+    when a row check fails or a refusing point verdict covers it, or when it is a
+    session's turn sent after a refused turn of its session. ``verdicts``: the point
+    verdicts of the server's counters (none: rows judged on their own facts)."""
     rows = current_rows(records)
     violations: list[Violation] = []
-    accepted: list[Record] = []
+    refused: set[int] = set()
     for row in rows:
         found = check_row(row)
         found += [v.violation(row) for v in verdicts if v.refuses and v.covers(row)]
         violations += found
-        if not found:
-            accepted.append(row)
+        if found:
+            refused.add(id(row))
+    after = _ended_sessions(rows, refused)
+    violations += after
+    late = {(v.query_id, v.repetition, v.mode, v.capacity, v.load) for v in after}
+    accepted = [r for r in rows if id(r) not in refused
+                and (r.query_id, r.repetition, r.mode, r.capacity, r.load) not in late]
     concern = tuple(v for v in verdicts if any(v.covers(r) for r in rows))
     return ValidRows(tuple(accepted), tuple(rows), tuple(violations), concern, _JUDGE)

@@ -31,6 +31,7 @@ class Reason(StrEnum):
     NO_USAGE = "no_usage"  # stream without its usage / final counts
     PREFIX_REUSE = "prefix_reuse"  # cached prompt tokens under cache_prompt = false
     COUNTERS_DIFFER = "counters_differ"  # /metrics deltas disagree with the records (--strict)
+    SESSION_ENDED = "session_ended"  # sent after a refused turn of its session
     PROMPT_DIFFERS = "prompt_differs"  # same query and capacity, different prompt text
     PROMPT_TOKENS_DIFFER = "prompt_tokens_differ"  # different server-counted prompt tokens
     MISSING_PAIR = "missing_pair"  # a query measured in one mode only
@@ -106,6 +107,13 @@ def check_row(row: Record) -> list[Violation]:
             "from its prefix cache under cache_prompt = false (start it with prefix "
             "caching off, or send a per-request salt: protocol.cache_salt)"))
     return found
+
+
+def refusal(row: Record) -> str | None:
+    """Why validation refuses ``row`` (its first reason and detail), None when it may be
+    aggregated: what ends a session at the turn it refuses (bench.plan.sessions)."""
+    found = check_row(row)
+    return f"{found[0].reason}: {found[0].detail}" if found else None
 
 
 def reuse_asked(row: Record) -> bool:

@@ -32,6 +32,8 @@ from kvlab.api.wire import json_str
 
 OUTPUT_FIELDS = ("n_predict", "max_tokens")  # the body fields naming an output length
 
+Message = dict[str, str]  # one chat message: {"role": ..., "content": ...}
+
 
 @dataclass(frozen=True)
 class AnswerHead:
@@ -94,6 +96,13 @@ class Dialect(ABC):
     def body(self, prompt: str, max_tokens: int, stream: bool,
              model: str | None) -> dict[str, Any]:
         """The JSON body asking for ``max_tokens`` tokens after ``prompt``."""
+
+    def messages_fields(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """The body fields carrying a whole conversation (``{role, content}`` messages,
+        a session's history and its new turn) instead of one prompt; ValueError for an
+        API that takes one prompt (:attr:`chat` False)."""
+        raise ValueError(f"the {self.kind} API takes one prompt, not chat messages; a "
+                         "conversation needs a chat API (openai-chat)")
 
     def probe_body(self, prompt: str, params: dict[str, Any],
                    model: str | None) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """OpenAI's chat API: ``POST /v1/chat/completions`` (``/chat/completions`` too).
 
-The prompt is one user message; a server renders the messages with the model's chat
+The prompt is one user message (or a whole conversation: :meth:`OpenAIChat.messages_fields`,
+a session's history and its new turn); a server renders the messages with the model's chat
 template. A stream opens with a chunk whose ``delta`` is ``{role: "assistant",
 content: null}``, then one ``delta.content`` per token; a whole answer's text is
 ``choices[0].message.content``. The rest is OpenAI's common ground
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from kvlab.api.dialect import AnswerHead, Finish
+from kvlab.api.dialect import AnswerHead, Finish, Message
 from kvlab.api.openai import OpenAIDialect
 from kvlab.api.wire import event, json_str
 
@@ -34,6 +35,9 @@ class OpenAIChat(OpenAIDialect):
 
     def prompt_fields(self, prompt: str) -> dict[str, Any]:
         return {"messages": [{"role": "user", "content": prompt}]}
+
+    def messages_fields(self, messages: Sequence[Message]) -> dict[str, Any]:
+        return {"messages": [dict(m) for m in messages]}
 
     def opening(self, head: AnswerHead) -> bytes:
         return event(self._chunk(head, {"index": 0, "delta": {"role": "assistant",

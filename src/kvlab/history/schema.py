@@ -16,7 +16,8 @@ Tables (``kvlab history sql "DESCRIBE records"`` lists the columns):
 - ``load_points``: what each load point achieved (rates, throughput, goodput, lag).
 
 ``SCHEMA_VERSION`` is raised when a table changes. Layouts: 1, runs, modes, servers,
-records and summaries; 2, adds ``load_points`` and ``runs.cpu_flags``. Every layout
+records and summaries; 2, adds ``load_points`` and ``runs.cpu_flags``; 3, adds
+``records.session`` and ``records.turn`` (a sessions load's turns). Every layout
 keeps ``runs(run_id, path)``, so an older database is rebuilt from the paths it
 recorded (:func:`kvlab.history.ingest.open_writable`); a newer one is refused.
 """
@@ -33,7 +34,7 @@ from kvlab.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 
 # records.jsonl's fields and their column types (Record's fields, in its order);
@@ -41,7 +42,8 @@ LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 RECORD_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER", "query_id": "VARCHAR",
     "repetition": "INTEGER", "position": "INTEGER", "warmup": "BOOLEAN", "load": "VARCHAR",
-    "worker": "INTEGER", "api": "VARCHAR", "path": "VARCHAR", "stream": "BOOLEAN",
+    "worker": "INTEGER", "session": "VARCHAR", "turn": "INTEGER", "api": "VARCHAR",
+    "path": "VARCHAR", "stream": "BOOLEAN",
     "body": "JSON", "prompt_sha256": "VARCHAR", "requested_tokens": "INTEGER",
     "t_scheduled": "BIGINT", "t_sent": "BIGINT", "t_headers": "BIGINT",
     "t_first_chunk": "BIGINT", "t_first_content": "BIGINT", "t_last_content": "BIGINT",

@@ -31,8 +31,9 @@ RECORDS_CSV = "records.csv"
 SUMMARIES_CSV = "summaries.csv"
 
 RECORD_COLUMNS: tuple[str, ...] = (
-    "run_id", "mode", "capacity", "load", "query_id", "repetition", "position", "warmup",
-    "superseded", "valid", "refused_reasons", "api", "stream", "outcome", "http_status",
+    "run_id", "mode", "capacity", "load", "query_id", "repetition", "session", "turn",
+    "position", "warmup", "superseded", "valid", "refused_reasons", "api", "stream",
+    "outcome", "http_status",
     "prompt_sha256", "requested_tokens", "prompt_tokens", "output_tokens", "cached_tokens",
     "stop_type", "truncated", "t_scheduled_ns", "t_sent_ns", "t_end_ns",
     *(m.name for m in ROW_METRICS),
@@ -68,7 +69,8 @@ def record_row(row: Record, *, superseded: bool = False,
     it (none: valid, unless a warm-up or superseded)."""
     data: dict[str, Any] = {
         "run_id": row.run_id, "mode": row.mode, "capacity": row.capacity, "load": row.load,
-        "query_id": row.query_id, "repetition": row.repetition, "position": row.position,
+        "query_id": row.query_id, "repetition": row.repetition, "session": row.session,
+        "turn": row.turn, "position": row.position,
         "warmup": row.warmup, "superseded": superseded,
         "valid": not row.warmup and not superseded and not problems,
         "refused_reasons": ";".join(str(v.reason) for v in problems),

@@ -1,6 +1,7 @@
 """Report figures as PNG bytes: phase bars, latency CDFs, latency against prompt
 length, throughput against load, the server's gauges against time, latency against
-closed-loop users with the predicted KV knee. Each function
+closed-loop users with the predicted KV knee, sessions' TTFT and cached share against
+turn index. Each function
 returns None when the run has nothing to draw (no server timings, a single load
 point, no gauges...).
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvlab.analysis.knee_check import KneeCheck
 from kvlab.analysis.metric import Metric
+from kvlab.analysis.sessions import SessionsCell
 from kvlab.analysis.summaries import Summary, load_value
 from kvlab.analysis.summary_metrics import E2E, ITL, TTFT
 from kvlab.analysis.valid_rows import ValidRows
@@ -293,4 +295,46 @@ def knee_latency(check: KneeCheck) -> bytes | None:
         ax.tick_params(labelsize=7)
         _style(ax)
     axes[0].legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+def sessions_by_turn(cells: Sequence[SessionsCell]) -> bytes | None:
+    """TTFT (p50, ms) and the cached share of the prompt (dashed: the share predicted)
+    against turn index, one line per mode and load point, one row per capacity."""
+    drawn = [c for c in cells if any(i.ttft_ms.count for i in c.by_index)]
+    if not drawn:
+        return None
+    colours = _colours(list(dict.fromkeys(f"{c.mode} {c.load}" for c in drawn)))
+    capacities = sorted({c.capacity for c in drawn})
+    fig = _figure(9.0, 2.5 * len(capacities) + 0.3)
+    axes = fig.subplots(len(capacities), 2, squeeze=False)
+    for row, cap in enumerate(capacities):
+        ttft, share = axes[row][0], axes[row][1]
+        for c in (c for c in drawn if c.capacity == cap):
+            name = f"{c.mode} {c.load}"
+            xs = [i.index for i in c.by_index if i.ttft_ms.p50 is not None]
+            ttft.plot(xs, [i.ttft_ms.p50 for i in c.by_index if i.ttft_ms.p50 is not None],
+                      marker="o", color=colours[name], label=name, linewidth=1.3)
+            cached = [(i.index, i.cached_share) for i in c.by_index
+                      if i.cached_share is not None]
+            if cached:
+                share.plot([x for x, _ in cached], [y for _, y in cached], marker="o",
+                           color=colours[name], label=name, linewidth=1.3)
+            predicted = [(i.index, i.predicted_share) for i in c.by_index
+                         if i.predicted_share is not None and i.cached_share is not None]
+            if predicted:
+                share.plot([x for x, _ in predicted], [y for _, y in predicted],
+                           linestyle="--", color=colours[name], linewidth=1.0)
+        ttft.set_title(f"TTFT p50 by turn, capacity {cap}", fontsize=9)
+        ttft.set_ylabel("ms", fontsize=8)
+        share.set_title(f"cached share of the prompt (dashed: predicted), capacity {cap}",
+                        fontsize=9)
+        share.set_ylim(-0.02, 1.02)
+        for ax in (ttft, share):
+            ax.set_xlabel("turn", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            _style(ax)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
     return _png(fig)

@@ -22,6 +22,7 @@ from kvlab.report.section import Section
 from kvlab.report.server_counters import ServerCounters
 from kvlab.report.server_histograms import ServerHistograms
 from kvlab.report.server_memory import ServerMemory
+from kvlab.report.sessions import Sessions
 from kvlab.report.summary_table import Summaries
 from kvlab.report.trace_hits import TraceHits
 from kvlab.report.validation import Validation
@@ -53,6 +54,7 @@ SECTIONS: tuple[Section, ...] = (
     PrefixCache(),
     TraceHits(),
     MultiTurn(),
+    Sessions(),
     PeerDefinitions(),
     AaNoiseFloor(),
 )

@@ -16,6 +16,7 @@ from kvlab.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
 from kvlab.analysis.point_verdicts import point_verdicts
 from kvlab.analysis.saturation import load_calibration
 from kvlab.analysis.server_counters import point_counters
+from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.summaries import modes_in_order
 from kvlab.analysis.trace_hits import trace_blocks
 from kvlab.analysis.turns import TurnPlan
@@ -47,9 +48,26 @@ def turn_plans(prepared: dict[str, Any] | None) -> list[TurnPlan]:
     plans = []
     for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
         for p in prompts:
-            if p.get("conversation") is not None and p.get("turn") is not None:
+            if p.get("conversation") is not None and p.get("turn") is not None \
+                    and p.get("session") is None:
                 plans.append(TurnPlan(int(capacity), p["query_id"], p["conversation"],
                                       int(p["turn"]), int(p["tokens"])))
+    return plans
+
+
+def session_plans(prepared: dict[str, Any] | None) -> list[PlannedTurn]:
+    """The session turns of prepared.json (a sessions dataset), per capacity."""
+    plans = []
+    for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
+        for p in prompts:
+            if (turn := p.get("session")) is not None:
+                plans.append(PlannedTurn(
+                    int(capacity), p["query_id"], str(turn["session"]),
+                    str(turn.get("chain", "")), int(turn["index"]),
+                    float(turn.get("think_ms", 0.0)), tuple(turn.get("after", ())),
+                    int(p["tokens"]), tuple(str(m[0]) for m in turn.get("messages", ())),
+                    tuple(int(h) for h in turn.get("hash_ids", ())), turn.get("hash_scope"),
+                    turn.get("block_tokens")))
     return plans
 
 
@@ -87,6 +105,7 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
         slip_threshold_ms=experiment.load.slip_threshold_ms, calibration=calibration,
         definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
         workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
+        sessions=session_plans(run.prepared),
         search=search_of(experiment), strict=strict, budgets=budgets, weights=weights,
         memory=run.process_memory, trace=trace_blocks(run.prepared),
     )

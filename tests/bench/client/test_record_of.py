@@ -90,3 +90,23 @@ def test_a_server_without_timings_has_no_row_refused_as_prefix_reuse(server, str
     assert record.outcome == Outcome.OK and record.timings is None
     assert record.cached_tokens is None and record.output_tokens == 6
     assert check_row(record) == []
+
+
+def test_a_sessions_turn_sends_its_conversation_and_its_record_names_the_session() -> None:
+    from kvlab.bench.client.endpoints import build_body
+
+    messages = ({"role": "user", "content": "a b"}, {"role": "assistant", "content": "c"},
+                {"role": "user", "content": "d e"})
+    spec = RequestSpec(prompt="d e", max_tokens=2, params={"temperature": 0},
+                       messages=messages, session="s1", turn=2, query_id="s1.t2")
+    endpoint = Endpoint("http://x.invalid", ApiKind.OPENAI_CHAT, "m")
+    body = build_body(endpoint, spec)
+    assert body["messages"] == list(messages) and body["temperature"] == 0
+    record = record_of(endpoint, spec, "/v1/chat/completions", body, ResponseFacts(), 1, 2)
+    assert (record.session, record.turn, record.prompt) == ("s1", 2, "d e")
+    # the prompt's digest is of the whole conversation sent: another history, another one
+    other = record_of(endpoint, RequestSpec(**{**spec.__dict__, "messages": messages[2:]}),
+                      "/v1/chat/completions", body, ResponseFacts(), 1, 2)
+    assert record.prompt_sha256 != other.prompt_sha256
+    with pytest.raises(ValueError, match="a conversation needs a chat API"):
+        build_body(Endpoint("http://x.invalid", ApiKind.LLAMACPP_COMPLETION), spec)

@@ -50,3 +50,38 @@ def test_one_slot_serves_a_closed_loop_one_request_at_a_time() -> None:
     assert all(end <= start for (_, end), (start, _) in pairwise(served))
     # two users: two requests were in flight at once on the client side
     assert any(b.t_sent < a.t_end for a in records for b in records if a is not b)
+
+
+def test_its_prefix_cache_holds_earlier_prompts_and_answers_where_reuse_is_asked() -> None:
+    engine = MemorySettings(ttft_ms=0, itl_ms=0, prefix_cache=True, prefix_block=2).build()
+    first = {"role": "user", "content": "one two three four five"}
+
+    async def go() -> list[Record]:
+        clock, out = RunClock(), []
+        for spec in (
+                RequestSpec(prompt="", max_tokens=3, messages=(first,), query_id="a",
+                            params={"cache_prompt": True}),
+                RequestSpec(prompt="", max_tokens=3, query_id="b", params={"cache_prompt": True},
+                            messages=(first, {"role": "assistant", "content": "t0 t1 t2"},
+                                      {"role": "user", "content": "six"})),
+                RequestSpec(prompt="", max_tokens=3, messages=(first,), query_id="c",
+                            params={"cache_prompt": False})):
+            out.append(await engine.send(ENDPOINT, spec, clock))
+        return out
+
+    a, b, c = asyncio.run(go())
+    assert (a.prompt_tokens, a.cached_tokens) == (5, 0)
+    # it holds a's 5 words and 2 of its 3 answer words: 7, rounded down to blocks of 2
+    assert (b.prompt_tokens, b.cached_tokens) == (9, 6)
+    assert c.cached_tokens == 0  # reuse not asked
+
+
+def test_it_answers_the_turns_it_is_told_to_refuse_one_token_short() -> None:
+    engine = MemorySettings(ttft_ms=0, itl_ms=0, refuse=("q1",)).build()
+
+    async def go() -> list[Record]:
+        clock = RunClock()
+        return [await engine.send(ENDPOINT, s, clock) for s in specs(2)]
+
+    ok, short = asyncio.run(go())
+    assert (ok.output_tokens, short.output_tokens, short.requested_tokens) == (5, 4, 5)

@@ -22,7 +22,8 @@ async def byte_tokens(text: str) -> int:
 def test_builtin_is_the_default_kind_and_reads_the_workload() -> None:
     assert DATASET_KINDS["builtin"] is BuiltinDataset
     assert list(DATASET_KINDS) == ["builtin", "repeated", "jsonl", "csv", "sharegpt",
-                                   "random", "trace"]
+                                   "random", "trace", "sessions", "sharegpt-sessions",
+                                   "random-sessions", "weka"]
     experiment = parse_experiment('name = "x"\n[workload]\nqueries = 4\n[[modes]]\nname = "a"\n')
     assert isinstance(experiment.workload.dataset, BuiltinDataset)
     dataset = experiment.workload.source()
@@ -48,7 +49,8 @@ def test_a_queries_file_is_the_builtin_kinds_too(tmp_path) -> None:
 
 @pytest.mark.parametrize(("table", "message"), [
     ('kind = "sharegpt-typo"', "workload.dataset: kind 'sharegpt-typo' is not one of "
-     "builtin, repeated, jsonl, csv, sharegpt, random, trace"),
+     "builtin, repeated, jsonl, csv, sharegpt, random, trace, sessions, sharegpt-sessions, "
+     "random-sessions, weka"),
     ("shuffle = true", "workload.dataset.shuffle: unknown key"),
 ])
 def test_a_bad_dataset_table_is_one_line(table, message) -> None:

@@ -61,7 +61,7 @@ from typing import Any
 
 import aiohttp
 
-from kvlab.api.dialect import Dialect
+from kvlab.api.dialect import Dialect, Message
 from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.answers import AiohttpAnswer, read_answer
 from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError, RawPool
@@ -111,18 +111,35 @@ class RequestSpec:
     load: str | None = None
     t_scheduled: int | None = None  # ns since run start, for scheduled (load) sends
     worker: int | None = None  # the load worker sending it (None: the run's own process)
+    # A session's turn (bench.plan.loads.sessions): the whole conversation sent, its
+    # history with the server's earlier answers and then ``prompt``, the turn's new
+    # text; None: ``prompt`` alone
+    messages: tuple[Message, ...] | None = None
+    session: str | None = None  # the session it is a turn of (None: not a session's)
+    turn: int | None = None  # its index in its session's chain, from 1
 
     def identity(self) -> dict[str, Any]:
         """The fields its Record carries as they are (who sent it, when it was due)."""
         return {"run_id": self.run_id, "mode": self.mode, "capacity": self.capacity,
                 "query_id": self.query_id, "repetition": self.repetition,
                 "position": self.position, "warmup": self.warmup, "load": self.load,
-                "t_scheduled": self.t_scheduled, "worker": self.worker}
+                "t_scheduled": self.t_scheduled, "worker": self.worker,
+                "session": self.session, "turn": self.turn}
+
+    def sent_text(self) -> str:
+        """What the request asks about, as one text: the prompt, or the conversation's
+        messages as compact JSON (its SHA-256 is the Record's ``prompt_sha256``)."""
+        if self.messages is None:
+            return self.prompt
+        return json.dumps(list(self.messages), ensure_ascii=False, separators=(",", ":"))
 
 
 def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
-    """The JSON body for ``endpoint.api``; ``spec.params`` are merged last and win."""
+    """The JSON body for ``endpoint.api`` (a session's turn: its whole conversation);
+    ``spec.params`` are merged last and win."""
     body = endpoint.dialect.body(spec.prompt, spec.max_tokens, spec.stream, endpoint.model)
+    if spec.messages is not None:
+        body.update(endpoint.dialect.messages_fields(spec.messages))
     body.update(spec.params)
     return body
 
@@ -139,7 +156,7 @@ def record_of(endpoint: Endpoint, spec: RequestSpec, path: str, body: dict[str, 
     return Record(
         **spec.identity(),
         api=endpoint.api, path=path, stream=spec.stream, body=body,
-        prompt_sha256=hashlib.sha256(spec.prompt.encode()).hexdigest(), prompt=spec.prompt,
+        prompt_sha256=hashlib.sha256(spec.sent_text().encode()).hexdigest(), prompt=spec.prompt,
         requested_tokens=spec.max_tokens, t_sent=t_sent, t_end=t_end,
         **facts.record_fields(), error=error,
     )

@@ -48,11 +48,13 @@ class DatasetSettings(BaseModel):
 
     A subclass declares ``kind: Literal["<kind>"] = "<kind>"`` and builds its dataset
     with :meth:`build`. ``timed``: its rows carry arrival times (``arrival_ms``), which a
-    load that replays them needs.
+    load that replays them needs. ``session_turns``: its rows are the turns of sessions
+    (:mod:`kvlab.bench.plan.sessions`), which only a sessions load sends.
     """
 
     model_config = ConfigDict(extra="forbid")
     timed: ClassVar[bool] = False
+    session_turns: ClassVar[bool] = False
 
     def build(self, workload: WorkloadFacts) -> Dataset:
         """The dataset of an experiment whose ``[workload]`` is ``workload``."""

@@ -25,13 +25,18 @@ from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.jsonl import JsonlDataset
 from kvlab.bench.plan.random_lengths import RandomDataset
 from kvlab.bench.plan.repeated import RepeatedDataset
+from kvlab.bench.plan.sessions.jsonl import SessionsDataset
+from kvlab.bench.plan.sessions.sharegpt import ShareGptSessions
+from kvlab.bench.plan.sessions.synthetic import RandomSessions
+from kvlab.bench.plan.sessions.weka import WekaDataset
 from kvlab.bench.plan.sharegpt import ShareGptDataset
 from kvlab.bench.plan.trace import TraceDataset
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 DatasetSettingsUnion = Annotated[
     BuiltinDataset | RepeatedDataset | JsonlDataset | CsvDataset | ShareGptDataset
-    | RandomDataset | TraceDataset,
+    | RandomDataset | TraceDataset | SessionsDataset | ShareGptSessions | RandomSessions
+    | WekaDataset,
     Field(discriminator="kind"),
 ]
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kvlab.bench.plan.sessions.turn import SessionTurn
 from kvlab.errors import ConfigError
 
 # Short, varied questions; the answer does not matter (output length is forced).
@@ -225,7 +226,9 @@ class PreparedPrompt:
     multi-turn row: turn 1, 2, ... of one conversation), ``prefix_group`` (the rows
     sharing one prefix) and ``prefix_tokens`` (its length, tokens), ``blocks`` (a trace
     row's block names in order, one per ``block_tokens`` prompt tokens: its hash ids,
-    ``"3~2"`` for block 2 that is row 3's own)."""
+    ``"3~2"`` for block 2 that is row 3's own). A session's turn
+    (``session``) is sent by a sessions load: ``prompt`` is the text it adds, ``tokens``
+    that text's count (the new input), and its history is the server's answers."""
 
     query_id: str
     query: str
@@ -242,6 +245,7 @@ class PreparedPrompt:
     prefix_tokens: int | None = None
     blocks: list[str] | None = None
     block_tokens: int | None = None
+    session: SessionTurn | None = None
 
     def asked_output(self, default: int) -> int:
         """The output tokens this row asks for (``default``: the workload's)."""
@@ -267,7 +271,17 @@ _ALWAYS = ("query_id", "query", "prompt", "sha256", "tokens")
 
 def _prompt_json(prompt: PreparedPrompt) -> dict[str, Any]:
     """A prompt's JSON: a dataset row's facts only where it has them."""
-    return {k: v for k, v in asdict(prompt).items() if k in _ALWAYS or v is not None}
+    data = {k: v for k, v in asdict(prompt).items() if k in _ALWAYS or v is not None}
+    if prompt.session is not None:
+        data["session"] = prompt.session.to_json()
+    return data
+
+
+def prompt_of_json(data: dict[str, Any]) -> PreparedPrompt:
+    """A prompt as ``prepared.json`` keeps it."""
+    session = data.get("session")
+    return PreparedPrompt(**{**data, "session": SessionTurn.from_json(session)
+                             if session is not None else None})
 
 
 @dataclass
@@ -302,7 +316,7 @@ class Prepared:
         )
         prepared.padding_tokens = {int(k): v for k, v in data["padding_tokens"].items()}
         prepared.prompts = {
-            int(k): [PreparedPrompt(**p) for p in v] for k, v in data["prompts"].items()
+            int(k): [prompt_of_json(p) for p in v] for k, v in data["prompts"].items()
         }
         prepared.sizing = {int(k): v for k, v in data.get("sizing", {}).items()}
         return prepared

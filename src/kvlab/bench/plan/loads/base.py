@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvlab.bench.client.endpoints import RequestSpec
+from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.labels import PointKind
 from kvlab.records import Record, RunClock
@@ -104,12 +105,14 @@ class LoadTable(BaseModel):
     A subclass declares ``kind: Literal["<kind>"] = "<kind>"`` and its options, and
     builds its points with :meth:`points`. ``one_by_one``: its rows go one after another
     (no load points), are resumed row by row and may alternate between modes (``order =
-    "abba"`` or ``"interleaved"``). ``values_example``: what ``values`` could be, for
-    the message that asks for them."""
+    "abba"`` or ``"interleaved"``). ``sends_sessions``: it sends the turns of sessions
+    (a session dataset kind), as conversations in chat messages. ``values_example``:
+    what ``values`` could be, for the message that asks for them."""
 
     model_config = ConfigDict(extra="forbid")
 
     one_by_one: ClassVar[bool] = False
+    sends_sessions: ClassVar[bool] = False
     values_example: ClassVar[str] = "[1, 2, 4]"
 
     # one point per value: users, requests/s, a replay speed... (the kind says)
@@ -132,10 +135,13 @@ class LoadTable(BaseModel):
         """A cap on requests in flight that load workers must split (None: none)."""
         return None
 
-    def problem(self, timed_rows: bool, search: bool) -> str | None:
+    def problem(self, dataset: DatasetSettings, search: bool) -> str | None:
         """What is wrong with this load in its experiment, as ``key: what to change``
-        (None: nothing). ``timed_rows``: the dataset's rows carry arrival times;
-        ``search``: the experiment has a ``[search]``."""
+        (None: nothing). ``dataset``: the experiment's (its rows may carry arrival times,
+        or be the turns of sessions); ``search``: the experiment has a ``[search]``."""
+        if dataset.session_turns and not self.sends_sessions:
+            return ("load: the rows of a sessions dataset are turns that wait for the "
+                    'previous answer; set [load] kind = "sessions"')
         if search:
             return ('search: a search picks its own rates: set [load] kind = "rate" without '
                     "values")

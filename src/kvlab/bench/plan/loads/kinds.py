@@ -25,11 +25,12 @@ from kvlab.bench.plan.loads.base import LoadTable
 from kvlab.bench.plan.loads.concurrency import ConcurrencyLoad
 from kvlab.bench.plan.loads.rate import RateLoad
 from kvlab.bench.plan.loads.sequential import SequentialLoad
+from kvlab.bench.plan.loads.sessions import SessionsLoad
 from kvlab.bench.plan.loads.trace import TraceLoad
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 LoadSettings = Annotated[
-    SequentialLoad | ConcurrencyLoad | RateLoad | TraceLoad,
+    SequentialLoad | ConcurrencyLoad | RateLoad | TraceLoad | SessionsLoad,
     Field(discriminator="kind"),
 ]
 

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.plan.arrivals import Arrival, rate_offsets_ns
+from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import OpenLoopShare, shard_open_loop
 from kvlab.bench.plan.workload import PreparedPrompt
@@ -64,10 +65,10 @@ class RateLoad(LoadTable):
     def in_flight_cap(self) -> int | None:
         return self.max_concurrency
 
-    def problem(self, timed_rows: bool, search: bool) -> str | None:
+    def problem(self, dataset: DatasetSettings, search: bool) -> str | None:
         if search:
-            return None if not self.values else super().problem(timed_rows, search)
-        return super().problem(timed_rows, search)
+            return None if not self.values else super().problem(dataset, search)
+        return super().problem(dataset, search)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.plan.arrivals import trace_offsets_ns
+from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import OpenLoopShare, shard_open_loop
 from kvlab.bench.plan.workload import PreparedPrompt
@@ -47,11 +48,11 @@ class TraceLoad(LoadTable):
     def in_flight_cap(self) -> int | None:
         return self.max_concurrency
 
-    def problem(self, timed_rows: bool, search: bool) -> str | None:
-        if not search and not timed_rows:
+    def problem(self, dataset: DatasetSettings, search: bool) -> str | None:
+        if not search and not dataset.timed:
             return ('load: a trace load replays a trace\'s times; set [workload.dataset] '
                     'kind = "trace"')
-        return super().problem(timed_rows, search)
+        return super().problem(dataset, search)
 
 
 @dataclass(frozen=True)
