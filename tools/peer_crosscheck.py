@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.analysis import definition_cells as d
-from kvlab.analysis.summaries import current_rows
+from kvlab.analysis.valid_rows import current_rows
 from kvlab.analysis.validate import check_row
 from kvlab.records import Record, read_records
 from kvlab.servers.process import free_port
@@ -141,7 +141,7 @@ def table(rows: list[Record], tool: str, reported: dict[str, Any], peer_file: Pa
         mine, theirs, same = ours[key], reported.get(key), again[key]
         if mine.count == 0 or theirs is None or same.count == 0:
             continue
-        diff = mine.median - theirs[0]  # type: ignore[operator]
+        diff = mine.median - theirs[0]
         ok = abs(diff) <= max(0.02 * abs(theirs[0]), 0.5)
         lines.append(f"| {tool} | {label} | {mine.median:.2f} / {mine.p95:.2f} | "
                      f"{same.median:.2f} / {same.p95:.2f} | "
