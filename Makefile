@@ -53,7 +53,7 @@ vllm: $(VENV)/.stamp-install
 
 # The main job, in about 15 minutes on 2 idle cores: every step of the full job, each
 # experiment at a smaller size that still gives a bootstrap interval (at least 5 valid
-# rows per cell: MIN_BOOTSTRAP_VALUES in bench/analysis/intervals.py) and vLLM started
+# rows per cell: MIN_BOOTSTRAP_VALUES in analysis/intervals.py) and vLLM started
 # with --enforce-eager (no compile: ~33 s per start instead of 70-130 s). The sizes are
 # kvlab run --set settings of the shipped files, kept in each run's manifest.json and
 # experiment.toml. `make run-full` runs the files as they are (about 30 minutes).

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.bench.run.planner import mode_plan
-from kvlab.bench.run.runplan import request_salt
 from kvlab.errors import ExperimentError
 from kvlab.experiment import load_experiment, parse_experiment
+from kvlab.run.planner import mode_plan
+from kvlab.run.runplan import request_salt
 
 MINIMAL = 'name = "x"\n[[modes]]\nname = "a"\n'
 

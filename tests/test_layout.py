@@ -34,14 +34,20 @@ def read_rules() -> dict[str, set[str] | None]:
 
 
 def unit_of(module: str) -> str:
-    """The unit a dotted module belongs to: ``bench.<folder>`` inside bench, else the
-    top-level name (``kvlab.report.html`` -> ``report``)."""
+    """The unit a dotted module belongs to: ``bench.<folder>`` inside bench (the one
+    package split finer in the table), else the top-level name (``kvlab.report.html``
+    -> ``report``, ``kvlab.records`` -> ``records``)."""
     parts = module.split(".")[1:]
     if not parts:
         return "kvlab"
     if parts[0] == "bench" and len(parts) > 1:
         return f"bench.{parts[1]}"
     return "cli" if parts[0] == "__main__" else parts[0]
+
+
+def package_of(unit: str) -> str:
+    """The top-level package of src/kvlab a unit is part of (``bench.plan`` -> ``bench``)."""
+    return unit.split(".")[0]
 
 
 def module_of(path: Path) -> str:
@@ -71,7 +77,7 @@ def imported(path: Path, typing: bool = True) -> Iterator[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module.split(".")[0] != "kvlab":
                 continue
-            for alias in node.names:  # `from kvlab.bench.analysis import metrics`
+            for alias in node.names:  # `from kvlab.analysis import metrics`
                 sub = f"{node.module}.{alias.name}"
                 is_module = (SRC.parent / Path(*sub.split("."))).with_suffix(".py").exists() \
                     or (SRC.parent / Path(*sub.split("."))).is_dir()
@@ -116,22 +122,62 @@ def test_the_engine_stands_on_memory_alone() -> None:
     assert not outside, "the engine imports above itself:\n" + "\n".join(outside)
 
 
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (node -> the nodes it points to) as a closed path, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if state.get(node) == 1:
+            return [*path[path.index(node):], node]
+        if state.get(node) == 2:
+            return None
+        state[node] = 1
+        for nxt in sorted(graph.get(node, set()) - {node}):
+            if (cycle := visit(nxt, [*path, node])) is not None:
+                return cycle
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if (cycle := visit(node, [])) is not None:
+            return cycle
+    return None
+
+
 def test_the_table_has_no_cycle() -> None:
     rules = read_rules()
-    graph = {u: (set(rules) if may is None else may) - {u} for u, may in rules.items()}
-    done: set[str] = set()
+    graph = {u: (set(rules) if may is None else may) for u, may in rules.items()}
+    cycle = find_cycle(graph)
+    assert cycle is None, "cycle in CONTRIBUTING.md's table: " + " -> ".join(cycle or [])
 
-    def visit(unit: str, path: tuple[str, ...]) -> None:
-        if unit in path:
-            pytest.fail("cycle: " + " -> ".join((*path[path.index(unit):], unit)))
-        if unit in done:
-            return
-        for nxt in sorted(graph.get(unit, set())):
-            visit(nxt, (*path, unit))
-        done.add(unit)
 
-    for unit in sorted(graph):
-        visit(unit, ())
+def test_each_top_level_package_sits_on_one_layer() -> None:
+    """Collapsed to the top-level packages of src/kvlab (``bench`` is one, whatever
+    its folders), neither the imports nor the table have a cycle: no package is
+    both above and below another. Imports under TYPE_CHECKING count: a type-only
+    import still ties two packages."""
+    imports: dict[str, set[str]] = {}
+    for (here, there) in edges():
+        imports.setdefault(package_of(here), set()).add(package_of(there))
+    cycle = find_cycle(imports)
+    assert cycle is None, "packages import each other: " + " -> ".join(cycle or [])
+    rules = read_rules()
+    table: dict[str, set[str]] = {}
+    for unit, may in rules.items():
+        if may is not None:
+            table.setdefault(package_of(unit), set()).update(map(package_of, may))
+    cycle = find_cycle(table)
+    assert cycle is None, "the table lets packages import each other: " + " -> ".join(
+        cycle or [])
+
+
+MAX_LINES = 400  # CONTRIBUTING.md: one concept per module, at most this many lines
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in sorted(SRC.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not long, f"modules over {MAX_LINES} lines (split by concept):\n" + "\n".join(long)
 
 
 def test_no_module_is_in_an_import_cycle() -> None:
@@ -153,7 +199,7 @@ def test_no_module_is_in_an_import_cycle() -> None:
 
     for module in sorted(graph):
         visit(module, [])
-    executor = {m for m, _ in imported(SRC / "bench" / "run" / "executor.py")}
-    assert "kvlab.bench.run.runner" not in executor
-    search = {m for m, _ in imported(SRC / "bench" / "run" / "search.py")}  # typing too
-    assert not {"kvlab.bench.run.executor", "kvlab.bench.run.runner"} & search
+    executor = {m for m, _ in imported(SRC / "run" / "executor.py")}
+    assert "kvlab.run.runner" not in executor
+    search = {m for m, _ in imported(SRC / "run" / "search.py")}  # typing too
+    assert not {"kvlab.run.executor", "kvlab.run.runner"} & search

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kvlab.bench.analysis.intervals import MIN_BOOTSTRAP_VALUES
+from kvlab.analysis.intervals import MIN_BOOTSTRAP_VALUES
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

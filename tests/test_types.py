@@ -1,4 +1,5 @@
-"""src/kvlab type-checks clean under mypy (pyproject.toml [tool.mypy]), as `make lint` runs it.
+"""src/kvlab and tools/ type-check clean under mypy (pyproject.toml [tool.mypy]), as
+`make lint` runs it.
 
 Part of `make test` (and so of CI) so a type error cannot land unnoticed; skipped only
 where mypy is not installed (it comes with the dev extra).

@@ -29,10 +29,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from kvlab.bench.records import ApiKind, Outcome, Record
-from kvlab.bench.run.runner import evaluate_run
 from kvlab.history.ingest import add_to_history
 from kvlab.history.queries import read_only, trend
+from kvlab.records import ApiKind, Outcome, Record
+from kvlab.run.runner import evaluate_run
 from kvlab.servers.preflight import cpu_flags, cpu_model, load_average
 
 MS = 1_000_000

@@ -5,7 +5,7 @@ Gemma 3 270M) is started once; ``kvlab run --no-launch`` measures it, then Guide
 and AIPerf measure the same server with the same prompts (read back from kvlab's
 records), the same output length (64 forced tokens: ignore_eos) and one request at a
 time. For each tool the table shows the median and p95 of TTFT, ITL, TPOT and e2e as
-kvlab computes them under that tool's definitions (bench.analysis.definitions), next to what the
+kvlab computes them under that tool's definitions (analysis.definitions), next to what the
 tool itself reported.
 
 No model is downloaded: GuideLLM needs no tokenizer when it reads prompts from a file
@@ -43,10 +43,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.analysis import definitions as d
-from kvlab.bench.analysis.summaries import current_rows
-from kvlab.bench.analysis.validate import check_row
-from kvlab.bench.records import Record, read_records
+from kvlab.analysis import definition_cells as d
+from kvlab.analysis.valid_rows import current_rows
+from kvlab.analysis.validate import check_row
+from kvlab.records import Record, read_records
 from kvlab.servers.process import free_port
 
 CAPACITY, OUTPUT = 1024, 64
@@ -130,8 +130,8 @@ def aiperf(exe: str, url: str, model: str, prompts: list[str], out: Path,
 def table(rows: list[Record], tool: str, reported: dict[str, Any], peer_file: Path,
           prompt_tokens: float | None) -> list[str]:
     """Markdown rows per metric: kvlab's run and the tool's own file (read by
-    bench.peers), both under the tool's definitions, against the tool's report."""
-    from kvlab.bench.peers import read_peer_file
+    peers), both under the tool's definitions, against the tool's report."""
+    from kvlab.peers import read_peer_file
 
     imported = [r for r in read_peer_file(peer_file, OUTPUT) if not r.warmup]
     ours, _ = d.under(rows, tool)
@@ -141,7 +141,7 @@ def table(rows: list[Record], tool: str, reported: dict[str, Any], peer_file: Pa
         mine, theirs, same = ours[key], reported.get(key), again[key]
         if mine.count == 0 or theirs is None or same.count == 0:
             continue
-        diff = mine.median - theirs[0]  # type: ignore[operator]
+        diff = mine.median - theirs[0]
         ok = abs(diff) <= max(0.02 * abs(theirs[0]), 0.5)
         lines.append(f"| {tool} | {label} | {mine.median:.2f} / {mine.p95:.2f} | "
                      f"{same.median:.2f} / {same.p95:.2f} | "

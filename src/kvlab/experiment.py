@@ -45,8 +45,8 @@ from kvlab.bench.plan.datasets import DATASET_KINDS, DatasetSettingsUnion
 from kvlab.bench.plan.load_settings import SearchSettings, SloSettings
 from kvlab.bench.plan.loads.kinds import LOAD_KINDS, LoadSettings
 from kvlab.bench.plan.loads.sequential import SequentialLoad
-from kvlab.bench.records import ApiKind
 from kvlab.errors import ExperimentError
+from kvlab.records import ApiKind
 from kvlab.servers.embedded import EmbeddedSettings
 from kvlab.servers.external import ExternalSettings
 from kvlab.servers.kinds import SERVER_KINDS, ServerSettingsUnion

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.bench.records import RecordStore
-from tests.bench.rows import MS, row
+from kvlab.records import RecordStore
 from tests.experiments import embedded, experiment, synthetic
+from tests.rows import MS, row
 
 QUICK = str(Path(__file__).parents[2] / "experiments" / "quickstart.toml")
 SWEEP = str(Path(__file__).parents[2] / "experiments" / "load-sweep.toml")
@@ -212,8 +212,8 @@ def test_evaluate_with_other_tools_definitions(tmp_path) -> None:
 
 
 def test_evaluate_names_reasoning_rows_and_a_flagged_server_histogram(tmp_path) -> None:
-    from tests.bench.analysis.test_reasoning import thinking
-    from tests.bench.analysis.test_server_histograms import FakeVllm
+    from tests.analysis.test_reasoning import thinking
+    from tests.analysis.test_server_histograms import FakeVllm
 
     run = tmp_path / "r-run"
     run.mkdir()

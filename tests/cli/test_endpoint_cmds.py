@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from kvlab.cli import app
-from tests.bench.fakeserver import FakeServer
+from tests.fakeserver import FakeServer
 
 KEY = "sk-cli-SECRET-77"
 

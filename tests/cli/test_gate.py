@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.bench.records import Outcome
-from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
 from kvlab.cli import main
+from kvlab.records import Outcome
+from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 from tests.lateness import LatenessProbe
 from tests.report.synthetic_runs import two_mode_rows, write_run
 

@@ -6,9 +6,9 @@ import io
 
 from rich.console import Console
 
-from kvlab.bench.records import ApiKind, Outcome, Record
-from kvlab.bench.run.runner import SilentReporter
 from kvlab.cli.progress import BarReporter, PlainReporter, make_reporter
+from kvlab.records import ApiKind, Outcome, Record
+from kvlab.run.runner import SilentReporter
 
 
 def record(qid: str, e2e_ms: float, outcome: Outcome = Outcome.OK) -> Record:

@@ -87,7 +87,7 @@ def test_compare_refuses_incomparable_runs(tmp_path, monkeypatch, capsys) -> Non
 
 
 def test_compare_two_peer_files_with_verdicts(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    from tests.bench.peers.files import guidellm_report, vllm_result, write
+    from tests.peers.files import guidellm_report, vllm_result, write
 
     slow = write(tmp_path / "a.json", guidellm_report(n=8, gap=0.012))
     fast = write(tmp_path / "b.json", guidellm_report(n=8, gap=0.010))

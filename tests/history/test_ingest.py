@@ -9,17 +9,17 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kvlab.bench.analysis import metrics
-from kvlab.bench.peers import read_peer_file
-from kvlab.bench.records import Record, RecordStore, read_records
-from kvlab.bench.run.runner import evaluate_run
-from kvlab.bench.store.evaluation import valid_rows_of
-from kvlab.bench.store.rundir import RunDir
+from kvlab.analysis import metrics
 from kvlab.history.facts import EVALUATED, STORED, imported_run_id
 from kvlab.history.ingest import add_runs, add_to_history
 from kvlab.history.schema import RECORD_COLUMNS, RECORD_FIELDS_LEFT_OUT, connect, create
-from tests.bench.peers.files import guidellm_report
+from kvlab.peers import read_peer_file
+from kvlab.records import Record, RecordStore, read_records
+from kvlab.run.runner import evaluate_run
+from kvlab.store.evaluation import valid_rows_of
+from kvlab.store.rundir import RunDir
 from tests.history.runs import write_load_run
+from tests.peers.files import guidellm_report
 
 
 def memory_db() -> duckdb.DuckDBPyConnection:
@@ -64,7 +64,7 @@ def test_every_row_has_the_verdict_judge_gave(tmp_path: Path, evaluated: bool) -
 
 
 def test_the_row_metrics_in_sql_are_kvlab_s(tmp_path: Path) -> None:
-    """SQL's e2e, TTFT and effective ITL are kvlab.bench.analysis.metrics' to the bit."""
+    """SQL's e2e, TTFT and effective ITL are kvlab.analysis.metrics' to the bit."""
     path = write_load_run(tmp_path / "r1", "r1")
     conn = memory_db()
     add_runs(conn, [path])

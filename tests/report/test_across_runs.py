@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kvlab.bench.run.runner import evaluate_run
 from kvlab.report.across_runs import (
     ParetoPoint,
     Series,
@@ -16,6 +15,7 @@ from kvlab.report.across_runs import (
     pareto_points,
     points_of_json,
 )
+from kvlab.run.runner import evaluate_run
 from tests.history.runs import write_load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -106,7 +106,7 @@ def test_the_results_page_draws_every_load_run_s_points(tmp_path: Path) -> None:
     points = {(p.line, p.load): p for p in points_of_json(evaluation, "synthetic · ")}
     assert sorted(points) == [("synthetic · fast", "c=1"), ("synthetic · fast", "c=2"),
                               ("synthetic · slow", "c=1"), ("synthetic · slow", "c=2")]
-    from kvlab.bench.run.runner import evaluate_run
+    from kvlab.run.runner import evaluate_run
 
     fresh = {(p.line, p.load): p for p in pareto_points(
         evaluate_run(root / "runs" / "synthetic-20260101-100000"), prefix="synthetic · ")}

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.bench.analysis.stats import Verdict
-from kvlab.bench.store.rundir import load_run
+from kvlab.analysis.stats import Verdict
 from kvlab.errors import ValidationFailure
 from kvlab.report.compare_runs import compare_runs
+from kvlab.store.rundir import load_run
 from tests.report.synthetic_runs import two_mode_rows, write_run
 
 R = 300

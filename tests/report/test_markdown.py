@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.evaluate import evaluate
+from kvlab.analysis.evaluate import evaluate
 from kvlab.experiment import parse_experiment
 from kvlab.report.document import render_report
-from tests.bench.rows import MS, row
+from tests.rows import MS, row
 
 EXPERIMENT = parse_experiment(
     'name = "x"\ncompare = [["a", "b"]]\n[[modes]]\nname = "a"\n[[modes]]\nname = "b"\n'

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.definitions import cells
-from kvlab.bench.analysis.valid_rows import judge
-from kvlab.bench.store.rundir import load_run
+from kvlab.analysis.definition_cells import cells
+from kvlab.analysis.valid_rows import judge
 from kvlab.report.html import render_html
 from kvlab.report.peer_definitions import TITLE, definitions_markdown, section_body
+from kvlab.store.rundir import load_run
 from tests.report.synthetic_runs import make_row, two_mode_rows, write_run
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.summaries import summarize_run
-from kvlab.bench.analysis.valid_rows import judge
+from kvlab.analysis.summaries import summarize_run
+from kvlab.analysis.valid_rows import judge
 from kvlab.report import plots
 from tests.report.synthetic_runs import make_row, two_mode_rows
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.reasoning import reasoning_cells
-from kvlab.bench.analysis.valid_rows import judge
+from kvlab.analysis.reasoning import reasoning_cells
+from kvlab.analysis.valid_rows import judge
 from kvlab.report.reasoning import TITLE, reasoning_markdown
-from tests.bench.analysis.test_reasoning import thinking
+from tests.analysis.test_reasoning import thinking
 
 
 def test_the_section_shows_both_times_and_names_the_disagreeing_rows() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kvlab.bench.store.evaluation import evaluate_run_dir
-from kvlab.bench.store.rundir import RunDir, load_run
 from kvlab.report.document import render_document
 from kvlab.report.html import render_html
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
+from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.rundir import RunDir, load_run
 from tests.report.synthetic_runs import two_mode_rows, write_run
 
 

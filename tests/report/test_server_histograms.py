@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.server_histograms import point_histograms
+from kvlab.analysis.server_histograms import point_histograms
 from kvlab.report.server_histograms import TITLE, section_body, server_histograms_markdown
-from tests.bench.analysis.test_server_histograms import FakeVllm, rows_with_ttft
+from tests.analysis.test_server_histograms import FakeVllm, rows_with_ttft
 
 
 def _points(*client_ms: float):  # type: ignore[no-untyped-def]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvlab.bench.records import ApiKind, Outcome, Record
+from kvlab.records import ApiKind, Outcome, Record
 from kvlab.report.workers import workers_markdown
 
 

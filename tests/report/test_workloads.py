@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.capacity import Objectives, SearchPlan
-from kvlab.bench.analysis.evaluate import evaluate
-from kvlab.bench.analysis.turns import TurnPlan
+from kvlab.analysis.capacity import Objectives, SearchPlan
+from kvlab.analysis.evaluate import evaluate
+from kvlab.analysis.turns import TurnPlan
 from kvlab.report.workloads import capacity_lines, workloads_markdown
-from tests.bench.analysis.test_capacity import point
-from tests.bench.rows import MS, row
+from tests.analysis.test_capacity import point
+from tests.rows import MS, row
 
 
 def test_a_run_without_them_has_none_of_the_sections() -> None:

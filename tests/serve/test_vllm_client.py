@@ -2,7 +2,7 @@
 
 Runs where vLLM's environment exists (``kvlab vllm setup``, which ``make test`` runs, or
 ``KVLAB_VLLM_PYTHON``); it takes about a minute, most of it importing vLLM. Where it
-does not, tests/bench/peers/test_peers.py checks the recorded exchange (a result file
+does not, tests/peers/test_peers.py checks the recorded exchange (a result file
 of this same command against the real Gemma 3 270M).
 
 The client is given the bundled Gemma's tokenizer (kvlab's own conversion of the
@@ -72,9 +72,9 @@ def toy_url() -> Iterator[str]:
 
 def test_vllm_bench_serve_counts_the_forced_tokens(toy_url: str, tokenizer_dir: Path,
                                                    tmp_path: Path) -> None:
-    from kvlab.bench.peers import read_peer_file
-    from kvlab.bench.store.rundir import load_run_or_import
+    from kvlab.peers import read_peer_file
     from kvlab.report.compare_runs import compare_runs
+    from kvlab.store.rundir import load_run_or_import
 
     assert PYTHON is not None
     argv = [str(PYTHON), "-m", "vllm.entrypoints.cli.main", "bench", "serve",

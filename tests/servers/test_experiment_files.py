@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.bench.run.planner import mode_plan
 from kvlab.experiment import load_experiment
+from kvlab.run.planner import mode_plan
 from kvlab.servers.llamacpp import LlamaServer
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -56,8 +56,8 @@ def test_compose_has_six_profiles_with_gpu_reservations() -> None:
 
 def test_dry_run_prints_every_argv_and_starts_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from kvlab.bench.run.planner import RunRequest, plan_new
-    from kvlab.bench.run.runplan import Launch, WarmUp
+    from kvlab.run.planner import RunRequest, plan_new
+    from kvlab.run.runplan import Launch, WarmUp
 
     monkeypatch.setenv("KVLAB_GGUF", "/models/qwen-q8_0.gguf")
     plan, _ = plan_new(RunRequest(EXPERIMENTS / "llamacpp-gpu-mono-vs-dual.toml"))

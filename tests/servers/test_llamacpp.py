@@ -206,7 +206,7 @@ def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
     import asyncio
 
     from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-    from kvlab.bench.records import ApiKind, Outcome, RunClock
+    from kvlab.records import ApiKind, Outcome, RunClock
 
     server = LlamaServer(SMALL, 256)
     server.start(tmp_path / "server.log")
@@ -232,7 +232,7 @@ def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
 def test_full_measured_mode_passes_validation(tmp_path: Path) -> None:
     import json
 
-    from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
+    from kvlab.run.runner import RunOutput, RunRequest, run_experiment
     from tests.experiments import experiment, llamacpp
 
     exp = experiment("tiny-llamacpp", llamacpp("t2", threads=2), workload=dict(

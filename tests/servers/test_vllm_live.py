@@ -21,14 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvlab.bench.analysis.server_counters import counter
-from kvlab.bench.analysis.validate import check_row
+from kvlab.analysis.server_counters import counter
+from kvlab.analysis.validate import check_row
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gauges import parse_prometheus
 from kvlab.bench.plan.sizing import server_counter
-from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
+from kvlab.records import ApiKind, Outcome, Record, RunClock
 from kvlab.servers.vllm import VllmServer, VllmSettings, start_ticks
 from tests.agreement import Agreement, hold_to_floor, prompt_set, teacher_forced_logits
 from tests.conftest import vllm_missing

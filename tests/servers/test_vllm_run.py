@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.bench.analysis.server_counters import exposition
-from kvlab.bench.records import read_gauges
+from kvlab.analysis.server_counters import exposition
 from kvlab.memory.served import ServedKv
 from kvlab.memory.vllm_blocks import vllm_block_bytes
+from kvlab.records import read_gauges
 from kvlab.servers.vllm import descendants, start_ticks
 from tests.conftest import vllm_missing
 from tests.experiments import experiment as build
@@ -45,7 +45,7 @@ def _needs_vllm() -> None:
 
 
 def test_a_vllm_with_its_prefix_cache_on_gets_its_rows_refused(tmp_path: Path) -> None:
-    from kvlab.bench.run.runner import RunOutput, RunRequest, run_experiment
+    from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 
     result = run_experiment(RunRequest(experiment(tmp_path / "cached.toml", prefix_caching=True)),
                             RunOutput(tmp_path / "runs"))

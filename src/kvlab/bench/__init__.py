@@ -1,4 +1,5 @@
-"""The benchmark harness, along its data path: plan/ (what to send), client/ (HTTP),
-records.py (the raw facts), analysis/ (judging them), run/ (orchestration, on top),
-calibrate/ (checking the client itself), peers/ (other tools' result files).
-See CONTRIBUTING.md for what each folder may import."""
+"""Sending load, the harness's middle layer: plan/ (what to send), client/ (HTTP),
+workers/ (load beyond one process), engines/ (what sends a run's requests), calibrate/
+(checking the client itself). The records it makes are :mod:`kvlab.records`; judging
+them is :mod:`kvlab.analysis`, running an experiment :mod:`kvlab.run`. See
+CONTRIBUTING.md for what each folder may import."""

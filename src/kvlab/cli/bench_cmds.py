@@ -10,8 +10,8 @@ import typer
 from kvlab.cli._app import app, console, err_console, print_json
 
 if TYPE_CHECKING:
-    from kvlab.bench.analysis.evaluate import Evaluation
-    from kvlab.bench.run.reporter import Reporter
+    from kvlab.analysis.evaluate import Evaluation
+    from kvlab.run.reporter import Reporter
 
 
 def _reporter(quiet: bool) -> Reporter:
@@ -194,9 +194,9 @@ def run(
     kvlab run experiments/llamacpp-gpu-mono-vs-dual.toml --no-launch
     --endpoint mono@512=http://127.0.0.1:8081 --endpoint dual@512=http://127.0.0.1:8084 ...
     """
-    from kvlab.bench.run.overrides import parse_setting
-    from kvlab.bench.run.planner import RunRequest, plan_new
-    from kvlab.bench.run.runner import RunOutput, run_experiment
+    from kvlab.run.overrides import parse_setting
+    from kvlab.run.planner import RunRequest, plan_new
+    from kvlab.run.runner import RunOutput, run_experiment
 
     engine = None
     if workers is not None or ray_address is not None or workers_per_node is not None:
@@ -243,7 +243,7 @@ def prepare(
     """Size the prompts per capacity and write prepared.json (tokens counted by the
     server's /tokenize, the experiment's tokenizer, or calibration on usage)."""
     from kvlab.bench.plan.workload import Prepared
-    from kvlab.bench.run.runner import prepare_run
+    from kvlab.run.runner import prepare_run
 
     run_dir = prepare_run(experiment, out=out, tokenizer=tokenizer)
     prepared = Prepared.load(run_dir.prepared_path)
@@ -265,8 +265,8 @@ def measure(
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Measure one mode (all its capacities) into a run directory."""
-    from kvlab.bench.run.runner import measure_mode
     from kvlab.errors import RunInterrupted
+    from kvlab.run.runner import measure_mode
 
     try:
         run_path = measure_mode(experiment, mode, run_dir=run_dir, out=out,
@@ -291,8 +291,8 @@ def evaluate(
         "with its records, instead of flagging it."),
 ) -> None:
     """Recompute evaluation.json and report.md from records.jsonl and print the table."""
-    from kvlab.bench.analysis.definitions import resolve
-    from kvlab.bench.run.runner import evaluate_run
+    from kvlab.analysis.definitions import resolve
+    from kvlab.run.runner import evaluate_run
 
     names = resolve(n for value in definitions for n in value.split(","))
     evaluation = evaluate_run(run_dir, tuple(names), strict=strict)
@@ -307,7 +307,7 @@ def explain(
     ratio: float | None = typer.Argument(None, help="A ratio A/B to read."),
 ) -> None:
     """How to read a ratio A/B (mean time of A over mean time of B at equal capacity)."""
-    from kvlab.bench.analysis.evaluate import explain_ratio
+    from kvlab.analysis.evaluate import explain_ratio
 
     if ratio is None:
         console.print(

@@ -129,10 +129,10 @@ def calibrate(
     Examples: kvlab calibrate; kvlab calibrate --workers 2 --concurrency 1,64,256
     """
     from kvlab import __version__
-    from kvlab.bench.analysis.saturation import Calibration, save_calibration
+    from kvlab.analysis.saturation import Calibration, save_calibration
     from kvlab.bench.calibrate.check import CalibrateSettings
     from kvlab.bench.calibrate.check import calibrate as run_calibration
-    from kvlab.bench.records import ApiKind
+    from kvlab.records import ApiKind
 
     if workers is not None:
         from kvlab.bench.workers.ray_pool import ray_module

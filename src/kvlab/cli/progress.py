@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from kvlab.bench.analysis.metrics import e2e_ms
-from kvlab.bench.records import Outcome, Record
+from kvlab.analysis.metrics import e2e_ms
+from kvlab.records import Outcome, Record
 
 if TYPE_CHECKING:
-    from kvlab.bench.run.reporter import Reporter
+    from kvlab.run.reporter import Reporter
 
 
 class _Tally:
@@ -114,7 +114,7 @@ class BarReporter(PlainReporter):
 
 def make_reporter(quiet: bool, console: Console) -> Reporter:
     """Nothing (quiet), a bar (``console`` is a terminal) or plain lines."""
-    from kvlab.bench.run.reporter import SilentReporter
+    from kvlab.run.reporter import SilentReporter
 
     if quiet:
         return SilentReporter()

@@ -21,8 +21,8 @@ def report(
         "with its records, instead of flagging it."),
 ) -> None:
     """Rebuild report.md (and evaluation.json) from the records; optionally HTML and CSV."""
-    from kvlab.bench.run.runner import evaluate_run
-    from kvlab.bench.store.rundir import load_run
+    from kvlab.run.runner import evaluate_run
+    from kvlab.store.rundir import load_run
 
     load_run(run_dir)  # one-line error for a folder that is not a run
     evaluation = evaluate_run(run_dir, strict=strict)
@@ -90,11 +90,11 @@ def compare(
     from rich import box
     from rich.table import Table
 
-    from kvlab.bench.analysis.gate import FailOn, gate
-    from kvlab.bench.store.rundir import load_run_or_import
+    from kvlab.analysis.gate import FailOn, gate
     from kvlab.cli.history_cmds import resolve_run
     from kvlab.report.compare_runs import compare_runs
     from kvlab.report.verdicts import comparison_rows, load_label
+    from kvlab.store.rundir import load_run_or_import
 
     rules = [FailOn.parse(text) for text in fail_on]  # a bad rule: one line, exit 2
     result = compare_runs(load_run_or_import(resolve_run(run_a, db), requested_tokens),

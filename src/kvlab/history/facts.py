@@ -3,9 +3,9 @@
 A run directory gives its manifest's facts (experiment, commit, version, machine, load
 averages, times), its experiment's modes, the servers it started, and its evaluation:
 evaluation.json when it is current (written after the last record and gauge, in this
-kvlab's layout), else the run evaluated now (:func:`~kvlab.bench.store.evaluation.
+kvlab's layout), else the run evaluated now (:func:`~kvlab.store.evaluation.
 evaluate_run_dir`, the one evaluation of a run directory). The evaluation's refused rows
-(judged by :func:`~kvlab.bench.analysis.valid_rows.judge`) give each record its verdict.
+(judged by :func:`~kvlab.analysis.valid_rows.judge`) give each record its verdict.
 A peer's result file (GuideLLM, vLLM, AIPerf) is read as a run too; its records are
 written to a scratch JSONL so one bulk reader takes every run's records.
 """
@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.analysis.evaluate import SCHEMA_VERSION as EVALUATION_SCHEMA
-from kvlab.bench.store.evaluation import evaluate_run_dir
-from kvlab.bench.store.rundir import RunDir
+from kvlab.analysis.evaluate import SCHEMA_VERSION as EVALUATION_SCHEMA
 from kvlab.history.schema import DISTRIBUTIONS, STATS, SUMMARY_FIGURES
+from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.rundir import RunDir
 
 # The files whose size and modification time make a run directory's fingerprint.
 WATCHED = ("records.jsonl", "manifest.json", "evaluation.json", "gauges.jsonl",
@@ -202,7 +202,7 @@ def _run_row(run: RunDir, run_id: str, path: str, evaluation: dict[str, Any],
 
 def run_facts(run: RunDir, scratch: Path) -> RunFacts:
     """The rows of one run (a run directory, or a peer's file read as one by
-    :func:`~kvlab.bench.store.rundir.load_run_or_import`). ``scratch``: a folder for the
+    :func:`~kvlab.store.rundir.load_run_or_import`). ``scratch``: a folder for the
     JSONL of an imported file's records."""
     path = run.path.resolve()
     if path.is_file():

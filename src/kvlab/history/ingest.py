@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvlab.bench.store.rundir import RunDir, load_run_or_import
 from kvlab.errors import ConfigError, KvlabError
 from kvlab.history.facts import RunFacts, fingerprint, run_facts
 from kvlab.history.location import append_sidecar, db_path, history_off, read_sidecar
@@ -38,6 +37,7 @@ from kvlab.history.schema import (
     recorded_paths,
     version,
 )
+from kvlab.store.rundir import RunDir, load_run_or_import
 
 if TYPE_CHECKING:
     import duckdb

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvlab.bench.analysis.summary_metrics import INTERVAL_METRICS
+from kvlab.analysis.summary_metrics import INTERVAL_METRICS
 from kvlab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ RECORD_COLUMNS: dict[str, str] = {
 }
 RECORD_FIELDS_LEFT_OUT = ("prompt",)
 
-# The row metrics of kvlab.bench.analysis.metrics, as SQL over the record's clock (ms);
+# The row metrics of kvlab.analysis.metrics, as SQL over the record's clock (ms);
 # tests/history/test_ingest.py checks them against the Python functions.
 RECORD_METRICS: dict[str, str] = {
     "e2e_ms": "(t_end - t_sent) / 1e6",

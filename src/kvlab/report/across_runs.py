@@ -8,7 +8,7 @@
 
 Both return PNG bytes (None when there is nothing to draw), like :mod:`kvlab.report.plots`;
 :func:`kvlab.report.figure_page.figure_page` wraps one in a self-contained HTML page.
-The points come from a run's :class:`~kvlab.bench.analysis.evaluate.Evaluation`
+The points come from a run's :class:`~kvlab.analysis.evaluate.Evaluation`
 (:func:`pareto_points`), its evaluation.json (:func:`points_of_json`) or the run history
 (kvlab.history.queries).
 """
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from kvlab.bench.labels import load_order, parse_label
+from kvlab.labels import load_order, parse_label
 from kvlab.report.plots import _colours, _figure, _png, _style
 
 if TYPE_CHECKING:
-    from kvlab.bench.analysis.evaluate import Evaluation
+    from kvlab.analysis.evaluate import Evaluation
 
 Latency = Literal["itl", "ttft"]
 LATENCY_LABEL = {"itl": "p95 effective ITL (ms)", "ttft": "p95 TTFT (ms)"}

@@ -4,9 +4,9 @@ Two runs are comparable only when they did the same work: the same prompt (SHA-2
 for every query measured at a capacity in both, the same requested output tokens, and
 at least one mode in common. Otherwise :func:`compare_runs` raises ValidationFailure
 naming the first difference. Each run's rows are validated as its evaluation validates
-them (:func:`kvlab.bench.store.evaluation.valid_rows_of`); within a (mode, capacity,
+them (:func:`kvlab.store.evaluation.valid_rows_of`); within a (mode, capacity,
 load) cell, rows are paired on (query, repetition) exactly as between two modes of one
-run (:func:`kvlab.bench.analysis.comparisons.compare_rows`), and each side says what
+run (:func:`kvlab.analysis.comparisons.compare_rows`), and each side says what
 it stands on (n valid of m); "A" is the first run, "B" the second.
 """
 
@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.bench.analysis.comparisons import PairComparison, compare_rows
-from kvlab.bench.analysis.summaries import modes_in_order
-from kvlab.bench.records import Record
-from kvlab.bench.store.evaluation import valid_rows_of
-from kvlab.bench.store.rundir import RunDir
+from kvlab.analysis.comparisons import PairComparison, compare_rows
+from kvlab.analysis.summaries import modes_in_order
 from kvlab.errors import ValidationFailure
+from kvlab.records import Record
 from kvlab.report.verdicts import comparisons_markdown
+from kvlab.store.evaluation import valid_rows_of
+from kvlab.store.rundir import RunDir
 
 
 @dataclass

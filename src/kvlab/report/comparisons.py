@@ -7,7 +7,7 @@ The same pairs with their 95 % intervals and verdicts are
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.evaluate import Evaluation
+from kvlab.analysis.evaluate import Evaluation
 from kvlab.report.markdown import fmt, md_table, pct
 from kvlab.report.section import ReportInput, Section
 

@@ -2,12 +2,12 @@
 summaries.csv (one row per (mode, capacity, load)).
 
 Derived columns are the declared metrics
-(:mod:`kvlab.bench.analysis.summary_metrics`): in records.csv each row metric, in
+(:mod:`kvlab.analysis.summary_metrics`): in records.csv each row metric, in
 summaries.csv every statistic of each distributed metric, each group figure and the
 intervals; an empty cell means the metric is unknown there (no stream, no timings...).
 Every record is exported, warm-ups and refused rows included, with ``valid`` and
 ``refused_reasons`` saying whether a summary counted it: the evaluation's verdicts
-(:class:`~kvlab.bench.analysis.valid_rows.ValidRows`), point verdicts of the server's
+(:class:`~kvlab.analysis.valid_rows.ValidRows`), point verdicts of the server's
 counters included.
 """
 
@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.analysis.metric import STATS, Metric
-from kvlab.bench.analysis.summaries import Summary, report_order
-from kvlab.bench.analysis.summary_metrics import INTERVAL_METRICS, ROW_METRICS, SUMMARY_METRICS
-from kvlab.bench.analysis.validate import Violation
-from kvlab.bench.records import Record
-from kvlab.bench.store.evaluation import evaluate_run_dir
-from kvlab.bench.store.rundir import load_run
+from kvlab.analysis.evaluate import Evaluation
+from kvlab.analysis.metric import STATS, Metric
+from kvlab.analysis.summaries import Summary, report_order
+from kvlab.analysis.summary_metrics import INTERVAL_METRICS, ROW_METRICS, SUMMARY_METRICS
+from kvlab.analysis.validate import Violation
+from kvlab.records import Record
+from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.rundir import load_run
 
 RECORDS_CSV = "records.csv"
 SUMMARIES_CSV = "summaries.csv"
@@ -120,7 +120,7 @@ def write_csvs(run_dir: Path | str, *, resamples: int = 2000,
                evaluation: Evaluation | None = None) -> list[Path]:
     """Write records.csv and summaries.csv into the run directory; return their paths.
     ``evaluation``: the run's, when the caller has it (else the run is evaluated, by
-    :func:`~kvlab.bench.store.evaluation.evaluate_run_dir`)."""
+    :func:`~kvlab.store.evaluation.evaluate_run_dir`)."""
     run = load_run(run_dir)
     if evaluation is None:
         evaluation = evaluate_run_dir(run, resamples=resamples)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.store.rundir import RunDir
+from kvlab.analysis.evaluate import Evaluation
 from kvlab.experiment import Experiment
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
+from kvlab.store.rundir import RunDir
 
 
 def render_markdown(report: ReportInput) -> str:

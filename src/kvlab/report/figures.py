@@ -4,7 +4,7 @@ report.md has no images, so it leaves the section out."""
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.summaries import report_order
+from kvlab.analysis.summaries import report_order
 from kvlab.report import across_runs, plots
 from kvlab.report.html_blocks import img, section
 from kvlab.report.section import ReportInput, Section

@@ -2,7 +2,7 @@
 
 It renders the same registered sections as report.md (:mod:`kvlab.report.sections`),
 in the same order, each as its HTML; every number comes from the run's
-:class:`~kvlab.bench.analysis.evaluate.Evaluation`, the same summaries and comparisons
+:class:`~kvlab.analysis.evaluate.Evaluation`, the same summaries and comparisons
 evaluation.json and report.md hold.
 """
 
@@ -12,12 +12,12 @@ from html import escape
 from pathlib import Path
 
 import kvlab
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.store.evaluation import evaluate_run_dir
-from kvlab.bench.store.rundir import RunDir, load_run
+from kvlab.analysis.evaluate import Evaluation
 from kvlab.report.html_blocks import CSS
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
+from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.rundir import RunDir, load_run
 
 HTML_FILE = "report.html"
 
@@ -25,7 +25,7 @@ HTML_FILE = "report.html"
 def render_html(run: RunDir, *, resamples: int = 2000,
                 evaluation: Evaluation | None = None) -> str:
     """The whole report as one HTML document (no external resource), rendered from
-    ``evaluation``: the run's (:func:`~kvlab.bench.store.evaluation.evaluate_run_dir`,
+    ``evaluation``: the run's (:func:`~kvlab.store.evaluation.evaluate_run_dir`,
     the one evaluation of a run directory, when None)."""
     if evaluation is None:
         evaluation = evaluate_run_dir(run, resamples=resamples)

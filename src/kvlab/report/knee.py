@@ -2,13 +2,13 @@
 closed-loop point whose /metrics show queueing or preemption, and TTFT and ITL against
 N with the predicted knee drawn (report.html).
 
-Renders :class:`~kvlab.bench.analysis.knee_check.KneeCheck` from the evaluation;
+Renders :class:`~kvlab.analysis.knee_check.KneeCheck` from the evaluation;
 computes nothing.
 """
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.knee_check import KneeCheck, KneePoint
+from kvlab.analysis.knee_check import KneeCheck, KneePoint
 from kvlab.report import plots
 from kvlab.report.html_blocks import img, markdown_block, section
 from kvlab.report.section import ReportInput, Section

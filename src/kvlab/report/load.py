@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from kvlab.bench.analysis.load import LoadSummary
-from kvlab.bench.analysis.saturation import ClientCheck
+from kvlab.analysis.load import LoadSummary
+from kvlab.analysis.saturation import ClientCheck
 from kvlab.report.html_blocks import section
 from kvlab.report.markdown import fmt, md_table, valid_text
 from kvlab.report.section import ReportInput, Section
@@ -37,7 +37,7 @@ class RunOrder(Section):
 
 
 def load_body(summaries: Sequence[LoadSummary]) -> str:
-    """One row per (mode, capacity, load) from bench.analysis.load ("": no load point)."""
+    """One row per (mode, capacity, load) from analysis.load ("": no load point)."""
     if all(s.load is None for s in summaries):  # sequential rows only
         return ""
     slo = next((s.slo for s in summaries if s.slo), {})

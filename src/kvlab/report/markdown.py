@@ -6,7 +6,7 @@ put together by :mod:`kvlab.report.document`. Nothing is measured here.
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.valid_rows import RowCount
+from kvlab.analysis.valid_rows import RowCount
 
 
 def fmt(value: float | None, digits: int = 2) -> str:

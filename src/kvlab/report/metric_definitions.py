@@ -5,7 +5,7 @@ evaluation.json keeps as ``metric_definitions``.
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.summary_metrics import SUMMARY_METRICS, metric_definitions
+from kvlab.analysis.summary_metrics import SUMMARY_METRICS, metric_definitions
 from kvlab.report.html_blocks import section, table
 from kvlab.report.markdown import md_table
 from kvlab.report.section import ReportInput, Section

@@ -2,21 +2,15 @@
 
 One table per capacity (and load point): a row per mode and metric, a column per
 definition set (kvlab, vLLM, GuideLLM, AIPerf). Every figure is computed from the
-run's records by :mod:`kvlab.bench.analysis.definitions`; nothing is measured here.
+run's records by :mod:`kvlab.analysis.definition_cells`; nothing is measured here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvlab.bench.analysis.definitions import (
-    METRIC_LABELS,
-    METRICS,
-    SETS,
-    WHY_THEY_DIFFER,
-    Aggregate,
-    Cell,
-)
+from kvlab.analysis.definition_cells import Aggregate, Cell
+from kvlab.analysis.definitions import METRIC_LABELS, METRICS, SETS, WHY_THEY_DIFFER
 from kvlab.report.section import ReportInput, Section
 
 TITLE = "The same run under other tools' definitions"
@@ -53,7 +47,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def section_body(found: Sequence[Cell], names: Sequence[str] = tuple(SETS)) -> str:
     """The section without its heading (the HTML report adds its own). ``found``: the
-    evaluation's cells under every set (bench.analysis.definitions.cells)."""
+    evaluation's cells under every set (analysis.definition_cells.cells)."""
     found = [c.only(names) for c in found]
     out = [f"Times in ms as median / p95 over the valid rows; tok/s is each tool's "
            f"output rate. {WHY_THEY_DIFFER}", "",

@@ -15,14 +15,14 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvlab.bench.analysis.knee_check import KneeCheck
-from kvlab.bench.analysis.metric import Metric
-from kvlab.bench.analysis.sessions import SessionsCell
-from kvlab.bench.analysis.summaries import Summary, load_value
-from kvlab.bench.analysis.summary_metrics import E2E, ITL, TTFT
-from kvlab.bench.analysis.valid_rows import ValidRows
-from kvlab.bench.labels import load_order, read_label
-from kvlab.bench.records import GaugeSample
+from kvlab.analysis.knee_check import KneeCheck
+from kvlab.analysis.metric import Metric
+from kvlab.analysis.sessions import SessionsCell
+from kvlab.analysis.summaries import Summary, load_value
+from kvlab.analysis.summary_metrics import E2E, ITL, TTFT
+from kvlab.analysis.valid_rows import ValidRows
+from kvlab.labels import load_order, read_label
+from kvlab.records import GaugeSample
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -16,8 +16,8 @@ from typing import Any
 from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.sizing import Sizing
-from kvlab.bench.records import Outcome, Record
 from kvlab.experiment import Workload
+from kvlab.records import Outcome, Record
 from kvlab.report.section import ReportInput, Section
 
 

@@ -1,6 +1,6 @@
 """The "Reasoning streams" section: TTFT and the time to first answer token, apart.
 
-Renders :class:`~kvlab.bench.analysis.reasoning.ReasoningCell` from the evaluation;
+Renders :class:`~kvlab.analysis.reasoning.ReasoningCell` from the evaluation;
 computes nothing. Absent when no valid row carried reasoning.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvlab.bench.analysis.percentiles import Distribution
-from kvlab.bench.analysis.reasoning import ReasoningCell
+from kvlab.analysis.percentiles import Distribution
+from kvlab.analysis.reasoning import ReasoningCell
 from kvlab.report.section import ReportInput, Section
 
 TITLE = "Reasoning streams"

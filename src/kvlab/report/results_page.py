@@ -30,7 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.analysis.valid_rows import RowCount
+from kvlab.analysis.valid_rows import RowCount
 from kvlab.errors import ConfigError
 
 VALID_SCHEMA = 2  # evaluation.json from which load figures read valid rows only

@@ -6,7 +6,7 @@ once, in Markdown: report.md shows it under ``## title``, report.html draws it w
 :func:`~kvlab.report.html_blocks.markdown_block`. A section whose HTML says more than
 its Markdown (coloured verdicts, figures) overrides :meth:`Section.html`; an empty body
 leaves the section out of both. Nothing is computed here: every number comes from the
-run's :class:`~kvlab.bench.analysis.evaluate.Evaluation` or its directory.
+run's :class:`~kvlab.analysis.evaluate.Evaluation` or its directory.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.records import GaugeSample, Record
-from kvlab.bench.store.rundir import RunDir
+from kvlab.analysis.evaluate import Evaluation
 from kvlab.experiment import Experiment
+from kvlab.records import GaugeSample, Record
 from kvlab.report.html_blocks import markdown_block, section
+from kvlab.store.rundir import RunDir
 
 
 @dataclass(frozen=True)

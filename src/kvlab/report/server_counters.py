@@ -1,6 +1,6 @@
 """The "Server counters" section: each point's ``/metrics`` deltas beside the records.
 
-Renders :class:`~kvlab.bench.analysis.server_counters.PointCounters` from the
+Renders :class:`~kvlab.analysis.server_counters.PointCounters` from the
 evaluation; computes nothing.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvlab.bench.analysis.server_counters import Check, PointCounters
+from kvlab.analysis.server_counters import Check, PointCounters
 from kvlab.report.section import ReportInput, Section
 
 TITLE = "Server counters (/metrics)"

@@ -1,7 +1,7 @@
 """The "Server histograms" section: vLLM's own request histograms per point, beside the
 client's distribution of the same quantity, and the flag on a client TTFT below vLLM's.
 
-Renders :class:`~kvlab.bench.analysis.server_histograms.PointHistograms` from the
+Renders :class:`~kvlab.analysis.server_histograms.PointHistograms` from the
 evaluation; computes nothing.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvlab.bench.analysis.server_histograms import (
+from kvlab.analysis.server_histograms import (
     QUANTILES,
     BucketQuantile,
     Histogram,

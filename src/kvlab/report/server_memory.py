@@ -1,13 +1,13 @@
 """The "Server memory" section: each launched server's resident memory during every
 load point, beside the KV budget's bytes and the weights' bytes kvlab predicts.
 
-Renders :class:`~kvlab.bench.analysis.process_memory.PointMemory` from the evaluation;
+Renders :class:`~kvlab.analysis.process_memory.PointMemory` from the evaluation;
 computes nothing.
 """
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.process_memory import PointMemory
+from kvlab.analysis.process_memory import PointMemory
 from kvlab.report.section import ReportInput, Section
 
 MIB = 1024 * 1024

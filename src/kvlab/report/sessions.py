@@ -1,6 +1,6 @@
 """The "Sessions" section: a sessions load's turns by turn index, its sessions, the
 growth of their prompts, their cache against the prediction and their think times,
-rendered from the run's Evaluation (:mod:`kvlab.bench.analysis.sessions`); report.html
+rendered from the run's Evaluation (:mod:`kvlab.analysis.sessions`); report.html
 adds TTFT and the cached share against turn index. Left out of a run without sessions.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvlab.bench.analysis.sessions import SessionsCell
-from kvlab.bench.analysis.stats import Distribution
+from kvlab.analysis.sessions import SessionsCell
+from kvlab.analysis.stats import Distribution
 from kvlab.report import plots
 from kvlab.report.html_blocks import img, markdown_block, section
 from kvlab.report.section import ReportInput, Section

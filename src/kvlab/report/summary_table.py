@@ -1,12 +1,12 @@
 """The summary table: one row per (mode, capacity, load), a column per declared
-statistic (:mod:`kvlab.bench.analysis.summary_metrics`), the same in report.md,
+statistic (:mod:`kvlab.analysis.summary_metrics`), the same in report.md,
 report.html and ``kvlab evaluate``'s table.
 """
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.analysis.summary_metrics import SUMMARY_METRICS
+from kvlab.analysis.evaluate import Evaluation
+from kvlab.analysis.summary_metrics import SUMMARY_METRICS
 from kvlab.report.markdown import fmt, md_table, valid_text
 from kvlab.report.section import ReportInput, Section
 

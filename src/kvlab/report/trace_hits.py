@@ -1,13 +1,13 @@
 """The "Trace prefix-cache hits" section: the hits a replayed trace's hash_ids predict
 for the server's LRU prefix cache, against those it counted; drift stated.
 
-Renders :class:`~kvlab.bench.analysis.trace_hits.PointHits` from the evaluation;
+Renders :class:`~kvlab.analysis.trace_hits.PointHits` from the evaluation;
 computes nothing.
 """
 
 from __future__ import annotations
 
-from kvlab.bench.analysis.trace_hits import PointHits
+from kvlab.analysis.trace_hits import PointHits
 from kvlab.report.section import ReportInput, Section
 
 

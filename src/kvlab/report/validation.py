@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from html import escape
 
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.analysis.validate import Violation
+from kvlab.analysis.evaluate import Evaluation
+from kvlab.analysis.validate import Violation
 from kvlab.report.html_blocks import markdown_block, section, table
 from kvlab.report.markdown import md_table
 from kvlab.report.section import ReportInput, Section

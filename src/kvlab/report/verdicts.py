@@ -2,7 +2,7 @@
 
 ``pairs_markdown`` renders an evaluation's pairs as report.md shows them in the section
 :class:`Intervals`; report.html uses the same cell formatting, with verdicts coloured,
-so both read alike. Comparisons are computed by :mod:`kvlab.bench.analysis.comparisons` only;
+so both read alike. Comparisons are computed by :mod:`kvlab.analysis.comparisons` only;
 ``intervals_markdown`` calls it for validated rows that have no evaluation.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from kvlab.bench.analysis.comparisons import MetricComparison, PairComparison, compare_run
-from kvlab.bench.analysis.stats import MIN_BOOTSTRAP_VALUES
-from kvlab.bench.analysis.valid_rows import ValidRows
+from kvlab.analysis.comparisons import MetricComparison, PairComparison, compare_run
+from kvlab.analysis.stats import MIN_BOOTSTRAP_VALUES
+from kvlab.analysis.valid_rows import ValidRows
 from kvlab.report.html_blocks import section
 from kvlab.report.section import ReportInput, Section
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kvlab.bench.records import Record
+from kvlab.records import Record
 from kvlab.report.section import ReportInput, Section
 
 TITLE = "Load workers and clocks"

@@ -1,7 +1,7 @@
 """The sections of workloads that reuse the KV cache or search for a capacity: "Capacity
 search", "Prefix cache" and "Multi-turn growth", rendered from the run's Evaluation
-(:mod:`kvlab.bench.analysis.capacity`, :mod:`~kvlab.bench.analysis.cache_hits` and
-:mod:`~kvlab.bench.analysis.turns`); they compute nothing. A section a run has nothing
+(:mod:`kvlab.analysis.capacity`, :mod:`~kvlab.analysis.cache_hits` and
+:mod:`~kvlab.analysis.turns`); they compute nothing. A section a run has nothing
 for is left out.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvlab.bench.analysis.cache_hits import CacheSplit
-from kvlab.bench.analysis.capacity import GOODPUT, CapacityResult
-from kvlab.bench.analysis.evaluate import Evaluation
-from kvlab.bench.analysis.stats import Distribution
-from kvlab.bench.analysis.turns import ConversationCheck
+from kvlab.analysis.cache_hits import CacheSplit
+from kvlab.analysis.capacity import GOODPUT, CapacityResult
+from kvlab.analysis.evaluate import Evaluation
+from kvlab.analysis.stats import Distribution
+from kvlab.analysis.turns import ConversationCheck
 from kvlab.report.section import ReportInput, Section
 
 CAPACITY_TITLE = "Capacity search"

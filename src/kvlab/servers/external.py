@@ -1,7 +1,7 @@
 """An already running server (``server = "external"``): kvlab launches nothing.
 
 Its endpoint (URL, model id, API key) is resolved when the run starts, by
-:func:`kvlab.bench.run.targets.endpoint_for`; the key is only ever read from the
+:func:`kvlab.run.targets.endpoint_for`; the key is only ever read from the
 environment.
 """
 

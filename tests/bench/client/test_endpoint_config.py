@@ -12,8 +12,8 @@ from kvlab.bench.client.endpoint_config import (
     load_endpoints,
     select_endpoint,
 )
-from kvlab.bench.records import ApiKind
 from kvlab.errors import ConfigError
+from kvlab.records import ApiKind
 
 KEY = "sk-config-SECRET-42"
 

@@ -1,4 +1,4 @@
-"""HarnessClient against a real HTTP server on 127.0.0.1 (tests/bench/fakeserver.py)."""
+"""HarnessClient against a real HTTP server on 127.0.0.1 (tests/fakeserver.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.models import check_models
-from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
-from tests.bench.fakeserver import FakeServer
+from kvlab.records import ApiKind, Outcome, Record, RunClock
+from tests.fakeserver import FakeServer
 from tests.lateness import LatenessProbe
 from tests.ports import refusing_url
 
@@ -347,7 +347,7 @@ def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
     import asyncio
 
     from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-    from kvlab.bench.records import ApiKind, Outcome, RunClock
+    from kvlab.records import ApiKind, Outcome, RunClock
 
     body = (
         b'data: {"content":"a","tokens":[1],"stop":false}\n\n'

@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from kvlab.bench.client.gauges import GaugeRecorder, parse_prometheus
-from kvlab.bench.records import RunClock, read_gauges
+from kvlab.records import RunClock, read_gauges
 from kvlab.report.plots import gauges_over_time
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
-from tests.bench.fakeserver import FakeServer
+from tests.fakeserver import FakeServer
 from tests.ports import refusing_url
 from tests.serve.conftest import wait_ready
 

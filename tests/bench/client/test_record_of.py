@@ -13,8 +13,8 @@ from kvlab.bench.client.endpoints import (
     record_of,
 )
 from kvlab.bench.client.responses import ResponseFacts
-from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
-from tests.bench.fakeserver import FakeServer
+from kvlab.records import ApiKind, Outcome, Record, RunClock
+from tests.fakeserver import FakeServer
 
 KEY = "sk-record-of-test"
 
@@ -81,7 +81,7 @@ def test_a_server_without_timings_has_no_row_refused_as_prefix_reuse(server, str
     """llama.cpp's answer without ``timings`` still says ``tokens_cached`` (prompt +
     generated tokens in the slot); it is no cached-prompt count, so no row is refused
     as prefix_reuse for it."""
-    from kvlab.bench.analysis.validate import check_row
+    from kvlab.analysis.validate import check_row
 
     spec = RequestSpec(prompt="a b c", max_tokens=6, stream=stream, run_id="r", mode="m",
                        capacity=512, query_id="q01",

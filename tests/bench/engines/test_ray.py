@@ -1,5 +1,5 @@
 """The Ray engine without starting Ray: which engine a run uses, its refusals, and the
-loopback check (tests/bench/run/test_workers_ray.py runs it on Ray)."""
+loopback check (tests/run/test_workers_ray.py runs it on Ray)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.engines.inprocess import InProcessSettings
 from kvlab.bench.engines.kinds import saved_engine
 from kvlab.bench.engines.ray import RayEngine, RayEngineSettings, loopback
-from kvlab.bench.records import ApiKind
-from kvlab.bench.run.planner import choose_engine
-from kvlab.bench.store.state import RunState, SessionEntry
 from kvlab.bench.workers.ray_pool import RayPool, RaySettings
 from kvlab.errors import ConfigError
+from kvlab.records import ApiKind
+from kvlab.run.planner import choose_engine
+from kvlab.store.state import RunState, SessionEntry
 
 
 def test_the_command_line_wins_over_the_file_and_none_means_one_process(monkeypatch) -> None:

@@ -14,8 +14,8 @@ from itertools import pairwise
 
 import pytest
 
-from kvlab.bench.analysis.load import max_in_flight, summarize_load
-from kvlab.bench.analysis.valid_rows import judge
+from kvlab.analysis.load import max_in_flight, summarize_load
+from kvlab.analysis.valid_rows import judge
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.plan.loads.concurrency import ConcurrencyPoint
 from kvlab.bench.plan.loads.rate import RatePoint
@@ -26,7 +26,7 @@ from kvlab.bench.plan.schedule import (
     run_point,
     sleep_until,
 )
-from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.records import ApiKind, Outcome, Record, RunClock
 from kvlab.servers.embedded import EmbeddedServer
 from tests.experiments import embedded, experiment
 from tests.lateness import LatenessProbe
@@ -192,9 +192,9 @@ def test_sweep_through_the_runner_resumes_whole_points(tmp_path) -> None:
     """A [load] sweep writes labelled rows; a resume reruns only unfinished points."""
     import json
 
-    from kvlab.bench.records import read_records
-    from kvlab.bench.run.runner import RunOutput, RunRequest, SilentReporter, run_experiment
     from kvlab.errors import RunInterrupted
+    from kvlab.records import read_records
+    from kvlab.run.runner import RunOutput, RunRequest, SilentReporter, run_experiment
 
     class StopAfter(SilentReporter):
         def __init__(self, n: int) -> None:

@@ -15,8 +15,8 @@ from kvlab.bench.calibrate.check import synthetic_process
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.plan.sizing import choose_counter, file_counter, server_counter
 from kvlab.bench.plan.workload import builtin_queries, padding_text, prepare_capacity
-from kvlab.bench.records import ApiKind
 from kvlab.errors import ConfigError, EndpointAuthError
+from kvlab.records import ApiKind
 from kvlab.serve.synthetic_events import prompt_token_count
 
 

@@ -2,7 +2,7 @@
 
 :class:`~kvlab.bench.workers.worker.LoadWorker` objects on this process's loop are
 workers as the coordinator sees them (the Ray engine holds the same object in an actor,
-tests/bench/run/test_workers_ray.py): the same requests as one process, records in
+tests/run/test_workers_ray.py): the same requests as one process, records in
 completion order, every landed record kept when the point is cancelled or a worker fails.
 """
 
@@ -21,11 +21,11 @@ from kvlab.bench.plan.loads.base import LoadStrategy
 from kvlab.bench.plan.loads.concurrency import ConcurrencyPoint
 from kvlab.bench.plan.loads.rate import RatePoint
 from kvlab.bench.plan.schedule import run_point
-from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
 from kvlab.bench.workers.dispatch import collect, launch, stop_all
 from kvlab.bench.workers.merge import Merger
 from kvlab.bench.workers.worker import LoadWorker
 from kvlab.errors import WorkerError
+from kvlab.records import ApiKind, Outcome, Record, RunClock
 
 
 @pytest.fixture(scope="module")

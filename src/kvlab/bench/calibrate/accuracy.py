@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kvlab.bench.records import Outcome, Record
+from kvlab.records import Outcome, Record
 
 
 @dataclass

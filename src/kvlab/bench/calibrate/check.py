@@ -50,8 +50,8 @@ from kvlab.bench.calibrate.server import (
     synthetic_process,
 )
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.bench.records import ApiKind, RunClock
 from kvlab.errors import ConfigError
+from kvlab.records import ApiKind, RunClock
 
 
 @dataclass(frozen=True)

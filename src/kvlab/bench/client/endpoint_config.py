@@ -41,8 +41,8 @@ from dotenv import dotenv_values
 
 from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.endpoints import Endpoint
-from kvlab.bench.records import ApiKind
 from kvlab.errors import ConfigError
+from kvlab.records import ApiKind
 
 MAX_SLOTS = 32  # numbered OPENAI_* slots looked at
 FIELDS = ("base_url", "model", "api_key", "name")

@@ -66,7 +66,7 @@ from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.answers import AiohttpAnswer, read_answer
 from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError, RawPool
 from kvlab.bench.client.responses import MalformedResponse, ResponseFacts
-from kvlab.bench.records import ApiKind, Outcome, Record, RunClock
+from kvlab.records import ApiKind, Outcome, Record, RunClock
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,14 @@ vLLM, llama-server (started with ``--metrics``, as kvlab starts it) and kvlab se
 expose Prometheus text: requests running and waiting, KV-cache use, and counters of
 prompt and generated tokens. :class:`GaugeRecorder` reads it for one load point (or the
 sequential rows of one mode and capacity) and appends every answer to the run's
-``gauges.jsonl`` (:class:`kvlab.bench.records.GaugeSample`):
+``gauges.jsonl`` (:class:`kvlab.records.GaugeSample`):
 
 - a ``start`` sample before the point's first request, and an ``end`` sample after its
   last answer. Each is taken once the server's counters have stopped moving (two
   answers ``SETTLE_INTERVAL_S`` apart with every ``prefix:name_total`` counter equal),
   because a server may count a request a moment after its answer went out. With the
   run positions of the point's requests they delimit exactly which requests the
-  counters' deltas cover (:mod:`kvlab.bench.analysis.server_counters`);
+  counters' deltas cover (:mod:`kvlab.analysis.server_counters`);
 - ``during`` samples every ``interval_s`` from the same event loop as the load, for the
   report's plot of the server's state against time.
 
@@ -36,7 +36,7 @@ from typing import Literal, TextIO
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvlab.bench.records import GaugeSample, RunClock
+from kvlab.records import GaugeSample, RunClock
 
 DEFAULT_INTERVAL_S = 0.25
 SETTLE_INTERVAL_S = 0.1

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvlab.api.facts import ERROR_EXCERPT_CHARS, AnswerFacts, MalformedResponse, malformed
-from kvlab.bench.records import Outcome
+from kvlab.records import Outcome
 
 __all__ = ["ERROR_EXCERPT_CHARS", "MalformedResponse", "ResponseFacts", "malformed"]
 

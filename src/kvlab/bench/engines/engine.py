@@ -1,6 +1,6 @@
 """The load engine interface: what sends a run's requests, one at a time or a whole point.
 
-The executor (:mod:`kvlab.bench.run.executor`) hands every request of a run to one
+The executor (:mod:`kvlab.run.executor`) hands every request of a run to one
 :class:`LoadEngine`: a warm-up or a sequential row through :meth:`~LoadEngine.send`, a
 load point through :meth:`~LoadEngine.run_point` (its strategy, its requests in run
 order). An engine never raises for a failed request (its Record says how it failed) and
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
-from kvlab.bench.records import Record, RunClock
+from kvlab.records import Record, RunClock
 
 # The clocks of one sharded point's workers, for the run's state before the point starts
 ClocksFn = Callable[[list[dict[str, Any]]], None]

@@ -21,9 +21,9 @@ from kvlab.bench.client.endpoints import Endpoint, RequestSpec
 from kvlab.bench.engines.engine import ClocksFn, EngineSettings
 from kvlab.bench.engines.inprocess import InProcessEngine
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
-from kvlab.bench.records import Record, RunClock
 from kvlab.bench.workers.ray_pool import RayPool, RaySettings, ray_module
 from kvlab.errors import ConfigError
+from kvlab.records import Record, RunClock
 
 _LOOPBACK = ("localhost", "::1")
 

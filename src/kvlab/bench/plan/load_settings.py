@@ -25,7 +25,7 @@ class SearchSettings(_Strict):
     """The highest request rate at which every objective holds (``[search]``): rate
     points of ``[load]`` (arrival, requests or duration_s, max_concurrency, slip
     threshold) chosen by bisection between ``low`` and ``high`` requests/s, each run
-    ``repetitions`` times; see bench.analysis.capacity. Objectives: the ``percentile``
+    ``repetitions`` times; see analysis.capacity. Objectives: the ``percentile``
     of TTFT, effective ITL and e2e at most the given ms, and the share of requests
     meeting every ``[slo]`` at least ``goodput`` (0.95: 95 %). A rate whose requests
     validation refused beyond ``max_refused`` (a share; 0: any refused row) is missed."""

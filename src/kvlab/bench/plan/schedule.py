@@ -15,7 +15,7 @@ Precision: arrivals are absolute deadlines on the run's :class:`RunClock` (offse
 the point's start), never relative sleeps, so one late wake-up does not push every
 later request. The wait sleeps to just before the deadline, then yields to the event
 loop until it is reached (sub-millisecond without spinning a core for long). A request
-that leaves late keeps its lateness in ``t_sent - t_scheduled``; :mod:`kvlab.bench.analysis.load`
+that leaves late keeps its lateness in ``t_sent - t_scheduled``; :mod:`kvlab.analysis.load`
 measures and flags it — it is never hidden by re-basing the schedule.
 
 Public API::
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.client.gcpause import paused_gc
 from kvlab.bench.plan.loads.base import PointShare, RecordFn, SendFn, Shard, split_evenly
-from kvlab.bench.records import Record, RunClock
+from kvlab.records import Record, RunClock
 
 _NS_PER_S = 1_000_000_000
 # Sleep until this close to a deadline, then yield to the loop until it passes: the

@@ -17,7 +17,7 @@ from kvlab.bench.plan.sessions.runner import (
     shard_sessions,
 )
 from kvlab.bench.plan.sessions.turn import SessionTurn
-from kvlab.bench.records import Record, RunClock
+from kvlab.records import Record, RunClock
 
 ENDPOINT = Endpoint("http://memory.invalid/v1", ApiKind.OPENAI_CHAT, model="m")
 

@@ -22,10 +22,10 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvlab.bench.client.endpoints import RequestSpec
-from kvlab.bench.labels import PointKind
 from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.workload import PreparedPrompt
-from kvlab.bench.records import Record, RunClock
+from kvlab.labels import PointKind
+from kvlab.records import Record, RunClock
 
 SendFn = Callable[[RequestSpec], Awaitable[Record]]
 RecordFn = Callable[[Record], None]
@@ -55,7 +55,7 @@ class PointShare(Protocol):
 class LoadStrategy(PointShare, Protocol):
     """One load point: a point share that also plans its size and can be shared out."""
 
-    kind: ClassVar[PointKind]  # the grammar of its labels (bench.labels)
+    kind: ClassVar[PointKind]  # the grammar of its labels (labels)
 
     def planned_requests(self) -> int:
         """How many requests the point needs made up front."""

@@ -16,11 +16,11 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from kvlab.bench.client.endpoints import RequestSpec
-from kvlab.bench.labels import CONCURRENCY, PointKind
 from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import ClosedLoopShare, shard_closed_loop
 from kvlab.bench.plan.workload import PreparedPrompt
-from kvlab.bench.records import Record, RunClock
+from kvlab.labels import CONCURRENCY, PointKind
+from kvlab.records import Record, RunClock
 
 # The requests made up front for a point that stops by time: users never need more.
 BY_DURATION_REQUESTS = 5000

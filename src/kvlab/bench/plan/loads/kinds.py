@@ -7,8 +7,8 @@ Adding a kind (say ``"burst"``) takes one file and one registry line:
    ``[load]`` table), whose ``points(default_requests)`` returns its load points; and
    the point, a :class:`~kvlab.bench.plan.loads.base.LoadStrategy` (label, in-flight
    limit, size, ``run`` on the run's clock, ``shard`` over load workers) whose ``kind``
-   is a :class:`~kvlab.bench.labels.PointKind` (a new grammar of labels is one line of
-   :data:`~kvlab.bench.labels.POINT_KINDS`);
+   is a :class:`~kvlab.labels.PointKind` (a new grammar of labels is one line of
+   :data:`~kvlab.labels.POINT_KINDS`);
 2. its settings class added to :data:`LoadSettings` below (``A | B``).
 
 The experiment file, ``kvlab run`` (the plan, every load engine, resume) and the reports

@@ -14,11 +14,11 @@ from typing import ClassVar, Literal
 from pydantic import model_validator
 
 from kvlab.bench.client.endpoints import RequestSpec
-from kvlab.bench.labels import SEQUENTIAL, PointKind
 from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import run_sequential
 from kvlab.bench.plan.workload import PreparedPrompt
-from kvlab.bench.records import Record, RunClock
+from kvlab.labels import SEQUENTIAL, PointKind
+from kvlab.records import Record, RunClock
 
 
 class SequentialLoad(LoadTable):

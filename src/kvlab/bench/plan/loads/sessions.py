@@ -25,7 +25,6 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from kvlab.bench.client.endpoints import RequestSpec
-from kvlab.bench.labels import SESSION_RATE, SESSIONS, PointKind
 from kvlab.bench.plan.arrivals import Arrival, rate_offsets_ns
 from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
@@ -38,7 +37,8 @@ from kvlab.bench.plan.sessions.runner import (
     shard_sessions,
 )
 from kvlab.bench.plan.workload import PreparedPrompt
-from kvlab.bench.records import Record, RunClock
+from kvlab.labels import SESSION_RATE, SESSIONS, PointKind
+from kvlab.records import Record, RunClock
 
 
 class SessionsLoad(LoadTable):

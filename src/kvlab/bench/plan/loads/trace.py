@@ -16,13 +16,13 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from kvlab.bench.client.endpoints import RequestSpec
-from kvlab.bench.labels import TRACE, PointKind
 from kvlab.bench.plan.arrivals import trace_offsets_ns
 from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import OpenLoopShare, shard_open_loop
 from kvlab.bench.plan.workload import PreparedPrompt
-from kvlab.bench.records import Record, RunClock
+from kvlab.labels import TRACE, PointKind
+from kvlab.records import Record, RunClock
 
 
 class TraceLoad(LoadTable):

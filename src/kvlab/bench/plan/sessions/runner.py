@@ -14,7 +14,7 @@ whose turns name their blocks (``hash_ids``) share one tag per point and repetit
 and share prefixes as their ids say.
 
 Every answer is judged as it lands, by validation's own rule
-(:func:`~kvlab.bench.analysis.validate.refusal`): a refused turn (an error, a wrong
+(:func:`~kvlab.analysis.validate.refusal`): a refused turn (an error, a wrong
 length) ends its session run, which sends nothing more; its turns not sent have no
 Record. Session runs interleave freely across the load: ``users`` at once, each taking
 the next run when its last ended (:class:`ClosedSessions`), or each run at its own
@@ -28,13 +28,13 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvlab.bench.analysis.validate import refusal
+from kvlab.analysis.validate import refusal
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.plan.exact import row_tag
 from kvlab.bench.plan.loads.base import RecordFn, SendFn, Shard, split_evenly
 from kvlab.bench.plan.schedule import sleep_until
 from kvlab.bench.plan.sessions.turn import SessionTurn
-from kvlab.bench.records import Record, RunClock
+from kvlab.records import Record, RunClock
 
 _NS_PER_MS = 1_000_000
 

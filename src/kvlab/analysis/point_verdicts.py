@@ -1,0 +1,103 @@
+"""Verdicts on whole load points from the server's own counters: refusals and flags.
+
+A row's own facts cannot show every wrong measurement. Two the server's ``/metrics``
+deltas over a point can (:mod:`kvlab.analysis.server_counters`):
+
+- **prefix reuse**: under ``cache_prompt = false``, a point whose server counted
+  prefix-cache hits (Δ > 0) answered some prompts partly from memory, whether or not
+  its rows carry a cached-token count. Every row of the point is refused as
+  ``prefix_reuse``, named with the counter and its delta.
+- **counters that disagree**: Δ prompt or generated tokens other than the records' sum,
+  under the server's counting rule (vLLM counts every prompt token; llama.cpp and kvlab
+  serve the ones they computed), means the server did work the records do not show, or
+  the records miss some. The point is flagged in every output; with ``strict`` its rows
+  are refused as ``counters_differ``.
+
+:func:`~kvlab.analysis.valid_rows.judge` applies the refusals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvlab.analysis.server_counters import FAMILIES, Check, PointCounters
+from kvlab.analysis.validate import Reason, Violation
+from kvlab.records import Record
+
+_RULE = {"all": "the server counts every prompt token",
+         "computed": "the server counts the prompt tokens it computed, prompt - cached"}
+
+
+@dataclass(frozen=True)
+class PointVerdict:
+    """One verdict on the rows of one point (those sent between its two readings):
+    ``refuses`` them as ``reason``, or only flags them. ``detail`` names the counter and
+    its delta."""
+
+    mode: str
+    capacity: int
+    load: str | None
+    positions: tuple[int, int]  # the run positions of the point: [first, end)
+    reason: Reason
+    detail: str
+    refuses: bool
+
+    def covers(self, row: Record) -> bool:
+        """True when ``row`` was sent inside this point."""
+        return (row.mode, row.capacity) == (self.mode, self.capacity) \
+            and self.positions[0] <= row.position < self.positions[1]
+
+    def describe(self) -> str:
+        """``vllm @ 512 c=8: <detail>``."""
+        return f"{self.mode} @ {self.capacity} {self.load or 'sequential'}: {self.detail}"
+
+    def violation(self, row: Record) -> Violation:
+        """The refusal of one row of the point."""
+        return Violation(row.mode, row.capacity, row.query_id, row.repetition, self.reason,
+                         f"point {self.load or 'sequential'}: {self.detail}", load=row.load)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, "capacity": self.capacity, "load": self.load,
+                "positions": list(self.positions), "reason": str(self.reason),
+                "detail": self.detail, "refuses": self.refuses}
+
+
+def _metric(server: str, counter: str) -> str:
+    """The server's own name of one of server_counters.COUNTERS."""
+    family = next((f for f in FAMILIES if f.server == server), None)
+    name = family.names.get(counter) if family else None
+    return f"{family.prefix}{name}" if family and name else counter
+
+
+def _differs(p: PointCounters, counter: str, check: Check, strict: bool) -> PointVerdict:
+    family = next((f for f in FAMILIES if f.server == p.server), None)
+    rule = (_RULE[family.prompt_counts] if family and counter == "prompt_tokens"
+            else "the server counts every generated token")
+    then = "refused (--strict)" if strict else "flagged; kvlab evaluate --strict refuses it"
+    detail = (f"Δ {_metric(p.server, counter)} = {check.delta:g} but the records sum to "
+              f"{check.records} ({rule}): {then}")
+    return PointVerdict(p.mode, p.capacity, p.load, p.positions, Reason.COUNTERS_DIFFER,
+                        detail, strict)
+
+
+def point_verdicts(points: Sequence[PointCounters], *, strict: bool = False
+                   ) -> list[PointVerdict]:
+    """The verdicts of every point's counters, in the order the points ran: prefix-cache
+    hits no request allowed refuse the point; a prompt or generation delta that differs
+    from the records flags it (refuses it with ``strict``)."""
+    out = []
+    for p in points:
+        if p.prefix_hits_unasked:
+            hits = p.deltas["prefix_cache_hits"]
+            out.append(PointVerdict(
+                p.mode, p.capacity, p.load, p.positions, Reason.PREFIX_REUSE,
+                f"the server's {_metric(p.server, 'prefix_cache_hits')} rose by {hits:g} "
+                "over the point under cache_prompt = false: its prompts were answered "
+                "partly from its prefix cache (start it with prefix caching off, or send "
+                "a per-request salt: protocol.cache_salt)", True))
+        for counter, check in (("prompt_tokens", p.prompt), ("generation_tokens",
+                                                             p.generation)):
+            if check.status == "differs":
+                out.append(_differs(p, counter, check, strict))
+    return out

@@ -1,0 +1,211 @@
+"""The server's own counters per load point, and whether they agree with the records.
+
+Each load point (or the sequential rows of one mode and capacity) is bracketed in
+``gauges.jsonl`` by a ``start`` and an ``end`` reading of the server's ``/metrics``
+(:mod:`kvlab.bench.client.gauges`); the records of the point are those whose run
+position lies between the two readings' positions, so warm-ups (sent before the
+``start`` reading) are never in it, and requests that failed are. Counters are shown
+as deltas over the point: prompt and generated tokens, preemptions, prefix-cache
+queries and hits, under the server's own names (:data:`FAMILIES`).
+
+The check: Δ prompt tokens equals the prompt tokens the server reported request by
+request, summed over the point's records. vLLM's ``prompt_tokens`` counts every prompt
+token; llama.cpp's and kvlab serve's count the tokens they computed, so their records
+count ``prompt_tokens − cached_tokens``. The same for generated tokens. A difference
+means the server did work the records do not show (another client, a recomputation
+after a preemption) or the records miss some (a request without counts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kvlab.analysis.validate import reuse_asked
+from kvlab.records import GaugeSample, Record
+
+COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
+            "prefix_cache_hits")
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one server names its counters (``None``: the server has no such counter).
+    ``prompt_counts``: "all" prompt tokens, or only those "computed" (cached left out).
+
+    And its gauges of the queue (names without the prefix; None: it has none):
+    ``running`` (requests being computed), ``waiting`` (requests held back, for any
+    reason), ``kv_waiting`` (the name and one label of a gauge that counts only the
+    requests held back for want of KV), ``kv_usage`` (the pool's use, 0..1)."""
+
+    server: str
+    prefix: str
+    names: dict[str, str | None]  # COUNTERS item -> metric name without the prefix
+    prompt_counts: Literal["all", "computed"]
+    running: str | None = None
+    waiting: str | None = None
+    kv_waiting: tuple[str, str] | None = None  # (name, 'label="value"')
+    kv_usage: str | None = None
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("vllm", "vllm:", {
+        "prompt_tokens": "prompt_tokens_total", "generation_tokens": "generation_tokens_total",
+        "preemptions": "num_preemptions_total",
+        "prefix_cache_queries": "prefix_cache_queries_total",
+        "prefix_cache_hits": "prefix_cache_hits_total"}, "all",
+        running="num_requests_running", waiting="num_requests_waiting",
+        kv_waiting=("num_requests_waiting_by_reason", 'reason="capacity"'),
+        kv_usage="kv_cache_usage_perc"),
+    Family("llamacpp", "llamacpp:", {
+        "prompt_tokens": "prompt_tokens_total", "generation_tokens": "tokens_predicted_total",
+        "preemptions": None, "prefix_cache_queries": None,
+        "prefix_cache_hits": "prompt_tokens_cached_total"}, "computed",
+        running="requests_processing", waiting="requests_deferred"),
+    Family("kvlab", "kvlab:", {
+        "prompt_tokens": "prompt_tokens_total", "generation_tokens": "generation_tokens_total",
+        "preemptions": "num_preemptions_total",
+        "prefix_cache_queries": "prefix_cache_queries_total",
+        "prefix_cache_hits": "prefix_cache_hits_total"}, "computed",
+        running="num_requests_running", waiting="num_requests_waiting",
+        kv_usage="kv_cache_usage_perc"),
+)
+
+
+def counter(samples: dict[str, float], name: str) -> float | None:
+    """The sum over label sets of the metric ``name`` (prefix included); None if absent."""
+    values = [v for k, v in samples.items() if k.split("{")[0] == name]
+    return sum(values) if values else None
+
+
+def exposition(samples: Mapping[str, float]) -> str:
+    """A reading's samples as Prometheus text again (``name{labels} value`` lines), for
+    what reads a server's own words (:mod:`kvlab.memory.budget_metrics`)."""
+    return "\n".join(f"{key} {value}" for key, value in samples.items())
+
+
+def family_of(samples: dict[str, float]) -> Family | None:
+    """The server whose prompt counter the sample carries (None: none kvlab knows)."""
+    return next((f for f in FAMILIES
+                 if counter(samples, f.prefix + str(f.names["prompt_tokens"])) is not None),
+                None)
+
+
+@dataclass(frozen=True)
+class Check:
+    """Δ of one counter against the records' sum; ``status`` "equal", "differs" or
+    "not checkable" (``why``)."""
+
+    delta: float | None
+    records: int | None
+    status: str
+    why: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"delta": self.delta, "records": self.records, "status": self.status,
+                "why": self.why}
+
+
+def _check(delta: float | None, rows: Sequence[Record], count: str,
+           missing: str) -> Check:
+    """Compare ``delta`` with Σ of ``count`` ("prompt", "computed prompt" or "output")."""
+    if delta is None:
+        return Check(None, None, "not checkable", "the server has no such counter")
+    if not rows:
+        return Check(delta, 0, "equal" if delta == 0 else "differs")
+    values: list[int | None]
+    if count == "output":
+        values = [r.output_tokens for r in rows]
+    elif count == "prompt":
+        values = [r.prompt_tokens for r in rows]
+    else:
+        values = [None if r.prompt_tokens is None or r.cached_tokens is None
+                  else r.prompt_tokens - r.cached_tokens for r in rows]
+    lacking = sum(1 for v in values if v is None)
+    total = sum(v for v in values if v is not None)
+    if lacking:
+        return Check(delta, total, "not checkable", f"{lacking} of {len(rows)} rows without "
+                     f"{missing}")
+    return Check(delta, total, "equal" if delta == total else "differs")
+
+
+@dataclass(frozen=True)
+class PointCounters:
+    """One point's counter deltas (None: the server has no such counter) and checks."""
+
+    mode: str
+    capacity: int
+    load: str | None
+    server: str  # the family: vllm, llamacpp or kvlab
+    rows: int  # records in the point, failed ones included
+    deltas: dict[str, float | None]
+    prompt: Check
+    generation: Check
+    reuse_asked: bool  # some request of the point allowed prefix reuse
+    seconds: float  # between the start and end readings
+    positions: tuple[int, int]  # the run positions the readings bracket: [first, end)
+
+    def covers(self, row: Record) -> bool:
+        """True when ``row`` was sent between this point's two readings."""
+        return (row.mode, row.capacity) == (self.mode, self.capacity) \
+            and self.positions[0] <= row.position < self.positions[1]
+
+    @property
+    def prefix_hits_unasked(self) -> bool:
+        """True when the server's prefix cache hit although no request allowed reuse."""
+        hits = self.deltas.get("prefix_cache_hits")
+        return not self.reuse_asked and hits is not None and hits > 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, "capacity": self.capacity, "load": self.load,
+                "server": self.server, "rows": self.rows, "deltas": self.deltas,
+                "prompt_check": self.prompt.to_dict(),
+                "generation_check": self.generation.to_dict(),
+                "reuse_asked": self.reuse_asked, "seconds": self.seconds,
+                "positions": list(self.positions),
+                "prefix_hits_unasked": self.prefix_hits_unasked}
+
+
+def _spans(gauges: Iterable[GaugeSample]) -> list[tuple[GaugeSample, GaugeSample]]:
+    """(start, end) pairs in file order; a start without its end (an interrupted point)
+    is dropped."""
+    pairs: list[tuple[GaugeSample, GaugeSample]] = []
+    open_spans: dict[tuple[str, int, str | None], GaugeSample] = {}
+    for g in gauges:
+        key = (g.mode, g.capacity, g.load)
+        if g.phase == "start":
+            open_spans[key] = g
+        elif g.phase == "end" and key in open_spans:
+            pairs.append((open_spans.pop(key), g))
+    return pairs
+
+
+def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample]
+                   ) -> list[PointCounters]:
+    """Every completed point's deltas and checks, in the order the points ran.
+    ``records``: all of the run's records (superseded attempts included: the server
+    served them too)."""
+    out = []
+    for start, end in _spans(gauges):
+        family = family_of(start.samples)
+        if family is None or start.position is None or end.position is None:
+            continue
+        lo, hi = start.position, end.position
+        rows = [r for r in records if r.mode == start.mode and r.capacity == start.capacity
+                and lo <= r.position < hi]
+        deltas: dict[str, float | None] = {}
+        for name in COUNTERS:
+            metric = family.names[name]
+            a = counter(start.samples, family.prefix + metric) if metric else None
+            b = counter(end.samples, family.prefix + metric) if metric else None
+            deltas[name] = None if a is None or b is None else b - a
+        prompt_sum = "prompt" if family.prompt_counts == "all" else "computed prompt"
+        out.append(PointCounters(
+            start.mode, start.capacity, start.load, family.server, len(rows), deltas,
+            _check(deltas["prompt_tokens"], rows, prompt_sum,
+                   "a prompt token count" if prompt_sum == "prompt"
+                   else "a prompt and a cached token count"),
+            _check(deltas["generation_tokens"], rows, "output", "an output token count"),
+            any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9, (lo, hi)))
+    return out

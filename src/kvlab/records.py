@@ -1,0 +1,287 @@
+"""The Record: the raw facts of one request, and the append-only JSONL store.
+
+A Record holds only what was observed: client clock readings, what the server
+reported, the outcome and the generated text. Metrics (TTFT, ITL, ...) are derived
+later by pure functions in :mod:`kvlab.analysis.metrics`.
+
+Clock fields are integer nanoseconds from ``time.perf_counter_ns()``, relative to the
+run's start (the ``t0_ns`` of its :class:`RunClock`). A record a load worker sent
+(``worker`` set) is on that worker's own clock, whose origin is the run's start moved
+by the worker's measured offset: its durations never mix two clocks, and its place on
+the run's time axis is good to that offset's error bound. ``None`` means "not observed"
+(for example no first chunk on a non-streamed request, or no headers on a refused
+connection).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvlab.api.dialects import ApiKind  # which API a request used (its dialect's key)
+
+
+class Outcome(StrEnum):
+    """How a request ended, from the client's point of view."""
+
+    OK = "ok"
+    HTTP_ERROR = "http_error"  # a non-2xx status; see http_status and error
+    TIMEOUT = "timeout"  # no complete answer within the request timeout
+    DISCONNECTED = "disconnected"  # connection refused, reset or closed mid-stream
+    MALFORMED = "malformed"  # a body or event that does not follow the API
+
+
+class RunClock:
+    """Monotonic nanoseconds relative to a run's start (``perf_counter_ns``)."""
+
+    def __init__(self, t0_ns: int | None = None) -> None:
+        self.t0_ns = time.perf_counter_ns() if t0_ns is None else t0_ns
+
+    def now(self) -> int:
+        """Nanoseconds since the run started."""
+        return time.perf_counter_ns() - self.t0_ns
+
+
+class Record(BaseModel):
+    """One request's raw facts. See design.md, "The Record"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # identity
+    run_id: str
+    mode: str
+    capacity: int  # the context capacity this mode was configured with (tokens)
+    query_id: str
+    repetition: int = 0
+    position: int = 0  # index in the run's execution order
+    warmup: bool = False
+    load: str | None = None  # load point label, e.g. "c=8" or "rate=4.0"; None = sequential
+    # the load worker that sent it (kvlab run --workers; manifest.json "workers" says
+    # where it ran and its clock's offset to the run's); None: the run's own process
+    worker: int | None = None
+    # a session's turn (a sessions load): the session it belongs to and its index in
+    # the session's chain (from 1); its body holds the whole conversation sent and
+    # prompt_sha256 is of those messages. None: not a session's turn
+    session: str | None = None
+    turn: int | None = None
+
+    # request
+    api: ApiKind
+    path: str  # URL path, e.g. "/completion"
+    stream: bool
+    body: dict[str, Any] = Field(default_factory=dict)  # request body, no secrets
+    prompt_sha256: str
+    prompt: str | None = None
+    requested_tokens: int
+
+    # client clock (ns since run start)
+    t_scheduled: int | None = None  # when the schedule wanted it sent (load tests)
+    t_sent: int
+    t_headers: int | None = None
+    t_first_chunk: int | None = None
+    # first and last output chunk of ANY kind: a reasoning model's thinking
+    # (delta.reasoning / reasoning_content) is output, so TTFT counts from here
+    t_first_content: int | None = None
+    t_last_content: int | None = None
+    # first chunk of the answer itself (delta.content / text, not reasoning): the time
+    # to first answer token; equals t_first_content when nothing was reasoning. None:
+    # no answer chunk came, or not streamed, or a record from before kvlab read it
+    t_first_answer: int | None = None
+    t_end: int
+    chunk_ns: list[int] = Field(default_factory=list)  # arrival of each output chunk
+    chunk_tokens: list[int | None] = Field(default_factory=list)  # tokens in each chunk
+    reasoning_chunks: list[int] = Field(default_factory=list)  # chunk_ns indexes that
+    # carried reasoning (one may carry answer text too); [] when none did
+    # Most any read of this answer waited in the socket before the client's loop took
+    # it (ns). Times above are the kernel's arrival stamps, so this lag is not in them,
+    # unless it outgrew the gap between two events (they then share the later stamp).
+    # None where reads carry no kernel stamp (aiohttp, https://, not Linux).
+    read_lag_ns: int | None = None
+
+    # server-reported
+    prompt_tokens: int | None = None  # tokens_evaluated / usage.prompt_tokens
+    output_tokens: int | None = None  # tokens_predicted / usage.completion_tokens
+    cached_tokens: int | None = None
+    stop_type: str | None = None  # llama.cpp stop_type or OpenAI finish_reason
+    truncated: bool | None = None
+    timings: dict[str, Any] | None = None  # llama.cpp "timings", verbatim
+    saw_terminator: bool | None = None  # [DONE] or final stop:true; None if not streamed
+    saw_usage: bool | None = None  # usage object seen; None if not applicable
+    # usage.completion_tokens_details.reasoning_tokens, verbatim; None: not reported
+    usage_reasoning_tokens: int | None = None
+
+    # provenance: None for a request kvlab sent; else the peer result file it was read
+    # from (peers): its facts are the peer's clock, and facts it lacks are None
+    imported_from: str | None = None
+
+    # outcome
+    outcome: Outcome
+    http_status: int | None = None
+    error: str | None = None  # short excerpt, never a secret
+    text: str = ""  # the answer (reasoning left out)
+    reasoning_text: str = ""  # the reasoning streamed or returned, "" when none
+    # what the client noticed in an answer that is not a failure, one line each (e.g.
+    # the usage's reasoning count differs from the reasoning tokens streamed)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, int, str, int, bool, str | None]:
+        """Identity of the work a row did; resume skips keys already recorded."""
+        return (self.mode, self.capacity, self.query_id, self.repetition, self.warmup, self.load)
+
+
+class RecordStore:
+    """Append-only JSONL file of Records, each pushed to disk before ``append`` returns:
+    for tools and tests that write a records file by hand. A run writes its records
+    through its one writer instead (:class:`kvlab.store.writer.RunWriter`, off the
+    event loop)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def append(self, record: Record) -> None:
+        """Write one record and push it to disk before returning."""
+        self._file.write(record.model_dump_json() + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> RecordStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_records(path: Path) -> list[Record]:
+    """All records of a JSONL file; a torn last line (a crash mid-write) is skipped."""
+    return list(iter_records(path))
+
+
+def iter_records(path: Path) -> Iterator[Record]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield Record.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValueError):
+            if number == len(lines):
+                return  # torn final line from an interrupted write
+            raise
+
+
+def measured(records: Iterable[Record]) -> list[Record]:
+    """The records that count: warm-ups removed."""
+    return [r for r in records if not r.warmup]
+
+
+GAUGES_FILE = "gauges.jsonl"
+
+
+class GaugeSample(BaseModel):
+    """What a server's ``/metrics`` said at one moment of a load point: the raw
+    Prometheus samples (``name{labels}`` -> value), stamped on the run's clock.
+
+    ``samples`` holds every sample of every family (a histogram's ``_bucket{le=...}``,
+    ``_sum`` and ``_count``, a summary's ``{quantile=...}``), its key written as the
+    exposition writes it: the name, then the labels in the server's order. ``types``
+    gives each family's declared type (``counter``, ``gauge``, ``histogram``,
+    ``summary``, ``unknown``) and ``timestamps`` the server's own time (seconds since
+    the epoch) of the samples that carried one. A file written before kvlab kept them has
+    neither; its samples read the same.
+
+    Each point is bracketed by two samples that delimit its counters: ``phase`` "start"
+    (before its first request, warm-ups done) and "end" (after its last answer, once
+    the counters stopped moving). ``position`` is then the run position (a Record's
+    ``position``) of the point's first request, or one past its last, so the point's
+    records are exactly those with ``start.position <= position < end.position``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str
+    capacity: int
+    load: str | None  # the load point's label, e.g. "c=8"; None: the sequential rows
+    t_ns: int  # run clock (ns since the run started) when the answer arrived
+    samples: dict[str, float]
+    types: dict[str, str] = Field(default_factory=dict)  # family name -> its TYPE
+    timestamps: dict[str, float] = Field(default_factory=dict)  # sample key -> s
+    phase: Literal["start", "during", "end"] = "during"
+    position: int | None = None  # set on "start" and "end" samples (see above)
+
+
+def read_gauges(path: Path) -> list[GaugeSample]:
+    """Every sample of a ``gauges.jsonl`` ([] when the file does not exist); a torn
+    final line from an interrupted write is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(GaugeSample.model_validate_json(line))
+        except ValueError:
+            continue
+    return out
+
+
+def point_spans(gauges: Iterable[GaugeSample]) -> list[tuple[GaugeSample, GaugeSample]]:
+    """Each completed point's (start, end) samples, in file order; a start without its
+    end (an interrupted point) is dropped."""
+    pairs: list[tuple[GaugeSample, GaugeSample]] = []
+    open_spans: dict[tuple[str, int, str | None], GaugeSample] = {}
+    for g in gauges:
+        key = (g.mode, g.capacity, g.load)
+        if g.phase == "start":
+            open_spans[key] = g
+        elif g.phase == "end" and key in open_spans:
+            pairs.append((open_spans.pop(key), g))
+    return pairs
+
+
+MEMORY_FILE = "process_memory.jsonl"
+
+
+class MemorySample(BaseModel):
+    """The resident memory of a launched server's whole process tree (the process kvlab
+    started and every descendant: vLLM's engine core and workers) at one moment of a
+    load point, beside the point's ``/metrics`` readings (``process_memory.jsonl``).
+
+    ``rss_bytes``: the sum of the processes' resident set sizes (pages they share, such
+    as one library mapped by two of them, count in each); ``processes``: how many were
+    summed; ``phase``: "start" (before the point's first request), "during" (polled),
+    "end" (after its last answer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str
+    capacity: int
+    load: str | None
+    t_ns: int  # run clock
+    rss_bytes: int
+    processes: int
+    phase: Literal["start", "during", "end"] = "during"
+
+
+def read_memory_samples(path: Path) -> list[MemorySample]:
+    """Every sample of a ``process_memory.jsonl`` ([] when it does not exist); a torn
+    final line is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(MemorySample.model_validate_json(line))
+        except ValueError:
+            continue
+    return out

@@ -1,0 +1,118 @@
+"""The one evaluation of a run directory: its records judged with its experiment and state.
+
+``kvlab run``, ``kvlab evaluate``, ``kvlab report`` and a report rendered on its own all
+call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kvlab.analysis.capacity import Objectives, SearchPlan
+from kvlab.analysis.evaluate import Evaluation, evaluate
+from kvlab.analysis.knee_check import recorded_budgets
+from kvlab.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
+from kvlab.analysis.point_verdicts import point_verdicts
+from kvlab.analysis.saturation import load_calibration
+from kvlab.analysis.server_counters import point_counters
+from kvlab.analysis.session_turns import PlannedTurn
+from kvlab.analysis.summaries import modes_in_order
+from kvlab.analysis.trace_hits import trace_blocks
+from kvlab.analysis.turns import TurnPlan
+from kvlab.analysis.valid_rows import ValidRows, judge
+from kvlab.experiment import Experiment, SearchSettings, SloSettings
+from kvlab.store.rundir import RunDir
+
+
+def search_of(experiment: Experiment) -> tuple[Objectives, SearchPlan] | None:
+    """The objectives and plan of the experiment's ``[search]`` (None: it has none)."""
+    if experiment.search is None:
+        return None
+    return objectives_of(experiment.search, experiment.slo)
+
+
+def objectives_of(search: SearchSettings, slo_table: SloSettings
+                  ) -> tuple[Objectives, SearchPlan]:
+    """The objectives and plan of a ``[search]`` table, with its ``[slo]`` for goodput."""
+    slo = Slo(**slo_table.model_dump())
+    objectives = Objectives.of(search.percentile, ttft_ms=search.ttft_ms,
+                               itl_ms=search.itl_ms, e2e_ms=search.e2e_ms,
+                               goodput=search.goodput, slo=None if slo.empty else slo)
+    return objectives, SearchPlan(search.low, search.high, search.precision,
+                                  search.max_rates, search.max_refused)
+
+
+def turn_plans(prepared: dict[str, Any] | None) -> list[TurnPlan]:
+    """The multi-turn rows of prepared.json (a conversation and a turn), per capacity."""
+    plans = []
+    for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
+        for p in prompts:
+            if p.get("conversation") is not None and p.get("turn") is not None \
+                    and p.get("session") is None:
+                plans.append(TurnPlan(int(capacity), p["query_id"], p["conversation"],
+                                      int(p["turn"]), int(p["tokens"])))
+    return plans
+
+
+def session_plans(prepared: dict[str, Any] | None) -> list[PlannedTurn]:
+    """The session turns of prepared.json (a sessions dataset), per capacity."""
+    plans = []
+    for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
+        for p in prompts:
+            if (turn := p.get("session")) is not None:
+                plans.append(PlannedTurn(
+                    int(capacity), p["query_id"], str(turn["session"]),
+                    str(turn.get("chain", "")), int(turn["index"]),
+                    float(turn.get("think_ms", 0.0)), tuple(turn.get("after", ())),
+                    int(p["tokens"]), tuple(str(m[0]) for m in turn.get("messages", ())),
+                    tuple(int(h) for h in turn.get("hash_ids", ())), turn.get("hash_scope"),
+                    turn.get("block_tokens")))
+    return plans
+
+
+def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
+                     resamples: int = 2000, strict: bool = False) -> Evaluation:
+    """The complete evaluation of ``run``: its experiment's pairs, mode order, SLOs and
+    slip threshold (defaults for a run without one, e.g. a peer's file), the client
+    limits it began with (else this machine's, from ``kvlab calibrate``; those of its
+    number of load workers for a run with ``--workers``), its server's ``/metrics``
+    readings (gauges.jsonl), its run order and A/A mode. ``definitions``: other tools'
+    definition sets evaluation.json keeps beside kvlab's (analysis.definitions).
+    ``strict``: a point whose server counters disagree with its records is refused, not
+    only flagged (``--strict``)."""
+    experiment = run.known_experiment
+    records = run.records
+    budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
+                                        for e in run.state.servers)
+    workers = run.state.load_workers()
+    if workers is None:
+        calibration = run.state.calibration or load_calibration()
+    else:  # the limit of as many load workers (kvlab calibrate --workers N)
+        calibration = run.state.worker_calibration or load_calibration(workers=workers)
+    if experiment is None:
+        return evaluate(records, [], run_id=run.run_id, mode_order=modes_in_order(records),
+                        resamples=resamples, slip_threshold_ms=DEFAULT_SLIP_THRESHOLD_MS,
+                        calibration=calibration, definition_sets=definitions,
+                        order=run.state.order, repeat_aa=run.state.repeat_aa,
+                        workers=workers, gauges=run.gauges, strict=strict,
+                        budgets=budgets, weights=weights, memory=run.process_memory,
+                        trace=trace_blocks(run.prepared))
+    return evaluate(
+        records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
+        mode_order=[m.name for m in experiment.modes], resamples=resamples,
+        slo=Slo(**experiment.slo.model_dump()),
+        slip_threshold_ms=experiment.load.slip_threshold_ms, calibration=calibration,
+        definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
+        workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
+        sessions=session_plans(run.prepared),
+        search=search_of(experiment), strict=strict, budgets=budgets, weights=weights,
+        memory=run.process_memory, trace=trace_blocks(run.prepared),
+    )
+
+
+def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
+    """The validated rows of ``run``, as its evaluation judges them: row checks and the
+    point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
+    verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
+    return judge(run.records, verdicts)

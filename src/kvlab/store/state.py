@@ -1,0 +1,140 @@
+"""The typed state of a run: what ``manifest.json`` holds, kept in memory while it runs.
+
+The run's journal (:mod:`kvlab.run.journal`) changes a :class:`RunState` in memory
+(a server stopped, a load point done, a capacity's prompts sized) and saves it through
+the run's one writer (:class:`kvlab.store.writer.RunWriter`); nothing reads the
+file back to learn what the program itself just did. Keys a newer or older kvlab wrote
+are kept as they are (``extra="allow"``), so reading and saving a run never drops a fact.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kvlab.errors import ConfigError
+
+MANIFEST_FILE = "manifest.json"
+
+
+class _Facts(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ServerEntry(_Facts):
+    """One server's time in the run: a (mode, capacity) up, then stopped."""
+
+    mode: str = ""
+    capacity: int = 0
+    started: str | None = None  # local wall-clock time (ISO 8601)
+    facts: dict[str, Any] | None = None  # the Server's facts(); None: an external endpoint
+    stopped: str | None = None
+
+
+class SessionEntry(_Facts):
+    """One invocation of the runner (a run, or each resume)."""
+
+    started: str | None = None
+    modes: list[str] = Field(default_factory=list)
+    order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
+    # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
+    run_order: dict[str, Any] = Field(default_factory=dict)
+    # the load workers of this invocation (the load engine's facts, e.g. Ray's: engine,
+    # version, address, nodes, and each worker's node, host and process); None: none
+    workers: dict[str, Any] | None = None
+    stopped: str | None = None
+    # 1-, 5- and 15-minute load averages at start and stop (servers.preflight.load_average)
+    load_average_started: list[float] | None = None
+    load_average_stopped: list[float] | None = None
+
+
+class NoLaunch(_Facts):
+    """``kvlab run --no-launch``: the URL (no credentials) of each MODE[@CAPACITY]."""
+
+    endpoints: dict[str, str]
+
+
+class PointClocks(_Facts):
+    """The clocks of one load point's workers: per worker its index, requests, and clock
+    offset to the coordinator's with its bound (bench.workers.clocks.ClockOffset, ns)."""
+
+    mode: str
+    capacity: int
+    load: str
+    clocks: list[dict[str, Any]]
+
+
+# Keys written only once they have a value (a manifest without them is as before).
+_OPTIONAL = ("overrides", "tokenizer", "dataset_file", "repeat_aa", "no_launch", "prompt_sizing",
+             "points_done", "order", "workers", "worker_clocks", "worker_calibration")
+
+
+class RunState(_Facts):
+    """Everything a run decided and saw besides its records (``manifest.json``)."""
+
+    run_id: str = ""
+    kvlab_version: str | None = None
+    # the commit of kvlab's source (kvlab.version), "-dirty" when a tracked file was
+    # modified; None: unknown (a wheel built outside a git checkout)
+    git_commit: str | None = None
+    experiment_name: str = ""
+    experiment_file: str | None = None  # the experiment file verbatim, as the user wrote it
+    host: dict[str, Any] = Field(default_factory=dict)  # run.rundir.host_facts()
+    sessions: list[SessionEntry] = Field(default_factory=list)
+    servers: list[ServerEntry] = Field(default_factory=list)
+    run_order: list[tuple[str, int]] = Field(default_factory=list)  # every session's blocks
+    calibration: dict[str, Any] | None = None  # kvlab calibrate's limits when the run began
+    overrides: dict[str, Any] | None = None  # kvlab run --queries N ("queries"), --set ("set")
+    tokenizer: str | None = None  # the tokenizer file counting prompt tokens
+    dataset_file: str | None = None  # the dataset's file, resolved when the run began
+    repeat_aa: str | None = None  # the mode measured twice (kvlab run --repeat-aa)
+    no_launch: NoLaunch | None = None
+    # capacity (as a string) -> bench.plan.sizing.Sizing.to_json()
+    prompt_sizing: dict[str, dict[str, Any]] | None = None
+    points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
+    order: dict[str, Any] | None = None  # the order the last session used
+    # the load engine's settings as asked (bench.engines.kinds: kvlab run --workers or
+    # [load] workers); a resume uses them again unless told otherwise. None: in-process
+    workers: dict[str, Any] | None = None
+    # kvlab calibrate --workers N's limits for the run's N load workers, when it began
+    worker_calibration: dict[str, Any] | None = None
+    worker_clocks: list[PointClocks] | None = None  # every sharded point, as measured
+    imported_from: str | None = None  # a peer's result file read as a run (not written)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as JSON data; optional keys appear once set."""
+        unset = {k for k in (*_OPTIONAL, "imported_from") if getattr(self, k) is None}
+        data = self.model_dump(mode="json", exclude=unset)
+        # an entry's keys appear once known (a session's "stopped" once it stopped)
+        data["servers"] = [e.model_dump(mode="json", exclude_none=True) for e in self.servers]
+        data["sessions"] = [e.model_dump(mode="json", exclude_none=True)
+                            for e in self.sessions]
+        return data
+
+    def dumps(self) -> str:
+        """``manifest.json``'s text."""
+        return json.dumps(self.to_json(), indent=2, default=str) + "\n"
+
+    def load_workers(self) -> int | None:
+        """How many load workers the last session that had any ran (None: none did)."""
+        counts = [s.workers.get("count") for s in self.sessions if s.workers]
+        return int(counts[-1]) if counts and counts[-1] is not None else None
+
+    def point_done(self, mode: str, capacity: int, label: str) -> bool:
+        """True once the load point (mode, capacity, label) completed."""
+        return (mode, capacity, label) in set(self.points_done or [])
+
+    @classmethod
+    def read(cls, path: Path) -> RunState:
+        """A manifest file; an empty state when there is none; ConfigError (one line)
+        when it is not a manifest."""
+        if not path.is_file():
+            return cls()
+        try:
+            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        except (ValidationError, OSError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"{path}: not a kvlab manifest ({first})") from None
