@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    creates/updates .venv, installs kvlab with its engine extra, runs the main job
-#               (about 15 minutes; make run-full: the whole protocol, about 30)
+#               (9.4 minutes measured on 2 idle cores; make run-full: the whole protocol, 25)
 #   make test   creates/updates .venv, installs kvlab with its engine, test, llama.cpp, ray and docs extras,
 #               runs the tests (the docs site's strict build among them: tests/test_docs.py)
 # Both also make vLLM's own environment (kvlab vllm setup: ~/.cache/kvlab/vllm, the pinned
@@ -51,12 +51,12 @@ setup: llama-server $(VENV)/.stamp-install
 vllm: $(VENV)/.stamp-install
 	$(KVLAB) vllm setup --smoke
 
-# The main job, in about 15 minutes on 2 idle cores: every step of the full job, each
+# The main job, in 9.4 minutes on 2 idle cores (docs/getting-started/main-job.md): every step of the full job, each
 # experiment at a smaller size that still gives a bootstrap interval (at least 5 valid
 # rows per cell: MIN_BOOTSTRAP_VALUES in analysis/intervals.py) and vLLM started
 # with --enforce-eager (no compile: ~33 s per start instead of 70-130 s). The sizes are
 # kvlab run --set settings of the shipped files, kept in each run's manifest.json and
-# experiment.toml. `make run-full` runs the files as they are (about 30 minutes).
+# experiment.toml. `make run-full` runs the files as they are (25 minutes at load 2).
 run: QUICKSTART := --set workload.queries=5 --set 'workload.capacities=[256,2048]' \
   --set workload.output_tokens=32
 run: GEMMA := --set workload.queries=5 --set 'workload.capacities=[256]' \
