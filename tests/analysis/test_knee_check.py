@@ -109,6 +109,42 @@ def test_not_judged_without_a_reading_or_a_prediction() -> None:
     assert check.why.startswith("not predicted:")
 
 
+def test_a_reading_after_the_points_last_answer_is_not_a_reading_of_it() -> None:
+    """Requests shorter than a poll: the one 'during' reading landed after they had all
+    ended (the recorder waits for the counters to settle), at rest. It says nothing of
+    how many ran at once, so the point is not judged, rather than judged past at N = 1."""
+    records, gauges = _point(1, 0, 10.0, 1, 0)
+    late = [g.model_copy(update={"t_ns": int(10.55e9), "samples": {
+        **g.samples, "kvlab:num_requests_running": 0.0, "kvlab:num_requests_waiting": 0.0}})
+        if g.phase == "during" else g for g in gauges]
+    (check,) = evaluate(records, [], gauges=late, budgets={("kvlab-serve", 512): KVLAB},
+                        resamples=10).knees
+    assert check.points[0].readings == 0 and check.points[0].past is None
+    (inside,) = evaluate(records, [], gauges=gauges, budgets={("kvlab-serve", 512): KVLAB},
+                         resamples=10).knees
+    assert inside.points[0].readings == 1 and inside.points[0].past is False
+
+
+def test_a_point_without_a_reading_is_judged_by_its_neighbours_where_they_decide_it() -> None:
+    """N = 1 had no reading; N = 2 ran both at once, so one fits too. N = 8 had none
+    either, past N = 7, the first past the knee: it changes nothing."""
+    records: list[Record] = []
+    gauges: list[GaugeSample] = []
+    for k, (n, running) in enumerate([(1, 1), (2, 2), (6, 6), (7, 6), (8, 6)]):
+        rows, readings = _point(n, len(records), 10.0 * (k + 1), running, 0)
+        records += rows
+        gauges += [g for g in readings if n not in (1, 8) or g.phase != "during"]
+    (check,) = evaluate(records, [], gauges=gauges, budgets={("kvlab-serve", 512): KVLAB},
+                        resamples=10).knees
+    assert [p.past for p in check.points] == [None, False, False, True, None]
+    assert (check.measured_first_past, check.verdict) == (7, "within one step")
+    blind = [g for g in gauges if not (g.load in ("c=2", "c=6") and g.phase == "during")]
+    (check,) = evaluate(records, [], gauges=blind, budgets={("kvlab-serve", 512): KVLAB},
+                        resamples=10).knees
+    assert check.verdict == "not judged"  # below the first past, nothing says they fit
+    assert "at c=1, c=2, c=6" in check.describe()
+
+
 def test_budgets_come_from_the_launched_servers_facts() -> None:
     entries = [(("a", 512), {"kv_served": KVLAB.to_dict(), "weights_bytes": 100}),
                (("b", 512), {"kv_served": {"server": "?"}, "weights_bytes": "x"}),

@@ -69,3 +69,25 @@ def test_a_run_evaluation_through_a_pipe(tmp_path: Path) -> None:
     out = kvlab_piped("evaluate", str(run))
     assert "…" not in out and "dec/tok" in out and "TTFT" in out and "ITL" in out
     assert str(run / "report.md") in out  # a long path, on one line
+
+
+def test_a_ctrl_c_python_drops_in_a_finalizer_is_kept() -> None:
+    """A KeyboardInterrupt raised inside ``__del__`` never reaches the command; main()
+    keeps it (and exits 130) instead of ending with status 0."""
+    import gc
+    import sys
+
+    from kvlab.cli import _keep_lost_interrupts
+
+    class Finalized:
+        def __del__(self) -> None:
+            raise KeyboardInterrupt
+
+    default = sys.unraisablehook
+    try:
+        lost = _keep_lost_interrupts()
+        Finalized()
+        gc.collect()
+    finally:
+        sys.unraisablehook = default
+    assert len(lost) == 1 and isinstance(lost[0], KeyboardInterrupt)

@@ -113,7 +113,8 @@ def test_set_is_measured_and_recorded(tmp_path) -> None:
 
 
 def test_ctrl_c_mid_run_exits_130_with_the_resume_line(tmp_path) -> None:
-    """SIGINT to a real `kvlab run` against the synthetic server (slow tokens)."""
+    """SIGINT to a real `kvlab run` against the synthetic server (slow tokens: about a
+    second a row), sent when the first of its six rows has landed."""
     import signal
     import time
 
@@ -121,7 +122,7 @@ def test_ctrl_c_mid_run_exits_130_with_the_resume_line(tmp_path) -> None:
 
     with synthetic_process() as url:
         path = experiment("slow", synthetic(url, ttft_ms=5, itl_ms=20), workload=dict(
-            queries=3, capacities=[256], output_tokens=50, warmup=0)).write(tmp_path)
+            queries=6, capacities=[256], output_tokens=50, warmup=0)).write(tmp_path)
         process = subprocess.Popen([sys.executable, "-m", "kvlab", "run", str(path), "--out",
                                     str(tmp_path / "runs"), "-q"], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)

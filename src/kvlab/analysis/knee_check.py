@@ -10,7 +10,8 @@ manifest by the server kind that launched it):
   block size, kvlab serve's ``kv_blocks_total``; llama-server's ``-c`` and ``-np``):
   ``fits`` sequences at most, ``first_past`` the first that must wait or preempt.
 - **measured**, per point, from the server's ``/metrics`` readings of that point
-  (gauges.jsonl: every 0.25 s while it ran) and its counters' deltas: the most
+  (gauges.jsonl: every 0.25 s, those taken between its first send and its last
+  answer) and its counters' deltas: the most
   requests running, waiting and held back for KV (vLLM's waiting "by reason" capacity),
   the pool's highest use, the preemptions. A point is **past the knee** when the server
   preempted, held a request back for KV, or never ran as many requests at once as the
@@ -42,7 +43,7 @@ from kvlab.errors import KvlabError
 from kvlab.labels import read_label
 from kvlab.memory.knee import Knee, Workload
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample
+from kvlab.records import GaugeSample, Record
 
 Verdict = Literal["within one step", "miss", "not judged"]
 CellKey = tuple[str, int]  # (mode, capacity)
@@ -170,12 +171,18 @@ class KneeCheck:
 
     @property
     def verdict_reason(self) -> str:
-        """Why it is not judged ("" when it is)."""
+        """Why it is not judged ("" when it is). A point without a reading (requests
+        shorter than a poll) is judged by its neighbours where they decide it: below a
+        larger N that ran all its requests at once it fits too, and above the first N past
+        the knee it does not matter."""
         if self.knee is None:
             return self.why or "no prediction"
         if not self.points:
             return "no closed-loop point (c=N) was measured"
-        blind = [p.load for p in self.points if p.past is None]
+        first = self.measured_first_past
+        blind = [p.load for p in self.points if p.past is None
+                 and not any(q.past is False and q.users > p.users for q in self.points)
+                 and (first is None or p.users < first)]
         if blind:
             return f"no /metrics reading of the requests running at {', '.join(blind)}"
         return ""
@@ -213,6 +220,11 @@ class KneeCheck:
                 "points": [p.to_dict() for p in self.points]}
 
 
+def _window(rows: Sequence[Record]) -> tuple[int, int] | None:
+    """From the first send to the last answer of ``rows`` (run clock, ns)."""
+    return (min(r.t_sent for r in rows), max(r.t_end for r in rows)) if rows else None
+
+
 def _range(values: list[int]) -> tuple[int, int] | None:
     return (min(values), max(values)) if values else None
 
@@ -224,13 +236,18 @@ def _named(family: Family | None, pick: Callable[[Family], str | None]) -> str |
 
 
 def _point(summary: Summary, users: int, in_flight: int, readings: Sequence[GaugeSample],
-           family: Family | None, counters: PointCounters | None) -> KneePoint:
+           family: Family | None, counters: PointCounters | None,
+           window: tuple[int, int] | None) -> KneePoint:
+    """``window``: the run-clock span (ns) from the point's first send to its last answer;
+    only the readings taken inside it count (start and end are at rest, and so is a poll
+    that lands after a point's short requests have all ended)."""
     def stat(name: str, which: str) -> float | None:
         dist = summary.metrics.get(name)
         return None if dist is None else getattr(dist, which)
 
     kv_waiting = family.kv_waiting if family is not None else None
-    readings = [r for r in readings if r.phase == "during"]  # start and end are at rest
+    readings = [r for r in readings if r.phase == "during" and window is not None
+                and window[0] <= r.t_ns <= window[1]]
     return KneePoint(
         load=summary.load or "", users=users, in_flight=in_flight, readings=len(readings),
         running_max=_max(readings, _named(family, lambda f: f.running)),
@@ -262,11 +279,11 @@ def knee_check(cell: CellKey, served: ServedKv, valid: ValidRows, summaries: Seq
     family = family_of(mine[0].samples) if mine else None
     in_flight = {x.load: x.max_in_flight for x in loads if (x.mode, x.capacity) == cell}
     deltas = {c.load: c for c in counters if (c.mode, c.capacity) == cell}
+    rows = [r for r in valid.rows if (r.mode, r.capacity) == cell and r.load in loads_of]
     points = tuple(
         _point(s, n, in_flight.get(s.load, n), [g for g in mine if g.load == s.load], family,
-               deltas.get(s.load))
+               deltas.get(s.load), _window([r for r in rows if r.load == s.load]))
         for n, s in sorted(sweep.items()))
-    rows = [r for r in valid.rows if (r.mode, r.capacity) == cell and r.load in loads_of]
     prompts = _range([r.prompt_tokens for r in rows if r.prompt_tokens is not None])
     outputs = _range([r.output_tokens for r in rows if r.output_tokens is not None])
     metrics = exposition(mine[0].samples) if mine else None

@@ -8,6 +8,7 @@ exit with status 2.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from kvlab.cli._app import app, err_console
 from kvlab.errors import KvlabError
@@ -35,9 +36,9 @@ def main() -> None:
 
     import typer
 
-    # the click typer runs on (typer >= 0.26 vendors its own copy)
     from kvlab import watchdog
 
+    lost = _keep_lost_interrupts()
     watchdog.ensure()  # whatever this command starts ends with it, even after kill -9
     # the click typer runs on (typer >= 0.26 vendors its own copy)
     clicks = importlib.import_module(typer.BadParameter.__module__)
@@ -59,7 +60,28 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except typer.Abort:  # Ctrl-C outside a run
         sys.exit(130)
+    if lost:
+        _one_line("interrupted (Ctrl-C) while the command finished its work")
+        sys.exit(130)
     sys.exit(status if isinstance(status, int) else 0)
+
+
+def _keep_lost_interrupts() -> list[BaseException]:
+    """Python drops an exception raised inside a finalizer (a ``__del__``, a weakref
+    callback) and hands it to ``sys.unraisablehook``: a Ctrl-C that lands there would be
+    lost, and the command would end with status 0. The list returned collects those,
+    with no traceback printed; every other unraisable exception is printed as before."""
+    lost: list[BaseException] = []
+    default = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            lost.append(unraisable.exc_value)
+        else:
+            default(unraisable)
+
+    sys.unraisablehook = hook
+    return lost
 
 
 def _one_line(message: str) -> None:

@@ -22,7 +22,6 @@ Public API::
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from kvlab.bench.engines.engine import LoadEngine
 from kvlab.bench.engines.inprocess import InProcessSettings
 from kvlab.errors import ConfigError, EndpointError, RunInterrupted, WorkerError
 from kvlab.run.executor import Executor, ServerDied, TargetFactory
+from kvlab.run.interrupt import run_interruptibly
 from kvlab.run.journal import Journal
 from kvlab.run.planner import RunRequest, check_endpoints, plan_new, plan_resume
 from kvlab.run.reporter import Reporter, SilentReporter
@@ -102,7 +102,7 @@ def drive(plan: RunPlan, journal: Journal, engine: LoadEngine,
                 raise ConfigError(f"max_concurrency {plan.in_flight_cap} is split over the "
                                   f"{engine.workers} load workers: give each at least one "
                                   "(lower --workers)")
-        asyncio.run(executor.walk(plan.steps) if walk else executor.run())
+        run_interruptibly(executor.walk(plan.steps) if walk else executor.run())
         return
     except KeyboardInterrupt:
         reason, status = "interrupted", 130
