@@ -107,8 +107,12 @@ def tag_of(run: SessionRun, label: str | None) -> str:
 
 
 async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record: RecordFn,
-                      label: str | None, start_ns: int) -> None:
-    """Send one session run from ``start_ns`` on ``clock`` (see the module doc)."""
+                      label: str | None, start_ns: int, server_history: bool = False
+                      ) -> None:
+    """Send one session run from ``start_ns`` on ``clock`` (see the module doc).
+    ``server_history``: a turn after the first sends only its new messages and the id
+    of the chain's previous answer (``previous_response_id``): the server keeps the
+    conversation."""
     answered = {t.query_id: asyncio.Event() for t in run.graph.turns}
     records: dict[str, Record] = {}
     ended: list[str] = []
@@ -116,6 +120,7 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
 
     async def chain(turns: list[SessionTurn]) -> None:
         history: list[dict[str, str]] = []
+        previous: str | None = None  # the chain's last answer's id (server_history)
         last_end = start_ns
         for turn in turns:
             for other in turn.after:
@@ -129,8 +134,10 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
                 return
             added = [{"role": role, "content": (tag if not history and i == 0 else "")
                       + content} for i, (role, content) in enumerate(turn.messages)]
+            kept = server_history and previous is not None
             spec = dataclasses.replace(
-                run.specs[turn.query_id], messages=tuple(history + added), load=label,
+                run.specs[turn.query_id], messages=tuple(added if kept else history + added),
+                previous_response_id=previous if kept else None, load=label,
                 t_scheduled=deadline, session=turn.session, turn=turn.index)
             record = await send(spec)
             records[turn.query_id] = record
@@ -143,6 +150,7 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
             answered[turn.query_id].set()
             answer = turn.answer if turn.answer is not None else record.text
             history += [*added, {"role": "assistant", "content": answer}]
+            previous = record.response_id
             last_end = record.t_end
 
     await asyncio.gather(*(chain(turns) for turns in run.graph.chains.values()))
@@ -167,6 +175,7 @@ class ClosedSessions:
     label: str | None
     users: int
     graphs: tuple[SessionGraph, ...]
+    server_history: bool = False  # see run_session
 
     def max_in_flight(self, n_requests: int) -> int:
         return max(1, self.users * max((g.width for g in self.graphs), default=1))
@@ -179,7 +188,8 @@ class ClosedSessions:
 
         async def user() -> None:
             while queue:
-                await run_session(queue.pop(), send, clock, landed, self.label, clock.now())
+                await run_session(queue.pop(), send, clock, landed, self.label, clock.now(),
+                                  self.server_history)
 
         if start_ns is not None:
             await sleep_until(clock, start_ns)
@@ -197,6 +207,7 @@ class OpenSessions:
     offsets_ns: tuple[int, ...]
     graphs: tuple[SessionGraph, ...]
     max_sessions: int | None = None
+    server_history: bool = False  # see run_session
 
     def max_in_flight(self, n_requests: int) -> int:
         sessions = min(self.max_sessions or len(self.offsets_ns), len(self.offsets_ns))
@@ -215,7 +226,8 @@ class OpenSessions:
 
         async def one(run: SessionRun, deadline: int) -> None:
             try:
-                await run_session(run, send, clock, landed, self.label, deadline)
+                await run_session(run, send, clock, landed, self.label, deadline,
+                                  self.server_history)
             finally:
                 if cap is not None:
                     cap.release()
@@ -259,6 +271,6 @@ def shard_sessions(share: ClosedSessions | OpenSessions, specs: Sequence[Request
         count = len(share.offsets_ns)
         mine = [[runs[i] for i in range(k, count, workers)] for k in range(active)]
         parts = [OpenSessions(share.label, share.offsets_ns[k:count:workers], share.graphs,
-                              caps[k]) for k in range(active)]
+                              caps[k], share.server_history) for k in range(active)]
     return [Shard(k, tuple(dataclasses.replace(s, worker=k) for r in mine[k]
                            for s in r.specs.values()), parts[k]) for k in range(active)]
