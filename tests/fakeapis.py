@@ -53,7 +53,7 @@ async def messages(server: Any, request: web.Request) -> web.StreamResponse:
     prompt_n = len(text.split())
     usage = {"input_tokens": prompt_n - cached, "cache_read_input_tokens": cached,
              "output_tokens": n - 1 if fault == "wrong_tokens" else n}
-    if not body.get("stream"):
+    if not body.get("stream") or fault == "not_sse":
         return web.json_response({
             "id": "msg_1", "type": "message", "role": "assistant", "model": server.model,
             "content": [{"type": "text", "text": "".join(f"t{i} " for i in range(n))}],
@@ -101,7 +101,7 @@ async def responses(server: Any, request: web.Request) -> web.StreamResponse:
         "usage": {"input_tokens": prompt_n, "output_tokens": out,
                   "total_tokens": prompt_n + out,
                   "input_tokens_details": {"cached_tokens": cached}}}
-    if not body.get("stream"):
+    if not body.get("stream") or fault == "not_sse":
         return web.json_response(whole)
     resp = await server._stream_start(request)
     if fault == "wrong_api":

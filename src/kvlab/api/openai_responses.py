@@ -12,7 +12,9 @@ and ``response.content_part.added`` open it; each piece of the answer is a
 ``response.reasoning_text.delta`` (``response.reasoning_summary_text.delta`` too), both
 output for TTFT as in chat; the text's ``.done`` events follow, and the stream ends with
 ``response.completed`` (or ``response.incomplete``, OpenAI's end of an answer cut by
-``max_output_tokens``) holding the whole response and its ``usage``: ``input_tokens``
+``max_output_tokens``; vLLM and kvlab serve send ``response.completed`` with the status
+``incomplete`` instead, the one end OpenAI's own client reads) holding the whole
+response and its ``usage``: ``input_tokens``
 (cached ones included), ``input_tokens_details.cached_tokens``, ``output_tokens``
 (reasoning included) and ``output_tokens_details.reasoning_tokens``; llama-server adds
 ``timings``. ``error`` and ``response.failed`` are the server's failure. A whole answer
@@ -185,8 +187,6 @@ class OpenAIResponses(Dialect):
             "sequence_number": n, "item_id": item_id, "output_index": 0,
             "content_index": 0, "delta": finish.tail, "logprobs": []})]
         response = self.whole(head, finish)
-        end = "response.completed" if response["status"] == "completed" \
-            else "response.incomplete"
         events += [
             typed_event("response.output_text.done", {
                 "sequence_number": n + 1, "item_id": item_id, "output_index": 0,
@@ -197,8 +197,11 @@ class OpenAIResponses(Dialect):
             typed_event("response.output_item.done", {
                 "sequence_number": n + 3, "output_index": 0,
                 "item": response["output"][0]}),
-            typed_event(end, {"sequence_number": n + 4, "response": response,
-                              "timings": finish.timings, **(extra or {})}),
+            # response.completed whatever the status (vLLM's choice too): OpenAI's own
+            # client takes a stream's final response from no other event
+            typed_event("response.completed", {"sequence_number": n + 4,
+                                               "response": response,
+                                               "timings": finish.timings, **(extra or {})}),
         ]
         return b"".join(events)
 

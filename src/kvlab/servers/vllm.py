@@ -19,6 +19,7 @@ kvlab starts it in, and kvlab also notes every descendant's PID at start-up, so 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -68,6 +69,12 @@ class VllmSettings(ServerSettings):
     prefix_caching: bool = False  # off: kvlab's protocol forbids prefix reuse
     enforce_eager: bool = False  # no torch.compile: starts in ~33 s, decodes 15-25 % slower
     chat_template: Path | None = None  # None: the bundled model's ChatML, or the folder's
+    # keep Responses answers so a request may name one in previous_response_id
+    # (VLLM_ENABLE_RESPONSES_API_STORE=1; off: vLLM stores nothing, and says so)
+    store_responses: bool = False
+    # serve embeddings instead of generating: the model converted to a pooling one
+    # (--runner pooling --convert embed), its hidden states pooled this way
+    pooling: Literal["mean", "last", "cls"] | None = None
     extra_args: list[str] = Field(default_factory=list)  # appended verbatim
     startup_timeout_s: float = Field(default=STARTUP_TIMEOUT_S, gt=0)
 
@@ -148,6 +155,9 @@ class VllmServer(ServerProcess):
             argv.append("--enforce-eager")
         if s.kv_cache_bytes is not None:
             argv += ["--kv-cache-memory-bytes", str(s.kv_cache_bytes)]
+        if s.pooling is not None:  # /v1/embeddings, no generation
+            argv += ["--runner", "pooling", "--convert", "embed", "--pooler-config",
+                     json.dumps({"pooling_type": s.pooling.upper()})]
         template = s.chat_template or (self.model.chat_template if self.model else None)
         if template is not None:
             argv += ["--chat-template", str(template)]
@@ -169,6 +179,8 @@ class VllmServer(ServerProcess):
         bind = s.omp_bind()
         if bind is not None:
             out["VLLM_CPU_OMP_THREADS_BIND"] = bind
+        if s.store_responses:
+            out["VLLM_ENABLE_RESPONSES_API_STORE"] = "1"
         return out
 
     # -- lifecycle (ServerProcess hooks) ---------------------------------------------
