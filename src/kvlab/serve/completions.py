@@ -6,9 +6,10 @@ llama.cpp's ``/completion`` (and ``/completions``), OpenAI's ``/v1/completions``
 (:mod:`kvlab.api`) says what its body and answer look like; this module reads the
 request (a Responses or Messages body converted to OpenAI chat's first, as llama-server
 converts them), runs the generation and lets the dialect write the events, so there is
-one stream loop for every API. Embeddings are :mod:`kvlab.serve.embeddings`'. Shapes follow llama-server (see
-shared/reference/llamacpp-server.md): every ``/completion`` field (``ignore_eos``,
-``seed``, ``n_predict``, ``cache_prompt``...) works on the OpenAI routes too, and the
+one stream loop for every API (embeddings: :mod:`kvlab.serve.embeddings`). Shapes
+follow llama-server (see shared/reference/llamacpp-server.md): every ``/completion``
+field (``ignore_eos``, ``seed``, ``n_predict``, ``cache_prompt``...) works on the other
+routes too (llama-server drops them on ``/v1/messages``; kvlab serve does not), and the
 model a request names is ignored. Chat messages become one prompt with the model's
 chat template (:mod:`kvlab.serve.chat`), tokenized with BOS as a ``/completion`` prompt
 is, so ``usage`` counts what llama-server counts.
