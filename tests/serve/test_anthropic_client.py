@@ -10,7 +10,8 @@ import pytest
 
 from tests.serve.conftest import start
 
-FORCED = {"ignore_eos": True, "cache_prompt": False, "seed": 42}
+# temperature too: this client (2.x) no longer takes it as an argument
+FORCED = {"ignore_eos": True, "cache_prompt": False, "seed": 42, "temperature": 0}
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def client() -> Iterator[anthropic.Anthropic]:
 
 
 def test_the_client_streams_a_message_with_its_usage(client: anthropic.Anthropic) -> None:
-    with client.messages.stream(model="toy", max_tokens=6, temperature=0,
+    with client.messages.stream(model="toy", max_tokens=6,
                                 messages=[{"role": "user", "content": "hi"}],
                                 extra_body=FORCED) as stream:
         kinds = [event.type for event in stream]
@@ -37,7 +38,7 @@ def test_the_client_streams_a_message_with_its_usage(client: anthropic.Anthropic
 def test_a_whole_message_and_its_token_count_agree(client: anthropic.Anthropic) -> None:
     messages = [{"role": "user", "content": "hello there"}]
     counted = client.messages.count_tokens(model="toy", messages=messages)  # type: ignore[arg-type]
-    answer = client.messages.create(model="toy", max_tokens=4, temperature=0,
+    answer = client.messages.create(model="toy", max_tokens=4,
                                     messages=messages, extra_body=FORCED)  # type: ignore[arg-type]
     assert answer.type == "message" and answer.usage.output_tokens == 4
     assert counted.input_tokens == answer.usage.input_tokens > 3  # template included
