@@ -146,3 +146,12 @@ async def _as_chat(server: Any, resp: web.StreamResponse, n: int) -> web.StreamR
         await server._emit(resp, f"data: {json.dumps(CHAT_CHUNK)}\n\n".encode())
     await server._emit(resp, b"data: [DONE]\n\n")
     return resp
+
+
+async def count_tokens(server: Any, request: web.Request) -> web.Response:
+    """``POST /v1/messages/count_tokens``: the prompt's words and 2 for the template."""
+    body = await request.json()
+    server.requests.append({"path": request.path, "body": body,
+                            "headers": dict(request.headers)})
+    denied = server._denied(request)
+    return denied or web.json_response({"input_tokens": len(prompt_words(body).split()) + 2})

@@ -127,6 +127,7 @@ class FakeServer:
         app.router.add_post("/v1/completions", self._quiet(self._openai))
         app.router.add_post("/v1/messages", self._quiet(partial(fakeapis.messages, self)))
         app.router.add_post("/v1/responses", self._quiet(partial(fakeapis.responses, self)))
+        app.router.add_post("/v1/messages/count_tokens", partial(fakeapis.count_tokens, self))
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -164,7 +165,7 @@ class FakeServer:
         return shared // self.BLOCK * self.BLOCK
 
     def _denied(self, request: web.Request) -> web.Response | None:
-        given = request.headers.get("x-api-key") if request.path == "/v1/messages" \
+        given = request.headers.get("x-api-key") if request.path.startswith("/v1/messages") \
             else (request.headers.get("Authorization") or "").removeprefix("Bearer ")
         if self.api_key and given != self.api_key:
             err = {"message": "Invalid API Key", "type": "authentication_error", "code": 401}

@@ -22,7 +22,7 @@ from kvlab.analysis.validate import Reason, check_row
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.plan.sessions.runner import SessionGraph, SessionRun, run_session
 from kvlab.bench.plan.sessions.turn import SessionTurn
-from kvlab.bench.plan.sizing import choose_counter
+from kvlab.bench.plan.sizing import api_counter
 from kvlab.records import ApiKind, Outcome, Record, RunClock
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
 from tests.conftest import llama_server_missing
@@ -87,14 +87,16 @@ def test_messages_drop_cache_prompt_and_the_reuse_is_refused(server: LlamaServer
     assert f"{record.cached_tokens} of {record.prompt_tokens}" in violation.detail
 
 
-def test_prompts_are_sized_by_messages_count_tokens(server: LlamaServer) -> None:
-    async def count() -> tuple[str, int, int]:
+def test_messages_count_tokens_counts_the_prompt_as_the_api_holds_it(server: LlamaServer
+                                                                     ) -> None:
+    """Prompt sizing's ``api-count`` (used where a server has no /tokenize)."""
+    async def count() -> tuple[str | None, int, int]:
         async with httpx.AsyncClient() as client:
-            counter = await choose_counter(client, endpoint(server, ApiKind.ANTHROPIC_MESSAGES),
-                                           FORCED, None)
+            counter = await api_counter(client, endpoint(server, ApiKind.ANTHROPIC_MESSAGES))
+            assert counter is not None
             return counter.sizing.method, await counter(PROMPT), await counter("hi")
     method, counted, short = asyncio.run(count())
-    assert method == "api-count"  # before /tokenize: the prompt as the API holds it
+    assert method == "api-count"
     assert counted == send(server, ApiKind.OPENAI_CHAT).prompt_tokens  # template included
     assert 0 < short < counted
 

@@ -25,7 +25,7 @@ from kvlab.analysis.server_counters import counter
 from kvlab.analysis.validate import check_row
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gauges import parse_prometheus
-from kvlab.bench.plan.sizing import choose_counter, server_counter
+from kvlab.bench.plan.sizing import api_counter, server_counter
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 from kvlab.records import ApiKind, Outcome, Record, RunClock
@@ -226,7 +226,7 @@ def test_responses_force_the_length_and_add_a_bos_of_their_own(vllm: VllmServer,
     assert check_row(record) == []
 
 
-def test_messages_count_chats_prompt_and_its_count_tokens_sizes_prompts(vllm: VllmServer
+def test_messages_count_chats_prompt_and_so_does_count_tokens(vllm: VllmServer
                                                                         ) -> None:
     chat = send(vllm, ApiKind.OPENAI_CHAT, QUESTION)
     record = send(vllm, ApiKind.ANTHROPIC_MESSAGES, QUESTION)
@@ -240,7 +240,8 @@ def test_messages_count_chats_prompt_and_its_count_tokens_sizes_prompts(vllm: Vl
 
     async def count() -> tuple[str, int]:
         async with httpx.AsyncClient() as client:
-            counter = await choose_counter(client, endpoint, {}, None)
+            counter = await api_counter(client, endpoint)
+            assert counter is not None
             return counter.sizing.method, await counter(QUESTION)
 
     assert asyncio.run(count()) == ("api-count", chat.prompt_tokens)

@@ -132,3 +132,22 @@ def test_cached_tokens_under_cache_prompt_false_are_prefix_reuse(server: FakeSer
     assert rec.cached_tokens == 32 and rec.prompt_tokens == 41  # the prompt, cache included
     (violation,) = check_row(rec)
     assert violation.reason is Reason.PREFIX_REUSE and "32 of 41" in violation.detail
+
+
+def test_a_server_without_tokenize_sizes_prompts_by_count_tokens(server: FakeServer
+                                                                 ) -> None:
+    """The fake has no /tokenize: Messages' own count comes before usage probes."""
+    import httpx
+
+    from kvlab.bench.plan.sizing import choose_counter
+
+    async def count() -> tuple[str, int]:
+        async with httpx.AsyncClient() as client:
+            counter = await choose_counter(client, endpoint(server, ApiKind.ANTHROPIC_MESSAGES),
+                                           {}, None)
+            return counter.sizing.method, await counter("one two three")
+
+    server.requests.clear()
+    assert asyncio.run(count()) == ("api-count", 5)  # 3 words and the fake's template
+    assert all(r["path"] == "/v1/messages/count_tokens" for r in server.requests)
+    assert server.requests[-1]["headers"]["x-api-key"] == KEY

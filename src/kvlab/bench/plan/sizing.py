@@ -5,16 +5,19 @@ The padding of a capacity is cut with a token counter (:mod:`kvlab.bench.plan.wo
 says which one it used (kept per capacity in ``prepared.json`` and the manifest, and
 shown in the report):
 
-1. ``api-count``: the API's own count of a request's prompt, where the API has one
-   (Anthropic's ``POST /v1/messages/count_tokens``: llama-server, vLLM, kvlab serve):
-   the prompt as the API will hold it, chat template included, nothing generated.
-2. ``server-tokenize``: the server's own ``POST /tokenize`` (llama.cpp, vLLM, kvlab
+1. ``server-tokenize``: the server's own ``POST /tokenize`` (llama.cpp, vLLM, kvlab
    serve). The count is of the prompt text, without a chat template.
-3. ``tokenizer-file``: a tokenizer the user names (``kvlab run --tokenizer`` or ``[workload]
+2. ``tokenizer-file``: a tokenizer the user names (``kvlab run --tokenizer`` or ``[workload]
    tokenizer``): a Hugging Face ``tokenizer.json`` (read with ``tokenizers``) or a GGUF
    (its embedded vocabulary, converted by ``transformers`` once per file: tens of
    seconds for a large vocabulary, then cached). The count is of the prompt text,
    special tokens (BOS) included.
+3. ``api-count``: the API's own count of a request's prompt, where the API has one
+   (Anthropic's ``POST /v1/messages/count_tokens``; llama-server, vLLM and kvlab serve
+   answer it too): the prompt as the API holds it, chat template included, as
+   calibration counts it, but nothing is generated and one request counts one text.
+   It comes after the methods that count the text alone, because a dataset sizes
+   pieces of text (a turn, the padding) that a template's tokens would throw off.
 4. ``usage-calibration``: no way to count offline, so each count is a probe request
    (the mode's own API and body fields, 1 output token, not streamed) whose
    ``usage.prompt_tokens`` (llama.cpp: ``tokens_evaluated``) the server reports. The
@@ -41,7 +44,7 @@ import httpx
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.errors import ConfigError, EndpointAuthError, EndpointError, EndpointUnreachable
 
-METHODS = ("api-count", "server-tokenize", "tokenizer-file", "usage-calibration")
+METHODS = ("server-tokenize", "tokenizer-file", "api-count", "usage-calibration")
 
 
 @dataclass
@@ -276,11 +279,11 @@ class _NoUsage(Exception):
 async def choose_counter(client: httpx.AsyncClient, endpoint: Endpoint,
                          params: dict[str, Any], tokenizer_file: Path | None) -> Counter:
     """The first usable method of the module's order (see the module doc)."""
-    counter = await api_counter(client, endpoint)
-    if counter is None:
-        counter = await server_counter(client, endpoint)
+    counter = await server_counter(client, endpoint)
     if counter is None and tokenizer_file is not None:
         counter = await asyncio.to_thread(file_counter, tokenizer_file)
+    if counter is None:
+        counter = await api_counter(client, endpoint)
     if counter is None:
         counter = await usage_counter(client, endpoint, params)
     if counter is None:
