@@ -38,11 +38,11 @@ def test_an_embeddings_sweep_measures_inputs_per_second_by_batch_and_load(tmp_pa
     assert all(r.vectors == r.inputs and r.dimensions == [r.dimension_expected]
                for r in rows)  # the toy's width, as /v1/models declares it
     assert result.evaluation.counts["refused_rows"] == 0
-    batched = [r for r in rows if r.mode == "b4"][0]
+    batched = next(r for r in rows if r.mode == "b4")
     assert len(batched.body["input"]) == 4 and batched.body["input"][0] == batched.prompt
     by = {(s.mode, s.load): s for s in result.evaluation.summaries}
     assert set(by) == {("b1", "c=1"), ("b1", "c=2"), ("b4", "c=1"), ("b4", "c=2")}
-    for (mode, _), s in by.items():
+    for s in by.values():
         figures = s.to_json()
         assert figures["inputs_per_s"] > 0 and figures["input_tokens_per_s"] > 0
         assert figures.get("tokens_per_second") is None  # nothing generated

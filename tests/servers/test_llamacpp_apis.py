@@ -13,6 +13,7 @@ by ``previous_response_id`` is refused at its second turn with llama-server's wo
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 
 import httpx
@@ -136,7 +137,7 @@ def test_a_session_resends_its_history_as_the_apis_messages(server: LlamaServer,
     assert [r.turn for r in records] == [1, 2, 3]
     assert all(r.outcome is Outcome.OK and r.output_tokens == 8 for r in records)
     growth = [b.prompt_tokens - a.prompt_tokens  # type: ignore[operator]
-              for a, b in zip(records, records[1:], strict=False)]
+              for a, b in itertools.pairwise(records)]
     assert all(g > 8 for g in growth)  # the answer and the new question, each turn
     assert all(check_row(r) == [] for r in records)
     assert records[-1].cached_tokens  # the history came from the slot's cache
