@@ -185,3 +185,10 @@ def test_an_embeddings_mode_answers_whole_and_only_it_takes_a_batch() -> None:
                                   "openai-embeddings API answers whole; set stream = false")
     batched = MINIMAL + '[[modes]]\nname = "b"\napi = "openai-chat"\nbatch = 4\n'
     assert "batches of inputs are an embeddings API's" in error_of(batched)
+
+
+def test_a_history_the_server_keeps_needs_responses_and_sessions() -> None:
+    messages = MINIMAL + '[[modes]]\nname = "m"\napi = "anthropic-messages"\nhistory = "server"\n'
+    assert 'history = "server" needs api = "openai-responses"' in error_of(messages)
+    alone = MINIMAL + '[[modes]]\nname = "r"\napi = "openai-responses"\nhistory = "server"\n'
+    assert "it needs a sessions load" in error_of(alone)

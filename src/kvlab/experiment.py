@@ -140,6 +140,9 @@ class Mode(_Strict):
     stream: bool = True
     body: dict[str, Any] = Field(default_factory=dict)  # extra request-body fields
     batch: int = Field(default=1, ge=1)  # inputs per request (an embeddings API's)
+    # a session's turns: "resend" the whole history each turn, or let the "server" keep
+    # it (OpenAI Responses' previous_response_id: only each new turn is sent)
+    history: Literal["resend", "server"] = "resend"
     capacities: list[int] | None = None  # overrides workload.capacities for this mode
     settings: ServerSettingsUnion = Field(default_factory=EmbeddedSettings)
 
@@ -178,6 +181,9 @@ class Mode(_Strict):
         dialect = dialect_of(self.api)
         if not dialect.generates and self.stream:
             raise ValueError(f"stream: the {self.api} API answers whole; set stream = false")
+        if self.history == "server" and not dialect.keeps_state:
+            raise ValueError(f"history: a {self.api} server keeps no conversation; "
+                             'history = "server" needs api = "openai-responses"')
         if self.batch > 1 and dialect.generates:
             raise ValueError(f"batch: a {self.api} request holds one prompt; batches of "
                              "inputs are an embeddings API's (api = \"openai-embeddings\")")
@@ -246,8 +252,10 @@ class Experiment(_Strict):
                 raise ValueError(f"modes[{i}].api: a sessions load sends each turn's history "
                                  'as chat messages; set api = "openai-chat", '
                                  '"anthropic-messages" or "openai-responses"')
-            if problem := self.load.api_problem(dialect_of(mode.api).keeps_state):
-                raise ValueError(f"modes[{i}].api: {problem}")
+            if mode.history == "server" and not self.load.sends_sessions:
+                raise ValueError(f"modes[{i}].history: \"server\" continues a session's "
+                                 'conversation; it needs a sessions load ([load] kind = '
+                                 '"sessions")')
         if search is not None and search.goodput is not None and SloSettings() == self.slo:
             raise ValueError("search.goodput: the share of requests meeting [slo]; set "
                              "[slo] ttft_ms, itl_ms or e2e_ms")

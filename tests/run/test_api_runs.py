@@ -53,17 +53,22 @@ def test_an_embeddings_sweep_measures_inputs_per_second_by_batch_and_load(tmp_pa
 
 def test_sessions_continued_by_the_server_send_only_each_new_turn(tmp_path: Path) -> None:
     result = run(tmp_path,
-                 embedded("kept", "openai-responses"),
+                 embedded("kept", "openai-responses", history="server"),
                  embedded("resent", "openai-responses"),
                  workload=dict(capacities=[512], output_tokens=4),
-                 dataset=SESSIONS, protocol=dict(cache_prompt=True),
-                 load=dict(kind="sessions", values=[1], history="server"))
+                 dataset=SESSIONS, load=dict(kind="sessions", values=[1]),
+                 compare=[("kept", "resent")])
     rows = measured(result)
     assert result.evaluation.counts["refused_rows"] == 0 and len(rows) == 12
     later = [r for r in rows if r.turn and r.turn > 1]
-    assert all(r.previous_response_id and len(r.body["input"]) == 1 for r in later)
+    kept = [r for r in later if r.mode == "kept"]
+    assert all(r.previous_response_id and len(r.body["input"]) == 1 for r in kept)
+    assert all(r.previous_response_id is None for r in later if r.mode == "resent")
+    same = {m: sorted((r.session, r.turn, r.prompt_tokens) for r in rows if r.mode == m)
+            for m in ("kept", "resent")}
+    assert same["kept"] == same["resent"]  # the server rebuilt exactly the history
     by_turn = {(r.mode, r.session, r.turn): r for r in rows}
-    for r in later:  # the server rebuilt the whole history: the prompt still grows
+    for r in kept:  # each continues the answer before it, and the prompt still grows
         before = by_turn[(r.mode, r.session, r.turn - 1)]
         assert r.previous_response_id == before.response_id
         assert r.prompt_tokens > before.prompt_tokens + before.output_tokens  # type: ignore[operator]

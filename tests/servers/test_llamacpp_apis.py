@@ -110,7 +110,8 @@ def _session(server: LlamaServer, api: ApiKind, server_history: bool,
                   for i in (1, 2, 3))
     params = {**FORCED, "cache_prompt": reuse}
     specs = {t.query_id: RequestSpec(prompt="", max_tokens=8, params=params,
-                                     mode=str(api), capacity=1024, query_id=t.query_id)
+                                     mode=str(api), capacity=1024, query_id=t.query_id,
+                                     server_history=server_history)
              for t in turns}
     landed: list[Record] = []
 
@@ -122,7 +123,7 @@ def _session(server: LlamaServer, api: ApiKind, server_history: bool,
                 return await client.send(endpoint(server, api), spec, clock)
 
             await run_session(SessionRun(SessionGraph("s0", turns), 0, specs), one, clock,
-                              landed.append, "sessions=1", clock.now(), server_history)
+                              landed.append, "sessions=1", clock.now())
 
     asyncio.run(go())
     return landed

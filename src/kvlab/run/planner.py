@@ -201,7 +201,7 @@ def mode_plan(experiment: Experiment, mode: Mode) -> ModePlan:
                     experiment.protocol.params(),
                     dict(mode.body), experiment.protocol.cache_salt,
                     tuple(experiment.capacities(mode)),
-                    mode.inputs_batch)
+                    mode.inputs_batch, mode.history == "server")
 
 
 def build_plan(experiment: Experiment, dataset: Dataset, done: Done, *, tokenizer: str | None,

@@ -70,6 +70,7 @@ class ModePlan:
     # an embeddings mode: each request a batch of ``batch`` inputs, nothing generated
     # (None: a generation, one prompt per request)
     batch: int | None = None
+    server_history: bool = False  # sessions: the server keeps each conversation
 
     @property
     def server(self) -> str:
@@ -98,6 +99,7 @@ class ModePlan:
             stream=self.stream, params=self.request_params(request_salt(run_id, position)),
             run_id=run_id, mode=self.name, capacity=capacity, query_id=prompt.query_id,
             repetition=repetition, position=position, warmup=warmup, inputs=inputs,
+            server_history=self.server_history,
             dimension_expected=None if inputs is None else self.expected_width(dimension))
 
     def expected_width(self, declared: int | None) -> int | None:

@@ -44,8 +44,6 @@ def test_a_closed_sweep_is_sessions_at_once_and_an_open_one_session_arrivals(tmp
      'the rows of a sessions dataset are turns .* set \\[load\\] kind = "sessions"'),
     (dict(kind="sessions", values=[2]), None, "llamacpp-completion",
      "modes\\[0\\].api: a sessions load sends each turn's history as chat messages"),
-    (dict(kind="sessions", values=[2], history="server"), None, "anthropic-messages",
-     'load.history = "server" continues each conversation .* set api = "openai-responses"'),
 ])
 def test_what_a_sessions_load_refuses_in_one_line(tmp_path, table, dataset, api, message):
     with pytest.raises(ExperimentError, match=message):

@@ -117,8 +117,10 @@ class RequestSpec:
     messages: tuple[Message, ...] | None = None
     session: str | None = None  # the session it is a turn of (None: not a session's)
     turn: int | None = None  # its index in its session's chain, from 1
-    # a turn that continues the conversation the server stored (OpenAI Responses):
-    # the stored answer's id; ``messages`` then hold only the turn's new messages
+    # a session's turns may let the server keep the conversation (OpenAI Responses):
+    # ``server_history`` asks for it; a turn that continues it names the stored answer
+    # (``previous_response_id``), its ``messages`` then only the turn's new ones
+    server_history: bool = False
     previous_response_id: str | None = None
     # an embeddings request's batch of texts (``prompt`` is its first) and the vector
     # length its answers must have (None: unknown)

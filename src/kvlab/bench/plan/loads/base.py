@@ -149,12 +149,6 @@ class LoadTable(BaseModel):
             return f"load.values: a {self.name} load needs values, e.g. {self.values_example}"
         return None
 
-    def api_problem(self, keeps_state: bool) -> str | None:
-        """What is wrong with sending this load through an API (``keeps_state``: its
-        server may keep a conversation, OpenAI Responses'), as ``what to change``
-        (None: nothing)."""
-        return None
-
     def probe(self, rate: float, default_requests: int, repetition: int) -> LoadStrategy:
         """A capacity search's point at ``rate`` requests/s (a kind a search can use)."""
         raise NotImplementedError(f"a {self.name} load has no rate points to search")

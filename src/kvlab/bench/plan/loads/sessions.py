@@ -6,9 +6,10 @@ repetition. A turn leaves only when the answers it waits for have fully arrived,
 its think time, and sends the session's history (the server's actual answers) as chat
 messages (:mod:`kvlab.bench.plan.sessions.runner`); a refused turn ends its session.
 
-- ``history = "server"`` (OpenAI Responses only): a turn after the first sends only
-  its new messages and ``previous_response_id``, the server keeping the conversation;
-  a server that keeps none refuses the second turn, and the refusal names its error.
+- A mode with ``history = "server"`` (OpenAI Responses only) sends a turn after the
+  first with only its new messages and ``previous_response_id``, the server keeping the
+  conversation; a server that keeps none refuses the second turn, and the refusal
+  names its error.
 - ``arrival = "closed"`` (the default): ``values`` are sessions at once; each of N
   users takes the next session as soon as its last one ended (labels ``sessions=N``).
 - ``arrival = "poisson"`` or ``"constant"``: ``values`` are session arrivals per
@@ -53,9 +54,6 @@ class SessionsLoad(LoadTable):
     arrival: Literal["closed", "poisson", "constant"] = "closed"
     max_sessions: int | None = Field(default=None, ge=1)  # open loop: sessions in flight
     seed: int = 42  # poisson arrivals
-    # "resend": every turn sends its whole history; "server": a turn after the first
-    # sends its new messages and previous_response_id (the server keeps the history)
-    history: Literal["resend", "server"] = "resend"
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionsLoad:
@@ -71,19 +69,11 @@ class SessionsLoad(LoadTable):
         return self
 
     def points(self, default_requests: int) -> list[SessionsPoint | SessionRatePoint]:
-        kept = self.history == "server"
         if self.arrival == "closed":
-            return [SessionsPoint(int(v), default_requests, server_history=kept)
-                    for v in self.values]
+            return [SessionsPoint(int(v), default_requests) for v in self.values]
         arrival: Arrival = "constant" if self.arrival == "constant" else "poisson"
-        return [SessionRatePoint(v, default_requests, arrival, self.max_sessions, self.seed,
-                                 server_history=kept) for v in self.values]
-
-    def api_problem(self, keeps_state: bool) -> str | None:
-        if self.history == "server" and not keeps_state:
-            return ('load.history = "server" continues each conversation by the id of its '
-                    'last answer: set api = "openai-responses", or history = "resend"')
-        return None
+        return [SessionRatePoint(v, default_requests, arrival, self.max_sessions, self.seed)
+                for v in self.values]
 
     def in_flight_cap(self) -> int | None:
         return self.max_sessions
@@ -113,7 +103,6 @@ class SessionsPoint:
     requests: int
     graphs: tuple[SessionGraph, ...] = ()
     repetition: int = 0
-    server_history: bool = False  # previous_response_id (runner.run_session)
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -124,7 +113,7 @@ class SessionsPoint:
         return SESSIONS.label(self.users, self.repetition)
 
     def _share(self) -> ClosedSessions:
-        return ClosedSessions(self.label, self.users, self.graphs, self.server_history)
+        return ClosedSessions(self.label, self.users, self.graphs)
 
     def max_in_flight(self, n_requests: int) -> int:
         return self._share().max_in_flight(n_requests)
@@ -162,7 +151,6 @@ class SessionRatePoint:
     seed: int = 42
     graphs: tuple[SessionGraph, ...] = ()
     repetition: int = 0
-    server_history: bool = False  # previous_response_id (runner.run_session)
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -175,8 +163,7 @@ class SessionRatePoint:
     def _share(self, specs: Sequence[RequestSpec]) -> OpenSessions:
         runs = len(session_runs(self.graphs, specs))
         offsets = rate_offsets_ns(self.rate, runs, arrival=self.arrival, seed=self.seed)
-        return OpenSessions(self.label, tuple(offsets), self.graphs, self.max_sessions,
-                            self.server_history)
+        return OpenSessions(self.label, tuple(offsets), self.graphs, self.max_sessions)
 
     def max_in_flight(self, n_requests: int) -> int:
         width = max((g.width for g in self.graphs), default=1)

@@ -107,12 +107,11 @@ def tag_of(run: SessionRun, label: str | None) -> str:
 
 
 async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record: RecordFn,
-                      label: str | None, start_ns: int, server_history: bool = False
-                      ) -> None:
-    """Send one session run from ``start_ns`` on ``clock`` (see the module doc).
-    ``server_history``: a turn after the first sends only its new messages and the id
-    of the chain's previous answer (``previous_response_id``): the server keeps the
-    conversation."""
+                      label: str | None, start_ns: int) -> None:
+    """Send one session run from ``start_ns`` on ``clock`` (see the module doc). A turn
+    whose request asks the server to keep the history (``server_history``: OpenAI
+    Responses) sends, after its chain's first turn, only its new messages and the id of
+    the chain's previous answer (``previous_response_id``)."""
     answered = {t.query_id: asyncio.Event() for t in run.graph.turns}
     records: dict[str, Record] = {}
     ended: list[str] = []
@@ -134,9 +133,10 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
                 return
             added = [{"role": role, "content": (tag if not history and i == 0 else "")
                       + content} for i, (role, content) in enumerate(turn.messages)]
-            kept = server_history and previous is not None
+            planned = run.specs[turn.query_id]
+            kept = planned.server_history and previous is not None
             spec = dataclasses.replace(
-                run.specs[turn.query_id], messages=tuple(added if kept else history + added),
+                planned, messages=tuple(added if kept else history + added),
                 previous_response_id=previous if kept else None, load=label,
                 t_scheduled=deadline, session=turn.session, turn=turn.index)
             record = await send(spec)
@@ -175,7 +175,6 @@ class ClosedSessions:
     label: str | None
     users: int
     graphs: tuple[SessionGraph, ...]
-    server_history: bool = False  # see run_session
 
     def max_in_flight(self, n_requests: int) -> int:
         return max(1, self.users * max((g.width for g in self.graphs), default=1))
@@ -188,8 +187,7 @@ class ClosedSessions:
 
         async def user() -> None:
             while queue:
-                await run_session(queue.pop(), send, clock, landed, self.label, clock.now(),
-                                  self.server_history)
+                await run_session(queue.pop(), send, clock, landed, self.label, clock.now())
 
         if start_ns is not None:
             await sleep_until(clock, start_ns)
@@ -207,7 +205,6 @@ class OpenSessions:
     offsets_ns: tuple[int, ...]
     graphs: tuple[SessionGraph, ...]
     max_sessions: int | None = None
-    server_history: bool = False  # see run_session
 
     def max_in_flight(self, n_requests: int) -> int:
         sessions = min(self.max_sessions or len(self.offsets_ns), len(self.offsets_ns))
@@ -226,8 +223,7 @@ class OpenSessions:
 
         async def one(run: SessionRun, deadline: int) -> None:
             try:
-                await run_session(run, send, clock, landed, self.label, deadline,
-                                  self.server_history)
+                await run_session(run, send, clock, landed, self.label, deadline)
             finally:
                 if cap is not None:
                     cap.release()
@@ -271,6 +267,6 @@ def shard_sessions(share: ClosedSessions | OpenSessions, specs: Sequence[Request
         count = len(share.offsets_ns)
         mine = [[runs[i] for i in range(k, count, workers)] for k in range(active)]
         parts = [OpenSessions(share.label, share.offsets_ns[k:count:workers], share.graphs,
-                              caps[k], share.server_history) for k in range(active)]
+                              caps[k]) for k in range(active)]
     return [Shard(k, tuple(dataclasses.replace(s, worker=k) for r in mine[k]
                            for s in r.specs.values()), parts[k]) for k in range(active)]
