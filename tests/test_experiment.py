@@ -191,4 +191,4 @@ def test_a_history_the_server_keeps_needs_responses_and_sessions() -> None:
     messages = MINIMAL + '[[modes]]\nname = "m"\napi = "anthropic-messages"\nhistory = "server"\n'
     assert 'history = "server" needs api = "openai-responses"' in error_of(messages)
     alone = MINIMAL + '[[modes]]\nname = "r"\napi = "openai-responses"\nhistory = "server"\n'
-    assert "it needs a sessions load" in error_of(alone)
+    assert 'needs [load] kind = "sessions"' in error_of(alone)

@@ -191,8 +191,7 @@ class Mode(_Strict):
 
     @property
     def inputs_batch(self) -> int | None:
-        """Inputs per request of a mode whose API takes a batch of them (embeddings);
-        None for a generation (one prompt per request)."""
+        """Inputs per request of an embeddings mode; None: one prompt per request."""
         return None if dialect_of(self.api).generates else self.batch
 
     @property
@@ -253,9 +252,8 @@ class Experiment(_Strict):
                                  'as chat messages; set api = "openai-chat", '
                                  '"anthropic-messages" or "openai-responses"')
             if mode.history == "server" and not self.load.sends_sessions:
-                raise ValueError(f"modes[{i}].history: \"server\" continues a session's "
-                                 'conversation; it needs a sessions load ([load] kind = '
-                                 '"sessions")')
+                raise ValueError(f'modes[{i}].history: "server" continues a session: it '
+                                 'needs [load] kind = "sessions"')
         if search is not None and search.goodput is not None and SloSettings() == self.slo:
             raise ValueError("search.goodput: the share of requests meeting [slo]; set "
                              "[slo] ttft_ms, itl_ms or e2e_ms")
