@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kvlab.records import Record, read_records
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 from tests.experiments import embedded, experiment
@@ -51,22 +53,27 @@ def test_an_embeddings_sweep_measures_inputs_per_second_by_batch_and_load(tmp_pa
     assert "kvlab memory" in report  # says what was measured instead
 
 
-def test_sessions_continued_by_the_server_send_only_each_new_turn(tmp_path: Path) -> None:
-    result = run(tmp_path,
-                 embedded("kept", "openai-responses", history="server"),
-                 embedded("resent", "openai-responses"),
-                 workload=dict(capacities=[512], output_tokens=4),
-                 dataset=SESSIONS, load=dict(kind="sessions", values=[1]),
-                 compare=[("kept", "resent")])
-    rows = measured(result)
-    assert result.evaluation.counts["refused_rows"] == 0 and len(rows) == 12
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One sessions run over four modes of one API each: Responses with the history
+    kept by the server, Responses, Messages and chat resending it."""
+    return run(tmp_path_factory.mktemp("sessions"),
+               embedded("kept", "openai-responses", history="server"),
+               embedded("responses", "openai-responses"),
+               embedded("messages", "anthropic-messages"),
+               embedded("chat", "openai-chat"),
+               workload=dict(capacities=[512], output_tokens=4), dataset=SESSIONS,
+               load=dict(kind="sessions", values=[1]),
+               compare=[("kept", "responses"), ("responses", "chat"), ("messages", "chat")])
+
+
+def test_sessions_continued_by_the_server_send_only_each_new_turn(sessions: Any) -> None:
+    rows = measured(sessions)
+    assert sessions.evaluation.counts["refused_rows"] == 0 and len(rows) == 24
     later = [r for r in rows if r.turn and r.turn > 1]
     kept = [r for r in later if r.mode == "kept"]
     assert all(r.previous_response_id and len(r.body["input"]) == 1 for r in kept)
-    assert all(r.previous_response_id is None for r in later if r.mode == "resent")
-    same = {m: sorted((r.session, r.turn, r.prompt_tokens) for r in rows if r.mode == m)
-            for m in ("kept", "resent")}
-    assert same["kept"] == same["resent"]  # the server rebuilt exactly the history
+    assert all(r.previous_response_id is None for r in later if r.mode != "kept")
     by_turn = {(r.mode, r.session, r.turn): r for r in rows}
     for r in kept:  # each continues the answer before it, and the prompt still grows
         before = by_turn[(r.mode, r.session, r.turn - 1)]
@@ -74,20 +81,15 @@ def test_sessions_continued_by_the_server_send_only_each_new_turn(tmp_path: Path
         assert r.prompt_tokens > before.prompt_tokens + before.output_tokens  # type: ignore[operator]
 
 
-def test_sessions_over_messages_and_responses_beside_chat_compared(tmp_path: Path) -> None:
-    result = run(tmp_path,
-                 embedded("messages", "anthropic-messages"),
-                 embedded("responses", "openai-responses"),
-                 embedded("chat", "openai-chat"),
-                 workload=dict(capacities=[512], output_tokens=4), dataset=SESSIONS,
-                 load=dict(kind="sessions", values=[1]),
-                 compare=[("responses", "chat"), ("messages", "chat")])
-    assert result.evaluation.counts["refused_rows"] == 0
-    rows = measured(result)
+def test_every_api_sends_the_same_work_and_the_pairs_are_compared(sessions: Any) -> None:
+    """The server rebuilt exactly the history it kept; Messages and Responses hold the
+    same prompts as chat, turn by turn."""
+    rows = measured(sessions)
+    modes = ("kept", "responses", "messages", "chat")
     prompts = {m: sorted((r.session, r.turn, r.prompt_tokens) for r in rows if r.mode == m)
-               for m in ("messages", "responses", "chat")}
-    assert prompts["messages"] == prompts["responses"] == prompts["chat"]  # same work
-    by = {(c.a, c.b): c for c in result.evaluation.comparisons}
-    assert set(by) == {("responses", "chat"), ("messages", "chat")}
-    assert all(c.status == "ok" and c.pair is not None for c in by.values())  # intervals
-
+               for m in modes}
+    assert all(prompts[m] == prompts["chat"] for m in modes), prompts
+    by = {(c.a, c.b): c for c in sessions.evaluation.comparisons}
+    assert set(by) == {("kept", "responses"), ("responses", "chat"), ("messages", "chat")}
+    assert all(c.status == "ok" and c.pair is not None for c in by.values()), [
+        (c.a, c.b, c.status, c.reasons) for c in by.values()]  # intervals

@@ -119,9 +119,12 @@ class RequestSpec:
     turn: int | None = None  # its index in its session's chain, from 1
     # a session's turns may let the server keep the conversation (OpenAI Responses):
     # ``server_history`` asks for it; a turn that continues it names the stored answer
-    # (``previous_response_id``), its ``messages`` then only the turn's new ones
+    # (``previous_response_id``) and sends only the messages after the first
+    # ``stored_messages`` (the ones the server holds); ``messages`` stays the whole
+    # conversation, so the Record's prompt_sha256 names the same prompt either way
     server_history: bool = False
     previous_response_id: str | None = None
+    stored_messages: int = 0
     # an embeddings request's batch of texts (``prompt`` is its first) and the vector
     # length its answers must have (None: unknown)
     inputs: tuple[str, ...] | None = None
@@ -154,7 +157,8 @@ def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
     dialect = endpoint.dialect
     body = dialect.body(spec.prompt, spec.max_tokens, spec.stream, endpoint.model)
     if spec.messages is not None and spec.previous_response_id is not None:
-        body.update(dialect.continue_fields(spec.previous_response_id, spec.messages))
+        body.update(dialect.continue_fields(spec.previous_response_id,
+                                            spec.messages[spec.stored_messages:]))
     elif spec.messages is not None:
         body.update(dialect.messages_fields(spec.messages))
     if spec.inputs is not None:

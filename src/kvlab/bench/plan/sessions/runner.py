@@ -136,8 +136,9 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
             planned = run.specs[turn.query_id]
             kept = planned.server_history and previous is not None
             spec = dataclasses.replace(
-                planned, messages=tuple(added if kept else history + added),
-                previous_response_id=previous if kept else None, load=label,
+                planned, messages=tuple(history + added),
+                previous_response_id=previous if kept else None,
+                stored_messages=len(history) if kept else 0, load=label,
                 t_scheduled=deadline, session=turn.session, turn=turn.index)
             record = await send(spec)
             records[turn.query_id] = record
