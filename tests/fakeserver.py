@@ -314,6 +314,10 @@ class FakeServer:
                 }
             )
         resp = await self._stream_start(request)
+        if fault == "wrong_api":  # Anthropic's events where OpenAI's were asked
+            for kind in ("message_start", "content_block_start", "message_stop"):
+                await self._emit(resp, fakeapis.typed(kind, {"index": 0}))
+            return resp
         if chat:
             first = {
                 "index": 0,

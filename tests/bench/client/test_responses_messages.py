@@ -151,3 +151,11 @@ def test_a_server_without_tokenize_sizes_prompts_by_count_tokens(server: FakeSer
     assert asyncio.run(count()) == ("api-count", 5)  # 3 words and the fake's template
     assert all(r["path"] == "/v1/messages/count_tokens" for r in server.requests)
     assert server.requests[-1]["headers"]["x-api-key"] == KEY
+
+
+@pytest.mark.parametrize("api", [ApiKind.OPENAI_CHAT, ApiKind.OPENAI_COMPLETION])
+def test_openai_routes_answered_in_anthropics_shape_are_wrong_api(server: FakeServer,
+                                                                  api: ApiKind) -> None:
+    rec = send(endpoint(server, api), spec(4, fake_fault="wrong_api"))
+    assert rec.outcome is Outcome.WRONG_API and "anthropic-messages" in (rec.error or "")
+    assert [v.reason for v in check_row(rec)] == [Reason.WRONG_API]
