@@ -9,7 +9,7 @@ import pytest
 
 from kvlab.api.dialects import ApiKind, dialect_of
 from kvlab.api.facts import AnswerFacts, MalformedResponse, WrongApi
-from kvlab.api.openai_embeddings import OpenAIEmbeddings
+from kvlab.api.openai_embeddings import OpenAIEmbeddings, vectors_answer
 
 EMBEDDINGS = dialect_of(ApiKind.OPENAI_EMBEDDINGS)
 
@@ -19,8 +19,7 @@ def test_a_batch_travels_as_input_and_an_answer_reads_back_its_vectors() -> None
     assert EMBEDDINGS.inputs_fields(["a", "b"]) == {"input": ["a", "b"]}
     body = EMBEDDINGS.body("a", 0, False, "m")
     assert body == {"model": "m", "input": ["a"], "encoding_format": "float"}
-    answer = json.loads(json.dumps(EMBEDDINGS.vectors_answer("m", [[0.6, 0.8], [1.0, 0.0]],
-                                                             7)))
+    answer = json.loads(json.dumps(vectors_answer("m", [[0.6, 0.8], [1.0, 0.0]], 7)))
     facts = AnswerFacts()
     EMBEDDINGS.read_answer(facts, answer)
     assert (facts.vectors, facts.dimensions, facts.non_finite, facts.prompt_tokens) == (

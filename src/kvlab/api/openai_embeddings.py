@@ -102,13 +102,15 @@ class OpenAIEmbeddings(Dialect):
     def whole(self, head: AnswerHead, finish: Finish) -> dict[str, Any]:
         raise ValueError("an embeddings answer is made from vectors: use vectors_answer")
 
-    def vectors_answer(self, model: str, vectors: Sequence[Sequence[float]],
-                       prompt_tokens: int) -> dict[str, Any]:
-        """The whole answer holding ``vectors`` (one per input, in order)."""
-        return {"object": "list", "model": model,
-                "data": [{"object": "embedding", "index": i, "embedding": list(v)}
-                         for i, v in enumerate(vectors)],
-                "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
+
+def vectors_answer(model: str, vectors: Sequence[Sequence[float]],
+                   prompt_tokens: int) -> dict[str, Any]:
+    """The whole answer a server writes holding ``vectors`` (one per input, in order)
+    and the prompt tokens of every input together."""
+    return {"object": "list", "model": model,
+            "data": [{"object": "embedding", "index": i, "embedding": list(v)}
+                     for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
 
 
 def _finite(value: Any) -> bool:

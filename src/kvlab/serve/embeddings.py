@@ -25,15 +25,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from kvlab.api.dialects import ApiKind, dialect_of
-from kvlab.api.openai_embeddings import OpenAIEmbeddings
+from kvlab.api.openai_embeddings import vectors_answer
 from kvlab.serve.api_errors import invalid_request
 from kvlab.serve.body import read_json_body
 from kvlab.serve.params import as_int
 from kvlab.serve.state import ServerState
 
 router = APIRouter()
-DIALECT = dialect_of(ApiKind.OPENAI_EMBEDDINGS)
 MAX_INPUTS = 2048  # texts in one request, as OpenAI's API allows
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlab-embed")
 
@@ -99,5 +97,4 @@ async def embeddings(request: Request) -> dict[str, Any]:
     model = state.slot.model
     vectors = await asyncio.get_running_loop().run_in_executor(
         _WORKER, pooled, model, batch, width)
-    assert isinstance(DIALECT, OpenAIEmbeddings)
-    return DIALECT.vectors_answer(state.model_id, vectors, sum(len(b) for b in batch))
+    return vectors_answer(state.model_id, vectors, sum(len(b) for b in batch))
