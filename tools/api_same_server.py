@@ -12,10 +12,16 @@ interval, as ``kvlab compare`` computes them) are each API's cost on each server
 
 vLLM's Responses route adds a BOS of its own, so that vLLM is started with the bundled
 ChatML without BOS and its chat requests ask ``add_special_tokens: true``: both routes
-then send it the same tokens. Messages is left out on llama-server, whose conversion
-drops ``cache_prompt: false`` (every row would be refused as prefix reuse).
+then send it the same tokens. Its Messages route adds none and takes no such field, so
+on that server Messages would hold one token fewer than chat (a comparison refuses it:
+measured, 145 vs 146): Messages is left out on vLLM, and on llama-server, whose
+conversion drops ``cache_prompt: false`` (every row would be refused as prefix reuse).
 
-    python tools/api_same_server.py --out runs/apis --servers llamacpp,embedded,vllm
+Give one kind per run: requests then alternate between the APIs of one server, each
+following the other's; with several kinds in one run, each server's first API always
+follows another server's request, and that position alone costs it TTFT.
+
+    python tools/api_same_server.py --out runs/apis --servers llamacpp
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ KINDS: dict[str, ServerSettings] = {
 # the APIs each server is measured through, chat first (the baseline)
 APIS = {"llamacpp": ("openai-chat", "openai-responses"),
         "embedded": ("openai-chat", "openai-responses", "anthropic-messages"),
-        "vllm": ("openai-chat", "openai-responses", "anthropic-messages")}
+        "vllm": ("openai-chat", "openai-responses")}
 SHORT = {"openai-chat": "chat", "openai-responses": "responses",
          "anthropic-messages": "messages"}
 
@@ -97,8 +103,9 @@ def experiment_text(servers: dict[str, Server]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs"))
-    parser.add_argument("--servers", default="llamacpp,embedded,vllm",
-                        help="comma-separated kinds: llamacpp, embedded, vllm")
+    parser.add_argument("--servers", default="llamacpp",
+                        help="comma-separated kinds: llamacpp, embedded, vllm (one per "
+                             "run: see the module's docstring)")
     args = parser.parse_args()
     kinds = [k for k in args.servers.split(",") if k]
     with tempfile.TemporaryDirectory() as tmp, started(kinds, Path(tmp)) as servers:
