@@ -20,6 +20,17 @@ from typing import Any
 from kvlab.peers.common import Request
 
 SHAPE = "AIPerf profile_export.jsonl (one record per line with metadata and metrics)"
+VERSION = "0.13.0"  # the version whose files the fields below were read from
+
+# What every line must have for kvlab to read it (common.first_missing's paths).
+REQUIRED: tuple[str, ...] = (
+    "[].metadata.request_start_ns", "[].metrics.time_to_first_token",
+    "[].metrics.request_latency", "[].metrics.output_sequence_length", "[].error")
+# What AIPerf 0.13.0 also writes and kvlab reads where present.
+EXPECTED: tuple[str, ...] = (
+    *REQUIRED, "[].metadata.request_end_ns", "[].metadata.benchmark_phase",
+    "[].metadata.session_num", "[].metrics.inter_chunk_latency",
+    "[].metrics.input_sequence_length")
 
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
                 "sec": 1_000_000_000}
@@ -34,11 +45,10 @@ def parse_lines(text: str) -> list[Any] | None:
 
 
 def matches(data: Any) -> bool:
-    """True for a list of AIPerf metric records."""
+    """True for a list of AIPerf metric records (lines with metadata and metrics)."""
     return isinstance(data, list) and bool(data) and all(
         isinstance(d, dict) and isinstance(d.get("metadata"), dict)
-        and isinstance(d.get("metrics"), dict) and "request_start_ns" in d["metadata"]
-        for d in data)
+        and isinstance(d.get("metrics"), dict) for d in data)
 
 
 def _value(metrics: dict[str, Any], tag: str) -> Any:
