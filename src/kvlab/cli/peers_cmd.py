@@ -35,25 +35,27 @@ def setup(json_out: bool = typer.Option(False, "--json", help="Print one JSON do
     About 2 min per environment the first time; what exists and works is only probed
     (under a second). Example: kvlab peers setup && kvlab peers crosscheck
     """
-    from kvlab.crosscheck.envs import PINS, create_peer_env
+    from kvlab.crosscheck.envs import create_peer_envs
     from kvlab.servers.vllm_setup import setup_vllm
 
     done: dict[str, dict[str, object]] = {}
-    for name in PINS:
-        env, seconds = create_peer_env(name, progress=_say)
+    started = time.monotonic()
+    for name, (env, seconds) in create_peer_envs(progress=_say).items():
         done[name] = {"executable": str(env.executable), "version": env.version,
                       "seconds": round(seconds, 1)}
-    started = time.monotonic()
+    vllm_started = time.monotonic()
     vllm = setup_vllm(smoke=False, progress=_say)
     done["vllm-bench"] = {"executable": vllm.python, "version": vllm.version,
                           "tokenizer": vllm.model,
-                          "seconds": round(time.monotonic() - started, 1)}
+                          "seconds": round(time.monotonic() - vllm_started, 1)}
+    total = round(time.monotonic() - started, 1)
     if json_out:
-        print_json(done)
+        print_json({**done, "total_seconds": total})
         return
     for name, facts in done.items():
         console.print(f"{name} {facts['version']}: {facts['executable']} "
                       f"({facts['seconds']} s)", markup=False, highlight=False)
+    console.print(f"peers set up in {total} s", markup=False, highlight=False)
 
 
 @peers_app.command("crosscheck")

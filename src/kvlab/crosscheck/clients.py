@@ -2,8 +2,11 @@
 
 Every client gets the same job (:class:`Job`): the synthetic server's URL, the same
 prompts, the same forced output length, one request at a time, no warm-up, and a
-folder of its own. Each one's result file is the one its users keep (kvlab's run
-directory, GuideLLM's ``benchmarks.json``, AIPerf's ``profile_export.jsonl``, vLLM's
+folder of its own. All four speak OpenAI's completions API, whose stream opens with the
+first token: over chat, the server's first event is an empty role chunk, which vLLM's
+definition times as the first token (:mod:`kvlab.analysis.definitions`), so its TTFT
+would measure that definition rather than its clock. Each one's result file is the one
+its users keep (kvlab's run directory, GuideLLM's ``benchmarks.json``, AIPerf's ``profile_export.jsonl``, vLLM's
 ``--save-detailed`` JSON), read back by :func:`kvlab.store.rundir.load_run_or_import`.
 A peer's own summary (:meth:`Client.reported`) is the figures it prints: how many
 requests it completed and its median TTFT, which its file read back must give again.
@@ -93,7 +96,7 @@ class KvlabClient(Client):
             f"output_tokens = {job.tokens}\nwarmup = 0\n"
             '[workload.dataset]\nkind = "jsonl"\npath = "prompts.jsonl"\n'
             '[protocol]\ntemperature = 0.0\nignore_eos = true\n'
-            '[[modes]]\nname = "kvlab"\nserver = "external"\napi = "openai-chat"\n'
+            '[[modes]]\nname = "kvlab"\nserver = "external"\napi = "openai-completion"\n'
             "stream = true\n[modes.external]\n"
             f'base_url = "{job.url}/v1"\nmodel = "{MODEL}"\n'
             "[modes.body]\nstream_options = { include_usage = true }\n", encoding="utf-8")
@@ -123,7 +126,7 @@ class GuideLLMClient(Client):
         data = _jsonl(job.out / "prompts.jsonl", [{"prompt": p} for p in job.prompts])
         scenario = {"spec": {
             "backend": {"kind": "openai_http", "target": job.url, "model": MODEL,
-                        "request_format": "/v1/chat/completions", "max_tokens": job.tokens,
+                        "request_format": "/v1/completions", "max_tokens": job.tokens,
                         "extras": {"body": BODY}},
             "profile": {"kind": "synchronous"},
             "data": [{"kind": "json_file", "path": str(data)}],
@@ -159,7 +162,7 @@ class AIPerfClient(Client):
                   for a in ("--extra-inputs", f"{k}:{json.dumps(v)}")]
         return [str(find_peer("aiperf").executable), "profile", "--model", MODEL,
                 "--tokenizer", str(job.tokenizer), "--url", job.url,
-                "--endpoint-type", "chat", "--streaming", "--input-file", str(data),
+                "--endpoint-type", "completions", "--streaming", "--input-file", str(data),
                 "--custom-dataset-type", "single_turn", "--use-server-token-count",
                 "--request-count", str(len(job.prompts)), "--concurrency", "1",
                 "--artifact-dir", str(job.out), "--ui-type", "none", "--no-auto-plot",
@@ -187,11 +190,11 @@ class VllmBenchClient(Client):
     def command(self, job: Job) -> list[str]:
         data = _jsonl(job.out / "prompts.jsonl", [{"prompt": p} for p in job.prompts])
         return [str(find_vllm().python), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
-                "--backend", "openai-chat", "--base-url", job.url,
-                "--endpoint", "/v1/chat/completions", "--model", MODEL,
+                "--backend", "openai", "--base-url", job.url,
+                "--endpoint", "/v1/completions", "--model", MODEL,
                 "--tokenizer", str(job.tokenizer), "--dataset-name", "custom",
                 "--dataset-path", str(data), "--custom-output-len", str(job.tokens),
-                "--skip-chat-template", "--num-prompts", str(len(job.prompts)),
+                "--disable-shuffle", "--num-prompts", str(len(job.prompts)),
                 "--max-concurrency", "1", "--request-rate", "inf", "--ignore-eos",
                 "--temperature", "0", "--disable-tqdm", "--save-result", "--save-detailed",
                 "--result-dir", str(job.out), "--result-filename", "vllm-bench.json",

@@ -21,7 +21,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,7 +129,10 @@ def create_peer_env(name: str, progress: Progress = lambda _: None) -> tuple[Pee
     progress(f"creating {target}")
     base = getattr(sys, "_base_executable", sys.executable)
     _run([base, "-m", "venv", str(target)], "creating the environment")
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # --no-compile: byte-compiling every module of torch and Transformers is a good part
+    # of the install; Python compiles what a run imports, once
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           "--no-compile"]
     for first in pin.first:
         progress(f"installing {first} (the CPU build) for {pin.name}")
         _run([*pip, first], f"installing {first}")
@@ -140,3 +144,12 @@ def create_peer_env(name: str, progress: Progress = lambda _: None) -> tuple[Pee
     seconds = time.monotonic() - started
     progress(f"{pin.name} {pin.version} ready in {target} ({seconds:.0f} s)")
     return PeerEnv(name, target / "bin" / pin.script, pin.version, "kvlab"), seconds
+
+
+def create_peer_envs(names: Sequence[str] = tuple(PINS), progress: Progress = lambda _: None
+                     ) -> dict[str, tuple[PeerEnv, float]]:
+    """:func:`create_peer_env` for each of ``names``, side by side (their downloads and
+    unpacking overlap): each environment and its seconds."""
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        futures = {name: pool.submit(create_peer_env, name, progress) for name in names}
+        return {name: future.result() for name, future in futures.items()}
