@@ -21,8 +21,8 @@ def test_each_set_compares_the_times_it_defines(tmp_path) -> None:
     gaps = [v for v, _ in SETS["vllm"].samples["itl_ms"](rows[0])]
     assert itl.of(rows[0]) == pytest.approx(sum(gaps) / len(gaps))  # its pooled gaps' mean
     e2e = next(m for m in compared_under("aiperf") if m.name == "e2e_ms")
-    row = [r for r in read_peer_file(write(tmp_path / "a.jsonl", aiperf_lines()))
-           if not r.warmup][0]
+    row = next(r for r in read_peer_file(write(tmp_path / "a.jsonl", aiperf_lines()))
+               if not r.warmup)
     assert e2e.of(row) == pytest.approx(100.0 + 10.0 * 63)  # to the last content
 
 

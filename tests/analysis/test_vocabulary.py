@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from kvlab.analysis.definitions import SETS
-from kvlab.analysis.vocabulary import (SLO_SPELLINGS, TOOLS, VOCABULARY, markdown_table,
-                                       parse_goodput, slo_field)
+from kvlab.analysis.vocabulary import (
+    SLO_SPELLINGS,
+    TOOLS,
+    VOCABULARY,
+    markdown_table,
+    parse_goodput,
+    slo_field,
+)
 from kvlab.bench.plan.load_settings import SearchSettings, SloSettings
 from kvlab.errors import ConfigError
 
@@ -34,7 +40,7 @@ def test_each_tools_spelling_is_kvlabs_field(spelling: str, field: str) -> None:
 
 
 def test_an_unknown_objective_lists_the_spellings() -> None:
-    with pytest.raises(ConfigError, match="unknown objective 'ttfb'.*time_to_first_token"):
+    with pytest.raises(ConfigError, match=r"unknown objective 'ttfb'.*time_to_first_token"):
         slo_field("ttfb")
     assert "ttft" in SLO_SPELLINGS and "normalized_time_per_output_token" not in SLO_SPELLINGS
 

@@ -6,8 +6,9 @@ folder of its own. All four speak OpenAI's completions API, whose stream opens w
 first token: over chat, the server's first event is an empty role chunk, which vLLM's
 definition times as the first token (:mod:`kvlab.analysis.definitions`), so its TTFT
 would measure that definition rather than its clock. Each one's result file is the one
-its users keep (kvlab's run directory, GuideLLM's ``benchmarks.json``, AIPerf's ``profile_export.jsonl``, vLLM's
-``--save-detailed`` JSON), read back by :func:`kvlab.store.rundir.load_run_or_import`.
+its users keep (kvlab's run directory, GuideLLM's ``benchmarks.json``, AIPerf's
+``profile_export.jsonl``, vLLM's ``--save-detailed`` JSON), read back by
+:func:`kvlab.store.rundir.load_run_or_import`.
 A peer's own summary (:meth:`Client.reported`) is the figures it prints: how many
 requests it completed and its median TTFT, which its file read back must give again.
 """

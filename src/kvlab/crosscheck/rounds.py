@@ -182,7 +182,11 @@ def run_crosscheck(out: Path, schedule: Schedule | None = None,
             itl_p99=_figure(errors.itl.p99_ms, errors.itl.p99_ci),
             within_tolerance=errors.within(schedule.tolerance_ms),
             seconds=round(runs[name].seconds, 1)))
-    trips = [RoundTripLine(client=name, **t.to_dict(), holds=t.holds())
+    trips = [RoundTripLine(client=name, file=t.file, printed_requests=t.printed_requests,
+                           read_requests=t.read_requests,
+                           printed_median_ttft_ms=t.printed_median_ttft_ms,
+                           read_median_ttft_ms=t.read_median_ttft_ms,
+                           relative_error=t.relative_error, holds=t.holds())
              for name in clients for t in runs[name].trips]
     result = CrossCheck(
         schedule={"ttft_ms": schedule.ttft_ms, "itl_ms": schedule.itl_ms,

@@ -101,7 +101,7 @@ def _run(argv: list[str], what: str, **kwargs: object) -> subprocess.CompletedPr
         lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
         raise ServerLaunchError(f"the llama-server image: {what} failed "
                                 f"(exit {done.returncode}): {lines[-1]}")
-    return done  # type: ignore[no-any-return]
+    return done
 
 
 def _has_image(tag: str) -> bool:
