@@ -40,7 +40,8 @@ def test_a_request_not_counted_is_named() -> None:
     assert any("15 output tokens, not 16" in p for p in errors.problems)
     assert any("failed" in p for p in errors.problems)
     short = client_errors("aiperf", rows[:3], schedule)
-    assert short.problems[0] == "3 requests read back, 6 sent"
+    assert short.problems[0] == "its files hold 3 requests of the 6 it was asked to send"
+    assert (short.recorded, short.counted) == (3, 3)
 
 
 def test_a_round_trip_holds_to_a_tenth_of_a_percent() -> None:

@@ -53,9 +53,17 @@ def test_every_client_measures_the_schedule_and_counts_every_request(
     assert result.failures == []
     assert [c.client for c in result.clients] == ["kvlab", "guidellm", "aiperf",
                                                   "vllm-bench"]
+    sent = SCHEDULE.requests * SCHEDULE.rounds
     for c in result.clients:
-        assert c.counted == c.expected == SCHEDULE.requests * SCHEDULE.rounds, c.problems
-        assert c.problems == []
+        assert c.answered == sent  # the server answered every request each client sent
+        assert c.counted == c.recorded, c.problems  # kvlab reads all a client recorded
+        if c.client == "guidellm":
+            # GuideLLM 0.8.1 leaves the last request of a synchronous benchmark out of
+            # its report at times (answered in full by the server, missing from
+            # benchmarks.json: seen in 1 of 4 runs here); never more than that one
+            assert sent - SCHEDULE.rounds <= c.recorded <= sent, c.problems
+        else:
+            assert c.recorded == sent and c.problems == [], c.problems
         assert c.within_tolerance, (c.client, c.ttft_median, c.itl_median)
         assert c.ttft_median.low is not None and c.itl_p99.high is not None  # intervals
     # the rounds were interleaved: each client ran first in one round
@@ -71,7 +79,8 @@ def test_each_peer_file_reads_back_as_the_peer_printed_it(
     assert sorted(t.file for t in result.round_trips) == sorted(
         str(p) for found in files.values() for p in found)
     for trip in result.round_trips:
-        assert trip.printed_requests == trip.read_requests == SCHEDULE.requests, trip
+        assert trip.printed_requests == trip.read_requests, trip
+        assert trip.read_requests >= SCHEDULE.requests - (trip.client == "guidellm"), trip
         assert trip.relative_error is not None and trip.relative_error <= 0.001, trip
 
 

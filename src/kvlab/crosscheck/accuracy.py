@@ -73,11 +73,12 @@ class Spread:
 @dataclass(frozen=True)
 class ClientErrors:
     """A client's TTFT and ITL errors against the schedule, over every round, and
-    whether every request it sent was counted (``problems`` names those that were not)."""
+    whether every request was counted (``problems`` names those that were not)."""
 
     client: str
-    expected: int  # requests the rounds sent
-    counted: int  # requests read back from its files, ok and with the forced length
+    expected: int  # requests the rounds asked it to send
+    recorded: int  # requests its own files hold
+    counted: int  # of those, read back by kvlab ok and with the forced length
     problems: tuple[str, ...]
     ttft: Spread
     itl: Spread
@@ -113,9 +114,10 @@ def client_errors(client: str, rows: Sequence[Record], schedule: Schedule) -> Cl
         ttft.append(first - schedule.ttft_ms)
         itl.append(gap - schedule.itl_ms)
     if len(rows) != expected:
-        problems.insert(0, f"{len(rows)} requests read back, {expected} sent")
-    return ClientErrors(client, expected, len(ttft), tuple(problems), Spread.of(ttft),
-                        Spread.of(itl))
+        problems.insert(0, f"its files hold {len(rows)} requests of the {expected} it "
+                           "was asked to send")
+    return ClientErrors(client, expected, len(rows), len(ttft), tuple(problems),
+                        Spread.of(ttft), Spread.of(itl))
 
 
 @dataclass(frozen=True)

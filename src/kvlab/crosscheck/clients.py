@@ -16,6 +16,7 @@ requests it completed and its median TTFT, which its file read back must give ag
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,10 @@ class Client:
     def reported(self, job: Job) -> Reported | None:
         """The tool's own summary of the job (None: kvlab, which is what reads it)."""
         return None
+
+    def environment(self) -> dict[str, str]:
+        """The environment its command runs with (kvlab's own, unless said)."""
+        return dict(os.environ)
 
 
 class KvlabClient(Client):
@@ -172,6 +177,13 @@ class AIPerfClient(Client):
     def result(self, job: Job) -> Path:
         return job.out / "profile_export.jsonl"
 
+    def environment(self) -> dict[str, str]:
+        """Without Hugging Face's offline switches: with HF_HUB_OFFLINE set, AIPerf 0.13
+        takes every tokenizer name for a Hub repository id and refuses a local folder
+        (HFValidationError); the folder it is given is local, so nothing is fetched."""
+        return {k: v for k, v in os.environ.items()
+                if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+
     def reported(self, job: Job) -> Reported:
         summary = json.loads((job.out / "profile_export_aiperf.json").read_text())
         return Reported(int(summary["request_count"]["avg"]),
@@ -179,8 +191,8 @@ class AIPerfClient(Client):
 
 
 class VllmBenchClient(Client):
-    """``vllm bench serve`` from kvlab's vLLM environment, on the prompts as a custom
-    dataset, concurrency 1, saving every request (``--save-detailed``)."""
+    """``vllm bench serve`` from kvlab's vLLM environment: its random dataset of as many
+    prompts, concurrency 1, saving every request (``--save-detailed``)."""
 
     name = "vllm-bench"
     program = "vllm bench serve"
@@ -189,13 +201,16 @@ class VllmBenchClient(Client):
         return find_vllm().version
 
     def command(self, job: Job) -> list[str]:
-        data = _jsonl(job.out / "prompts.jsonl", [{"prompt": p} for p in job.prompts])
+        # vLLM's custom (JSONL) dataset needs pandas, which vLLM's server environment
+        # does not have: its random dataset needs nothing more, and the synthetic
+        # server's schedule does not depend on the prompt
         return [str(find_vllm().python), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
                 "--backend", "openai", "--base-url", job.url,
                 "--endpoint", "/v1/completions", "--model", MODEL,
-                "--tokenizer", str(job.tokenizer), "--dataset-name", "custom",
-                "--dataset-path", str(data), "--custom-output-len", str(job.tokens),
-                "--disable-shuffle", "--num-prompts", str(len(job.prompts)),
+                "--tokenizer", str(job.tokenizer), "--dataset-name", "random",
+                "--random-input-len", "32", "--random-output-len", str(job.tokens),
+                "--random-range-ratio", "0", "--seed", "42",
+                "--num-prompts", str(len(job.prompts)),
                 "--max-concurrency", "1", "--request-rate", "inf", "--ignore-eos",
                 "--temperature", "0", "--disable-tqdm", "--save-result", "--save-detailed",
                 "--result-dir", str(job.out), "--result-filename", "vllm-bench.json",

@@ -38,8 +38,10 @@ class ClientLine(BaseModel):
     client: str
     program: str
     version: str
-    expected: int
-    counted: int
+    expected: int  # requests it was asked to send
+    recorded: int  # requests its own files hold
+    answered: int  # requests the server answered while it ran (its checks included)
+    counted: int  # requests kvlab read back from its files, ok and of the forced length
     problems: list[str]
     ttft_median: Figure
     ttft_p99: Figure
@@ -47,6 +49,10 @@ class ClientLine(BaseModel):
     itl_p99: Figure
     within_tolerance: bool
     seconds: float  # wall time of its runs, start-up included
+    # how late the server itself wrote the first tokens of this client's requests (ms):
+    # the part of a TTFT error that is not the client's
+    server_late_median_ms: float | None = None
+    server_late_p99_ms: float | None = None
 
 
 class RoundTripLine(BaseModel):
@@ -84,7 +90,8 @@ class CrossCheck(BaseModel):
     def ok(self) -> bool:
         """No failure, every client within tolerance and counted, every round trip."""
         return not self.failures and all(
-            c.within_tolerance and c.counted == c.expected for c in self.clients) \
+            c.within_tolerance and c.counted == c.recorded == c.expected
+            for c in self.clients) \
             and all(t.holds for t in self.round_trips)
 
 
@@ -104,6 +111,10 @@ def load(path: Path) -> CrossCheck:
         raise ConfigError(f"{path}: not a cross-check kvlab can read ({first})") from None
 
 
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
 def _load_text(values: list[float]) -> str:
     return " ".join(f"{v:.2f}" for v in values)
 
@@ -114,11 +125,14 @@ def markdown(result: CrossCheck) -> str:
              "each median error. Errors are measured − scheduled, in ms, with 95 % "
              "bootstrap intervals.", "",
              "| client | TTFT error median | TTFT error p99 | ITL error median | "
-             "ITL error p99 | requests counted |", "|---|---|---|---|---|---|"]
+             "ITL error p99 | requests counted | server's own first-token lateness "
+             "median / p99 |", "|---|---|---|---|---|---|---|"]
     for c in result.clients:
         lines.append(f"| {c.program} {c.version} | {c.ttft_median.text()} | "
                      f"{c.ttft_p99.text()} | {c.itl_median.text()} | {c.itl_p99.text()} | "
-                     f"{c.counted} of {c.expected} |")
+                     f"{c.counted} of {c.expected} ({c.answered} answered) | "
+                     f"{_ms(c.server_late_median_ms)} / "
+                     f"{_ms(c.server_late_p99_ms)} |")
     lines.append("")
     for failure in result.failures:
         lines.append(f"- failed: {failure}")

@@ -10,6 +10,7 @@ command fails is one line naming it and its exit status; the others go on.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from kvlab.analysis.stats import percentile
 from kvlab.crosscheck.accuracy import RoundTrip, Schedule, client_errors, round_trip
 from kvlab.crosscheck.clients import CLIENTS, Job
 from kvlab.crosscheck.result import ClientLine, CrossCheck, Figure, RoundTripLine, save
@@ -43,6 +46,8 @@ class _Runs:
 
     rows: list[Record] = field(default_factory=list)
     trips: list[RoundTrip] = field(default_factory=list)
+    late_ms: list[float] = field(default_factory=list)  # the server's first tokens, late by
+    answered: int = 0  # requests the server answered while the client ran
     seconds: float = 0.0
     failed: bool = False
 
@@ -73,21 +78,34 @@ def _start_server(schedule: Schedule, log: Path) -> tuple[subprocess.Popen[bytes
     raise ServerLaunchError(f"the synthetic server did not answer {url}/health; see {log}")
 
 
-def _lateness_p99(url: str) -> float | None:
-    import json
-
+def _get(url: str) -> Any:
     try:
-        with urllib.request.urlopen(url + "/synthetic/stats", timeout=5) as answer:
-            value = json.loads(answer.read())["lateness_ms"]["p99"]
-    except (OSError, ValueError, KeyError, TypeError):
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return json.loads(answer.read())
+    except (OSError, ValueError):
         return None
+
+
+def _lateness_p99(url: str) -> float | None:
+    """The p99 of every write's lateness against its deadline (the server's stats)."""
+    value = ((_get(url + "/synthetic/stats") or {}).get("lateness_ms") or {}).get("p99")
     return float(value) if isinstance(value, int | float) else None
 
 
+def _first_token_lateness(url: str, schedule: Schedule) -> list[float]:
+    """How late the server wrote each first token since its log was last read (ms
+    after t_received + TTFT), the log emptied: what of a client's TTFT error is the
+    server's own."""
+    log = _get(url + "/synthetic/log?clear=1") or {}
+    return [(e["send_ns"][0] - e["t_recv_ns"]) / 1e6 - schedule.ttft_ms
+            for e in log.values() if isinstance(e, dict) and e.get("send_ns")]
+
+
 def _one(name: str, job: Job, k: int, runs: _Runs, failures: list[str],
-         progress: Progress) -> None:
+         schedule: Schedule, progress: Progress) -> None:
     """Run client ``name`` on ``job`` (round ``k``); keep its rows or one failure line."""
     client = CLIENTS[name]
+    _first_token_lateness(job.url, schedule)  # empties the server's log
     job.out.mkdir(parents=True, exist_ok=True)
     log = job.out / f"{name}.log"
     started = time.monotonic()
@@ -95,7 +113,8 @@ def _one(name: str, job: Job, k: int, runs: _Runs, failures: list[str],
         argv = client.command(job)
         with log.open("wb") as sink:
             done = subprocess.run(argv, stdout=sink, stderr=subprocess.STDOUT,
-                                  timeout=CLIENT_TIMEOUT_S, check=False)
+                                  env=client.environment(), timeout=CLIENT_TIMEOUT_S,
+                                  check=False)
         status = done.returncode
     except subprocess.TimeoutExpired:
         status = None
@@ -104,6 +123,9 @@ def _one(name: str, job: Job, k: int, runs: _Runs, failures: list[str],
         runs.failed = True
         return
     runs.seconds += time.monotonic() - started
+    late = _first_token_lateness(job.url, schedule)
+    runs.late_ms += late
+    runs.answered += len(late)
     if status != 0:
         what = f"ran past {CLIENT_TIMEOUT_S} s" if status is None else f"exited {status}"
         failures.append(f"{client.program} (round {k}): {what}; log: {log}")
@@ -122,8 +144,8 @@ def _one(name: str, job: Job, k: int, runs: _Runs, failures: list[str],
     if reported is not None:
         runs.trips.append(round_trip(name, str(result), rows, reported.requests,
                                      reported.median_ttft_ms))
-    progress(f"round {k}: {client.program}: {len(rows)} requests in "
-             f"{time.monotonic() - started:.1f} s")
+    progress(f"round {k}: {client.program}: {len(rows)} requests in its file, "
+             f"{len(late)} answered by the server, in {time.monotonic() - started:.1f} s")
 
 
 def _figure(value: float | None, interval: object) -> Figure:
@@ -161,7 +183,7 @@ def run_crosscheck(out: Path, schedule: Schedule | None = None,
                     continue  # one line per peer is enough; the rest goes on
                 job = Job(url, prompts, schedule.tokens, out / f"round-{k}" / name,
                           tokenizer)
-                _one(name, job, k, runs[name], failures, progress)
+                _one(name, job, k, runs[name], failures, schedule, progress)
         lateness = _lateness_p99(url)
     finally:
         proc.terminate()
@@ -174,13 +196,16 @@ def run_crosscheck(out: Path, schedule: Schedule | None = None,
         client = CLIENTS[name]
         lines.append(ClientLine(
             client=name, program=client.program, version=client.version(),
-            expected=errors.expected, counted=errors.counted,
+            expected=errors.expected, recorded=errors.recorded,
+            answered=runs[name].answered, counted=errors.counted,
             problems=list(errors.problems),
             ttft_median=_figure(errors.ttft.median_ms, errors.ttft.median_ci),
             ttft_p99=_figure(errors.ttft.p99_ms, errors.ttft.p99_ci),
             itl_median=_figure(errors.itl.median_ms, errors.itl.median_ci),
             itl_p99=_figure(errors.itl.p99_ms, errors.itl.p99_ci),
             within_tolerance=errors.within(schedule.tolerance_ms),
+            server_late_median_ms=percentile(runs[name].late_ms, 50),
+            server_late_p99_ms=percentile(runs[name].late_ms, 99),
             seconds=round(runs[name].seconds, 1)))
     trips = [RoundTripLine(client=name, file=t.file, printed_requests=t.printed_requests,
                            read_requests=t.read_requests,

@@ -25,12 +25,12 @@ VERSION = "0.13.0"  # the version whose files the fields below were read from
 # What every line must have for kvlab to read it (common.first_missing's paths).
 REQUIRED: tuple[str, ...] = (
     "[].metadata.request_start_ns", "[].metrics.time_to_first_token",
-    "[].metrics.request_latency", "[].metrics.output_sequence_length", "[].error")
+    "[].metrics.request_latency", "[].metrics.output_sequence_length")
 # What AIPerf 0.13.0 also writes and kvlab reads where present.
 EXPECTED: tuple[str, ...] = (
     *REQUIRED, "[].metadata.request_end_ns", "[].metadata.benchmark_phase",
     "[].metadata.session_num", "[].metrics.inter_chunk_latency",
-    "[].metrics.input_sequence_length")
+    "[].metrics.input_sequence_length")  # "error" is written only for a failed request
 
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
                 "sec": 1_000_000_000}
