@@ -182,3 +182,18 @@ def test_a_missing_field_is_named(tmp_path) -> None:
     assert first_missing({"a": []}, ["a[].b"]) is None  # nothing to lack
     assert first_missing({"a": [{"b": 1}, {}]}, ["a[].b"]) == "a[].b"
     assert first_missing({"a": 1}, ["a[].b"]) == "a[].b"
+
+
+def test_aiperf_013_says_the_requested_length_through_its_mismatch(tmp_path) -> None:
+    """AIPerf 0.13 exports osl_mismatch_diff_pct, not requested_osl, when --osl asked."""
+    lines = aiperf_lines(out=16)
+    for line in lines:
+        del line["metrics"]["requested_osl"]
+        line["metrics"]["osl_mismatch_diff_pct"] = {"value": 0.0, "unit": "%"}
+    lines[2]["metrics"]["output_sequence_length"]["value"] = 12
+    lines[2]["metrics"]["osl_mismatch_diff_pct"]["value"] = -25.0
+    with pytest.raises(ValidationFailure, match="12 output tokens, 16 requested"):
+        read_peer_file(write(tmp_path / "profile_export.jsonl", lines))
+    del lines[2]
+    rows = read_peer_file(write(tmp_path / "profile_export.jsonl", lines))
+    assert {r.requested_tokens for r in rows} == {16}

@@ -164,8 +164,11 @@ class AIPerfClient(Client):
 
     def command(self, job: Job) -> list[str]:
         data = _jsonl(job.out / "prompts.jsonl", [{"text": p} for p in job.prompts])
-        extras = [a for k, v in {**BODY, "max_tokens": job.tokens}.items()
+        # --osl: AIPerf asks the length itself (max_tokens: --use-legacy-max-tokens) and
+        # writes it in its file (requested_osl), so the file says what was asked
+        extras = [a for k, v in BODY.items()
                   for a in ("--extra-inputs", f"{k}:{json.dumps(v)}")]
+        extras += ["--osl", str(job.tokens), "--osl-stddev", "0", "--use-legacy-max-tokens"]
         return [str(find_peer("aiperf").executable), "profile", "--model", MODEL,
                 "--tokenizer", str(job.tokenizer), "--url", job.url,
                 "--endpoint-type", "completions", "--streaming", "--input-file", str(data),

@@ -5,8 +5,9 @@ object per line with ``metadata`` (``request_start_ns`` and ``request_end_ns``, 
 clock ns; ``benchmark_phase`` "warmup" or "profiling"; ``session_num``), ``metrics``
 (each ``{"value": ..., "unit": ...}`` in display units: ``time_to_first_token``,
 ``request_latency`` (to the last content response), ``inter_chunk_latency`` (a list),
-``output_sequence_length``, ``input_sequence_length``, ``requested_osl``) and
-``error`` (None when the request succeeded).
+``output_sequence_length``, ``input_sequence_length``, ``requested_osl``; 0.13 exports
+``osl_mismatch_diff_pct`` instead, when the length was asked with ``--osl``) and
+``error`` (absent or None when the request succeeded).
 
 AIPerf's OSL is its tokenizer's count unless it ran with --use-server-token-count;
 the file does not say which, so give AIPerf that option for counts kvlab can check.
@@ -30,7 +31,8 @@ REQUIRED: tuple[str, ...] = (
 EXPECTED: tuple[str, ...] = (
     *REQUIRED, "[].metadata.request_end_ns", "[].metadata.benchmark_phase",
     "[].metadata.session_num", "[].metrics.inter_chunk_latency",
-    "[].metrics.input_sequence_length")  # "error" is written only for a failed request
+    # "error" is written only for a failed request
+    "[].metrics.input_sequence_length", "[].metrics.osl_mismatch_diff_pct")
 
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
                 "sec": 1_000_000_000}
@@ -63,6 +65,17 @@ def _ns(metrics: dict[str, Any], tag: str) -> int | None:
     return round(entry["value"] * _NS_PER_UNIT.get(str(entry.get("unit", "ms")), 1_000_000))
 
 
+def _requested_from_mismatch(metrics: dict[str, Any]) -> int | None:
+    """The length asked with ``--osl``: AIPerf 0.13 keeps it as an internal metric
+    (``requested_osl``, not exported) but exports ``osl_mismatch_diff_pct`` = (OSL −
+    requested) / requested × 100, from which it follows; None without one of them."""
+    pct = _value(metrics, "osl_mismatch_diff_pct")
+    osl = _value(metrics, "output_sequence_length")
+    if not isinstance(pct, int | float) or not isinstance(osl, int | float) or pct <= -100:
+        return None
+    return round(osl / (1 + pct / 100))
+
+
 def requests(data: list[dict[str, Any]]) -> tuple[list[Request], bool]:
     """Requests of an AIPerf export (chat is not recorded per line: False)."""
     t0 = min(d["metadata"]["request_start_ns"] for d in data)
@@ -82,7 +95,7 @@ def requests(data: list[dict[str, Any]]) -> tuple[list[Request], bool]:
             for gap in gaps["value"]:
                 chunks.append(chunks[-1] + round(gap * scale))
         osl = _value(metrics, "output_sequence_length")
-        requested = _value(metrics, "requested_osl")
+        requested = _value(metrics, "requested_osl") or _requested_from_mismatch(metrics)
         error = d.get("error")
         out.append(Request(
             index=int(meta.get("session_num", i)), t_sent=sent, t_end=end,
