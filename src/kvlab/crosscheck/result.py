@@ -88,9 +88,12 @@ class CrossCheck(BaseModel):
 
     @property
     def ok(self) -> bool:
-        """No failure, every client within tolerance and counted, every round trip."""
+        """No failure; every client within tolerance, the server answering all it was
+        asked to send and kvlab counting every request its files hold; every round
+        trip. A peer that leaves a request out of its own file (GuideLLM, at times) is
+        named among its problems, not failed."""
         return not self.failures and all(
-            c.within_tolerance and c.counted == c.recorded == c.expected
+            c.within_tolerance and c.counted == c.recorded and c.answered >= c.expected
             for c in self.clients) \
             and all(t.holds for t in self.round_trips)
 
