@@ -13,7 +13,7 @@ machine builds nothing:
 3. the built image, saved with ``docker save``, and loaded from there when Docker
    lost it (a fresh daemon on the same machine).
 
-The image's tag is named by what went in (wheel, GGUF and base digests), so a new
+The image's tag is named by what went in (wheel, GGUF, base and Dockerfile), so a new
 wheel or model builds a new image; ``:local`` always names the current one.
 """
 
@@ -43,7 +43,7 @@ BASE_PACKAGES = ("libstdc++6", "libgomp1", "libssl3", "curl", "ca-certificates")
 MODEL_IN_IMAGE = "/models/gemma-3-270m.gguf"
 DOCKERFILE = """\
 FROM {base}
-COPY llama /opt/llama
+COPY llama /opt/llama/bin
 COPY model.gguf {model}
 ENV LD_LIBRARY_PATH=/opt/llama/bin
 EXPOSE 8080
@@ -175,7 +175,7 @@ def ensure_image(progress: Progress = lambda _: None) -> ImageFacts:
     model = fetch_bundled()
     tarball, base_s = base_tarball(progress)
     wheel_sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    tag = f"{REPOSITORY}:{_digest(wheel.name, wheel_sha, model.sha256, tarball.name)}"
+    tag = f"{REPOSITORY}:{_digest(wheel.name, wheel_sha, model.sha256, tarball.name, DOCKERFILE)}"
     saved = docker_cache() / f"{tag.replace('/', '_').replace(':', '-')}.tar"
     build_s = load_s = 0.0
     if _has_image(tag):
