@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kvlab.analysis.stats import percentile
+from kvlab.analysis.stats import Interval, percentile
 from kvlab.crosscheck.accuracy import RoundTrip, Schedule, client_errors, round_trip
 from kvlab.crosscheck.clients import CLIENTS, Job
 from kvlab.crosscheck.result import ClientLine, CrossCheck, Figure, RoundTripLine, save
@@ -148,10 +148,10 @@ def _one(name: str, job: Job, k: int, runs: _Runs, failures: list[str],
              f"{len(late)} answered by the server, in {time.monotonic() - started:.1f} s")
 
 
-def _figure(value: float | None, interval: object) -> Figure:
-    low = getattr(interval, "low", None)
-    high = getattr(interval, "high", None)
-    return Figure(value=value, low=low, high=high)
+def _figure(value: float | None, interval: Interval | None) -> Figure:
+    if interval is None:
+        return Figure(value=value)
+    return Figure(value=value, low=interval.low, high=interval.high)
 
 
 def run_crosscheck(out: Path, schedule: Schedule | None = None,
