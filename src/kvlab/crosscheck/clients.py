@@ -111,12 +111,13 @@ class KvlabClient(Client):
                 "--tokenizer", str(job.tokenizer / "tokenizer.json")]
 
     def result(self, job: Job) -> Path:
-        runs = sorted(p for p in (job.out / "runs").iterdir() if p.is_dir()) \
+        """The newest run directory (an earlier cross-check into the same folder left
+        its own beside it)."""
+        runs = [p for p in (job.out / "runs").iterdir() if p.is_dir()] \
             if (job.out / "runs").is_dir() else []
-        if len(runs) != 1:
-            raise ConfigError(f"{job.out / 'runs'}: expected one run directory, "
-                              f"found {len(runs)}")
-        return runs[0]
+        if not runs:
+            raise ConfigError(f"{job.out / 'runs'}: kvlab run left no run directory")
+        return max(runs, key=lambda p: p.stat().st_mtime_ns)
 
 
 class GuideLLMClient(Client):
