@@ -55,9 +55,10 @@ setup: llama-server $(VENV)/.stamp-install
 vllm: $(VENV)/.stamp-install
 	$(KVLAB) vllm setup --smoke
 
-# The peers in environments of their own (never in $(VENV)): made once, then probed.
+# The peers in environments of their own (never in $(VENV)): made once, then probed
+# (vLLM's, whose bench serve is the third peer, is the vllm target's).
 peers: vllm
-	$(KVLAB) peers setup
+	$(KVLAB) peers setup --no-vllm
 
 # The main job, in 9.4 minutes on 2 idle cores (docs/getting-started/main-job.md): every step of the full job, each
 # experiment at a smaller size that still gives a bootstrap interval (at least 5 valid
@@ -103,7 +104,7 @@ run run-full: setup
 	$(KVLAB) vllm setup
 	$(KVLAB) run experiments/vllm-notebook.toml $(NOTEBOOK) --out $(RESULTS)/runs
 	$(KVLAB) run experiments/serving-engines.toml $(SERVERS) --out $(RESULTS)/runs
-	$(if $(CROSSCHECK),$(KVLAB) peers setup)
+	$(if $(CROSSCHECK),$(KVLAB) peers setup --no-vllm)
 	$(if $(CROSSCHECK),-$(KVLAB) peers crosscheck --out $(RESULTS)/crosscheck)
 	@echo
 	$(KVLAB) summary $(RESULTS)

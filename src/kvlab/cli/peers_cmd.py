@@ -24,8 +24,13 @@ def _say(line: str) -> None:
 
 
 @peers_app.command("setup")
-def setup(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")
-          ) -> None:
+def setup(
+    vllm: bool = typer.Option(
+        True, "--vllm/--no-vllm",
+        help="Also make (or check) vLLM's environment and its tokenizer for vllm bench "
+             "serve; --no-vllm when kvlab vllm setup just ran (make test)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
     """Install the peers where kvlab runs them, never in kvlab's own environment:
     GuideLLM 0.8.1 and AIPerf 0.13.0 each in a virtual environment of its own under
     ~/.cache/kvlab/peers (GuideLLM with the CPU torch first), and vLLM's environment
@@ -43,11 +48,12 @@ def setup(json_out: bool = typer.Option(False, "--json", help="Print one JSON do
     for name, (env, seconds) in create_peer_envs(progress=_say).items():
         done[name] = {"executable": str(env.executable), "version": env.version,
                       "seconds": round(seconds, 1)}
-    vllm_started = time.monotonic()
-    vllm = setup_vllm(smoke=False, progress=_say)
-    done["vllm-bench"] = {"executable": vllm.python, "version": vllm.version,
-                          "tokenizer": vllm.model,
-                          "seconds": round(time.monotonic() - vllm_started, 1)}
+    if vllm:
+        vllm_started = time.monotonic()
+        made = setup_vllm(smoke=False, progress=_say)
+        done["vllm-bench"] = {"executable": made.python, "version": made.version,
+                              "tokenizer": made.model,
+                              "seconds": round(time.monotonic() - vllm_started, 1)}
     total = round(time.monotonic() - started, 1)
     if json_out:
         print_json({**done, "total_seconds": total})
