@@ -141,8 +141,9 @@ def compare(
                           r["interval"], r["verdict"], r["n"].replace(" paired", "p"))
         console.print(table)
     console.print("A/B > 1: B took less time; n: rows (p = paired on queries); the verdict "
-                  "is read from the interval alone; --json adds reductions (1 − B/A).",
-                  highlight=False, markup=False)
+                  "is read from the interval alone; --json adds reductions (1 − B/A)."
+                  + (f" Times as {definitions} defines them, on both sides."
+                     if definitions else ""), highlight=False, markup=False)
     if verdict is None:
         return
     for rule in verdict.rules:
