@@ -23,7 +23,9 @@ from kvlab.crosscheck.accuracy import Schedule
 from kvlab.crosscheck.result import CrossCheck, load, markdown
 from tests.conftest import peers_missing
 
-pytestmark = pytest.mark.slow
+# the first test pays for the cross-check itself (about 3 minutes, most of it the
+# peers' start-up), under pytest's per-test limit with room for a loaded machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SCHEDULE = Schedule()  # TTFT 20 ms, ITL 20 ms, 16 tokens, 12 requests x 2 rounds
 PEER_FILES = {"guidellm": "benchmarks.json", "aiperf": "profile_export.jsonl",
               "vllm-bench": "vllm-bench.json"}

@@ -21,7 +21,8 @@ import pytest
 from kvlab.servers.process import free_port
 from tests.conftest import llama_server_missing
 
-pytestmark = pytest.mark.slow
+# a fresh machine builds the image first (debootstrap: about a minute) inside the fixture
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "experiments" / "compose.yaml"
 EXPERIMENT = ROOT / "experiments" / "llamacpp-compose-cpu.toml"
