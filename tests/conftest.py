@@ -89,6 +89,26 @@ def vllm_missing() -> str | None:
     return None
 
 
+def peers_missing() -> str | None:
+    """Why the peers' clients cannot run here (None when they can): GuideLLM or AIPerf
+    not installed for kvlab (``kvlab peers setup``), or no vLLM for ``vllm bench
+    serve``. ``make test`` sets KVLAB_REQUIRE_PEERS=1 after setting them up, so there
+    a missing peer fails these tests instead of skipping them."""
+    from kvlab.crosscheck.envs import PINS, find_peer
+    from kvlab.errors import KvlabError
+    from kvlab.servers.vllm_env import find_vllm
+
+    try:
+        for name in PINS:
+            find_peer(name)
+        find_vllm()
+    except KvlabError as exc:
+        if os.environ.get("KVLAB_REQUIRE_PEERS") == "1":
+            pytest.fail(f"KVLAB_REQUIRE_PEERS=1 but a peer is not usable: {exc}")
+        return f"the peers are not installed here: {exc}"
+    return None
+
+
 # The real Gemma 3 270M, shared by tests/engine and tests/studies: loaded once per session.
 
 

@@ -6,7 +6,9 @@
    command, its arguments, options and defaults, read from the same objects ``--help``
    reads. So the page cannot drift from the code. Headings move one level down so the
    page keeps its own title.
-2. The API pages render kvlab's docstrings, which use Sphinx's cross-reference roles
+2. The vocabulary across tools (``docs/concepts/metrics.md``), generated from
+   :mod:`kvlab.analysis.vocabulary` the same way.
+3. The API pages render kvlab's docstrings, which use Sphinx's cross-reference roles
    (``:class:`~kvlab.errors.KvlabError```) and ``::`` before a literal block; the roles'
    markers are dropped from the rendered HTML so the name reads as plain code.
 """
@@ -20,6 +22,8 @@ from typing import Any
 
 MARKER = "<!-- kvlab: generated command reference -->"
 CLI_PAGE = "reference/cli.md"
+VOCABULARY_MARKER = "<!-- kvlab: generated vocabulary -->"
+VOCABULARY_PAGE = "concepts/metrics.md"
 
 # ":class:<code>~kvlab.x.Y</code>" as mkdocstrings renders a Sphinx role -> "<code>Y</code>"
 _ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc|obj):(<code>)(~?)([\w.]+)(</code>)")
@@ -56,7 +60,14 @@ def plain_roles(html: str) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
-    """Put the generated reference where the CLI page has its marker."""
+    """Put the generated reference where the CLI page has its marker, and the
+    vocabulary table (kvlab.analysis.vocabulary) where the metrics page has its own."""
+    if page.file.src_uri == VOCABULARY_PAGE:
+        from kvlab.analysis.vocabulary import markdown_table
+
+        if VOCABULARY_MARKER not in markdown:
+            raise RuntimeError(f"{VOCABULARY_PAGE} lost its marker {VOCABULARY_MARKER!r}")
+        return markdown.replace(VOCABULARY_MARKER, markdown_table())
     if page.file.src_uri != CLI_PAGE:
         return markdown
     if MARKER not in markdown:

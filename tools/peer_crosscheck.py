@@ -13,18 +13,15 @@ and the server returns usage; AIPerf needs one, so it gets the Gemma tokenizer
 converted from the bundled GGUF by transformers (``--tokenizer-dir``), and
 ``--use-server-token-count`` so its OSL is the server's count, as kvlab's is.
 
-Set-up used (each peer in its own venv so kvlab's torch is untouched; GuideLLM
-requires torch, so its venv gets the same CPU torch 2.13.0 first):
+Set-up: `kvlab peers setup` installs both peers in environments of their own (and
+converts the bundled Gemma for vLLM, whose folder holds the tokenizer AIPerf reads);
+this tool uses them by default:
 
-    python3.11 -m venv /tmp/peers-guidellm && /tmp/peers-guidellm/bin/pip install \
-        torch==2.13.0 guidellm==0.8.1 gguf
-    python3.11 -m venv /tmp/peers-aiperf && /tmp/peers-aiperf/bin/pip install aiperf==0.13.0
-    /tmp/peers-guidellm/bin/python -c "from transformers import AutoTokenizer as T; \
-        T.from_pretrained(DIR, gguf_file=GGUF).save_pretrained('/tmp/gemma-tok')"
-    python tools/peer_crosscheck.py --guidellm /tmp/peers-guidellm/bin/guidellm \
-        --aiperf /tmp/peers-aiperf/bin/aiperf --tokenizer-dir /tmp/gemma-tok --queries 20
+    kvlab peers setup
+    python tools/peer_crosscheck.py --queries 20
 
-(DIR and GGUF: the bundled model, ``kvlab.servers.fetch.bundled_model_path()``.)
+The client-clock cross-check on a known schedule, all four clients in rounds, is
+``kvlab peers crosscheck`` (kvlab.crosscheck), which ``make test`` runs.
 
 Prints one markdown table per target (and writes them to OUT/crosscheck.md).
 """
@@ -165,11 +162,33 @@ def table(rows: list[Record], tool: str, reported: dict[str, Any], peer_file: Pa
     return lines
 
 
+def _installed(name: str) -> str | None:
+    """The peer kvlab installed (kvlab peers setup), else one on PATH."""
+    from kvlab.crosscheck.envs import find_peer
+    from kvlab.errors import KvlabError
+
+    try:
+        return str(find_peer(name).executable)
+    except KvlabError:
+        return shutil.which(name)
+
+
+def _tokenizer() -> Path | None:
+    from kvlab.crosscheck.rounds import tokenizer_dir
+    from kvlab.errors import KvlabError
+
+    try:
+        return tokenizer_dir()
+    except KvlabError:
+        return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--guidellm", default=shutil.which("guidellm"))
-    parser.add_argument("--aiperf", default=shutil.which("aiperf"))
-    parser.add_argument("--tokenizer-dir", type=Path, help="AIPerf's tokenizer (local dir)")
+    parser.add_argument("--guidellm", default=_installed("guidellm"))
+    parser.add_argument("--aiperf", default=_installed("aiperf"))
+    parser.add_argument("--tokenizer-dir", type=Path, default=_tokenizer(),
+                        help="AIPerf's tokenizer (local dir)")
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--targets", default="embedded,llamacpp")
     parser.add_argument("--out", type=Path, default=Path("results/crosscheck"))

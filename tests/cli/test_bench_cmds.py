@@ -239,3 +239,17 @@ def test_evaluate_names_reasoning_rows_and_a_flagged_server_histogram(tmp_path) 
     data = json.loads((run / "evaluation.json").read_text())
     assert data["server_histograms"][0]["flags"]
     assert data["reasoning"][0]["rows"] == {"valid": 2, "measured": 2, "refused": {}, "flags": []}
+
+
+def test_goodput_takes_vllm_and_aiperf_spellings() -> None:
+    from typer.testing import CliRunner
+
+    from kvlab.cli import app
+
+    path = Path(__file__).parents[2] / "experiments" / "load-sweep.toml"
+    shown = CliRunner().invoke(app, ["run", str(path), "--dry-run", "--goodput",
+                                     "ttft:200 inter_token_latency:40"])
+    assert shown.exit_code == 0, shown.output
+    assert "slo.ttft_ms = 200.0, slo.itl_ms = 40.0" in shown.stdout
+    wrong = CliRunner().invoke(app, ["run", str(path), "--dry-run", "--goodput", "ttfb:1"])
+    assert wrong.exit_code != 0

@@ -118,9 +118,10 @@ def test_summary_prints_the_page_and_writes_index(tmp_path, monkeypatch, capsys)
     assert lines[0] == f"Results in {tmp_path}/" and lines[1].startswith("Machine: ")
     assert "- synthetic: e2e at capacity 256: slow " in out and "fast faster" in out
     assert out.count("(step not run)") == 8  # kv-bench, memory and the make run runs
+    assert "(step not run: make run-full runs it)" in out  # the cross-check
     assert f"Wrote {tmp_path / 'index.html'}" in out and (tmp_path / "index.html").is_file()
     code, out, _ = _run(["summary", str(tmp_path), "--json", "--no-html"], monkeypatch, capsys)
     doc = json.loads(out.strip().splitlines()[-1])
-    assert code == 0 and doc["index_html"] is None and len(doc["headlines"]) == 9
+    assert code == 0 and doc["index_html"] is None and len(doc["headlines"]) == 10
     code, _, err = _run(["summary", str(tmp_path / "nope")], monkeypatch, capsys)
     assert code == 2 and err.startswith("error: ") and "no such folder" in err

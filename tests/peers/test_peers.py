@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,40 @@ def test_a_recorded_vllm_bench_serve_against_kvlab_serve_is_accepted() -> None:
     # token chunk: it never saw usage, and its prompt counts are its own plan (31).
     before = read_peer_file(DATA / "vllm-0.32-vs-kvlab-serve-before-fix.json")
     assert {r.prompt_tokens for r in before} == {31}
+
+
+def test_a_missing_field_is_named(tmp_path) -> None:
+    """A format change (a field kvlab reads, gone) is one line naming the field."""
+    from kvlab.peers import missing_field
+    from kvlab.peers.common import first_missing
+
+    report = guidellm_report()
+    del report["benchmarks"][0]["requests"]["successful"][2]["info"]["timings"][
+        "first_token_iteration"]
+    path = write(tmp_path / "benchmarks.json", report)
+    field = "benchmarks[].requests.successful[].info.timings.first_token_iteration"
+    with pytest.raises(ConfigError, match=re.escape(f"without the field {field}")):
+        read_peer_file(path)
+    assert missing_field(path) == field
+    lines = aiperf_lines()
+    del lines[3]["metrics"]["request_latency"]
+    with pytest.raises(ConfigError, match=re.escape("[].metrics.request_latency")):
+        read_peer_file(write(tmp_path / "profile_export.jsonl", lines))
+    assert first_missing({"a": []}, ["a[].b"]) is None  # nothing to lack
+    assert first_missing({"a": [{"b": 1}, {}]}, ["a[].b"]) == "a[].b"
+    assert first_missing({"a": 1}, ["a[].b"]) == "a[].b"
+
+
+def test_aiperf_013_says_the_requested_length_through_its_mismatch(tmp_path) -> None:
+    """AIPerf 0.13 exports osl_mismatch_diff_pct, not requested_osl, when --osl asked."""
+    lines = aiperf_lines(out=16)
+    for line in lines:
+        del line["metrics"]["requested_osl"]
+        line["metrics"]["osl_mismatch_diff_pct"] = {"value": 0.0, "unit": "%"}
+    lines[2]["metrics"]["output_sequence_length"]["value"] = 12
+    lines[2]["metrics"]["osl_mismatch_diff_pct"]["value"] = -25.0
+    with pytest.raises(ValidationFailure, match="12 output tokens, 16 requested"):
+        read_peer_file(write(tmp_path / "profile_export.jsonl", lines))
+    del lines[2]
+    rows = read_peer_file(write(tmp_path / "profile_export.jsonl", lines))
+    assert {r.requested_tokens for r in rows} == {16}

@@ -132,4 +132,27 @@ def build_results(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     _run(root, "serving-engines",
          _experiment("serving-engines", ("vllm", "llama-server"), servers, ("kvlab-serve",)),
          _servers_rows())
+    _crosscheck(root / "crosscheck")
     return root
+
+
+def _crosscheck(folder: Path) -> None:
+    """A crosscheck.json as kvlab peers crosscheck writes it (two clients, one round)."""
+    from kvlab.crosscheck.result import ClientLine, CrossCheck, Figure, save
+
+    def line(client: str, program: str, ttft: float) -> ClientLine:
+        return ClientLine(client=client, program=program, version="1", expected=5,
+                          recorded=5, answered=5, counted=5, problems=[],
+                          ttft_median=Figure(value=ttft, low=ttft - 0.5, high=ttft + 0.5),
+                          ttft_p99=Figure(value=ttft + 2), itl_median=Figure(value=0.02),
+                          itl_p99=Figure(value=0.2), within_tolerance=True, seconds=9.0)
+
+    folder.mkdir()
+    save(CrossCheck(schedule={"ttft_ms": 20.0}, schedule_text="TTFT 20 ms, ITL 20 ms",
+                    tolerance_ms=10.0, order=[["kvlab", "guidellm"]],
+                    clients=[line("kvlab", "kvlab run", 1.26),
+                             line("guidellm", "GuideLLM", 2.29)],
+                    round_trips=[], failures=[], server_lateness_p99_ms=None,
+                    load_before=[1.5, 1.0, 0.5], load_after=[1.75, 1.0, 0.5],
+                    cpu_flags=["avx2"], command="kvlab peers crosscheck",
+                    started_at="2026-01-01T00:00:00+00:00"), folder)

@@ -95,11 +95,17 @@ def test_every_headline_is_read_from_its_file(results: Path) -> None:
             f"{rate['llama-server']:.1f} (8 valid of 16 (refused: 8 output_tokens))") in line
     assert f"kvlab serve / vLLM = {rate['kvlab-serve'] / rate['vllm']:.2f}x" in line
 
+    peers = by_step["Four clients on one known schedule"]
+    assert peers.source == "crosscheck/crosscheck.json" and peers.load == [1.5, 1.75]
+    assert ("kvlab run TTFT +1.26 [+0.76, +1.76], ITL +0.02; GuideLLM TTFT +2.29 "
+            "[+1.79, +2.79], ITL +0.02") in peers.text
+    assert "(`kvlab peers crosscheck`)" in peers.text
+
     for h in page.headlines:  # every line names the file it was read from
         assert h.source and h.source in text and (results / h.source).is_file()
-    assert [h.step.split(" (")[0] for h in page.headlines][-3:] == [
+    assert [h.step.split(" (")[0] for h in page.headlines][-4:] == [
         "Continuous batching vs one slot", "The notebook's section 6 on a launched vLLM",
-        "vLLM vs llama-server vs kvlab serve"]
+        "vLLM vs llama-server vs kvlab serve", "Four clients on one known schedule"]
 
 
 def test_machine_and_load_during_the_run(results: Path) -> None:
@@ -115,7 +121,7 @@ def test_machine_and_load_during_the_run(results: Path) -> None:
 
 def test_missing_steps_say_so(tmp_path: Path) -> None:
     page = results_page(tmp_path)
-    assert len(page.headlines) == 8
+    assert len(page.headlines) == 9
     assert all("step not run" in h.text and h.source is None for h in page.headlines)
     assert "load average not recorded" in page.machine_line()
     with pytest.raises(ConfigError, match="no such folder"):
@@ -123,6 +129,10 @@ def test_missing_steps_say_so(tmp_path: Path) -> None:
 
 
 def test_a_file_of_another_shape_is_a_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "crosscheck").mkdir()
+    (tmp_path / "crosscheck" / "crosscheck.json").write_text('{"clients": 1}')
+    peers = results_page(tmp_path).headlines[-1]
+    assert "not a cross-check kvlab can read" in peers.text and "rerun" in peers.text
     (tmp_path / "kv-bench").mkdir()
     (tmp_path / "kv-bench" / "kv-bench.json").write_text('{"rows": [{"context": 2048}]}')
     kv = results_page(tmp_path).headlines[0]

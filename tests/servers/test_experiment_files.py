@@ -41,17 +41,26 @@ def test_openai_endpoint_experiment() -> None:
     assert params["chat_template_kwargs"] == {"enable_thinking": False}
 
 
-def test_compose_has_six_profiles_with_gpu_reservations() -> None:
+def test_compose_has_six_gpu_profiles_and_two_cpu_profiles() -> None:
     yaml = pytest.importorskip("yaml")
     doc = yaml.safe_load((EXPERIMENTS / "compose.yaml").read_text())
     services = doc["services"]
-    assert sorted(services) == sorted(f"{m}-{c}" for m in ("mono", "dual")
-                                      for c in (512, 2048, 4096))
-    for name, svc in services.items():
+    gpu = sorted(f"{m}-{c}" for m in ("mono", "dual") for c in (512, 2048, 4096))
+    assert sorted(services) == sorted([*gpu, "cpu-512", "cpu-2048"])
+    for name in gpu:
+        svc = services[name]
         devices = svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
         assert len(devices) == (1 if name.startswith("mono") else 2)
         assert svc["image"] == "ghcr.io/ggml-org/llama.cpp:server-cuda"
         assert f"-c {name.split('-')[1]}" in svc["command"]
+    for name in ("cpu-512", "cpu-2048"):
+        svc = services[name]
+        assert "deploy" not in svc and svc["profiles"] == [name]
+        assert svc["image"] == "${KVLAB_LLAMA_IMAGE:-kvlab/llama-server-cpu:local}"
+        assert svc["command"].endswith(f"-c {name.split('-')[1]}")
+    # the CPU experiment's capacities are the CPU profiles'
+    exp = load_experiment(EXPERIMENTS / "llamacpp-compose-cpu.toml")
+    assert [f"cpu-{c}" for c in exp.workload.capacities] == ["cpu-512", "cpu-2048"]
 
 
 def test_dry_run_prints_every_argv_and_starts_nothing(

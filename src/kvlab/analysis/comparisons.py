@@ -138,9 +138,11 @@ def compare_metric(metric: Metric, rows_a: Sequence[Record], rows_b: Sequence[Re
 
 
 def compare_rows(mode_a: str, a: ValidRows, mode_b: str, b: ValidRows, *, capacity: int,
-                 load: str | None = None, resamples: int = 2000) -> PairComparison:
+                 load: str | None = None, resamples: int = 2000,
+                 metrics: Sequence[Metric] = COMPARED_METRICS) -> PairComparison:
     """Compare the valid rows of two groups of one capacity and load (A and B may be
-    other runs); pairs are checked over every row each side sent."""
+    other runs); pairs are checked over every row each side sent. ``metrics``: the
+    times compared (kvlab's, or a tool's: analysis.definition_metrics)."""
     pair_violations = check_pairs(mode_a, a.sent, mode_b, b.sent)
     result = PairComparison(mode_a, mode_b, capacity, load, a.count, b.count,
                             pair_violations=pair_violations)
@@ -152,7 +154,7 @@ def compare_rows(mode_a: str, a: ValidRows, mode_b: str, b: ValidRows, *, capaci
     if not a.rows or not b.rows:
         result.refused = f"no valid row in {mode_a if not a.rows else mode_b}"
         return result
-    for metric in COMPARED_METRICS:
+    for metric in metrics:
         found = compare_metric(metric, a.rows, b.rows, resamples=resamples)
         if found is not None:
             result.metrics.append(found)

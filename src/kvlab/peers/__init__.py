@@ -19,10 +19,11 @@ from typing import Any
 
 from kvlab.errors import ConfigError
 from kvlab.peers import aiperf, guidellm, vllm
-from kvlab.peers.common import to_records
+from kvlab.peers.common import first_missing, to_records
 from kvlab.records import ApiKind, Record
 
 SHAPES: tuple[str, ...] = (guidellm.SHAPE, vllm.SHAPE, aiperf.SHAPE)
+_READERS: dict[str, Any] = {"guidellm": guidellm, "vllm": vllm, "aiperf": aiperf}
 
 
 def _parse(path: Path) -> Any:
@@ -46,11 +47,16 @@ def read_peer_file(path: Path | str, requested_tokens: int | None = None) -> lis
     """
     path = Path(path)
     data = _parse(path)
-    readers = {"guidellm": guidellm, "vllm": vllm, "aiperf": aiperf}
-    tool = next((name for name, reader in readers.items() if reader.matches(data)), None)
+    tool = tool_of(data)
     if tool is not None:
+        reader = _READERS[tool]
+        gap = first_missing(data, reader.REQUIRED)
+        if gap is not None:
+            raise ConfigError(f"{path}: a {tool} result without the field {gap}, which "
+                              f"kvlab reads (as {tool} {reader.VERSION} writes it); has "
+                              f"{tool}'s format changed?")
         try:
-            found, chat = readers[tool].requests(data)
+            found, chat = reader.requests(data)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ConfigError(f"{path}: a {tool} result kvlab cannot read "
                               f"({type(exc).__name__}: {exc}); it reads "
@@ -68,3 +74,20 @@ def read_peer_file(path: Path | str, requested_tokens: int | None = None) -> lis
         return to_records(found, tool=tool, path=path, api=api, requested=requested_tokens,
                           hint=vllm.length_hint)
     return to_records(found, tool=tool, path=path, api=api, requested=requested_tokens)
+
+
+def tool_of(data: Any) -> str | None:
+    """Which peer wrote ``data`` (a parsed result file), or None."""
+    return next((name for name, reader in _READERS.items() if reader.matches(data)), None)
+
+
+def missing_field(path: Path | str) -> str | None:
+    """A field the pinned version of the file's peer writes and kvlab reads that the
+    file lacks (the first, as a path: ``benchmarks[].requests...``), or None. A test on
+    a file the peer made in CI names the field when a new version changes the format."""
+    data = _parse(Path(path))
+    tool = tool_of(data)
+    if tool is None:
+        raise ConfigError(f"{path}: not a result file kvlab reads; it reads "
+                          f"{'; '.join(SHAPES)}")
+    return first_missing(data, _READERS[tool].EXPECTED)

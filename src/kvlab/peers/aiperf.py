@@ -5,8 +5,9 @@ object per line with ``metadata`` (``request_start_ns`` and ``request_end_ns``, 
 clock ns; ``benchmark_phase`` "warmup" or "profiling"; ``session_num``), ``metrics``
 (each ``{"value": ..., "unit": ...}`` in display units: ``time_to_first_token``,
 ``request_latency`` (to the last content response), ``inter_chunk_latency`` (a list),
-``output_sequence_length``, ``input_sequence_length``, ``requested_osl``) and
-``error`` (None when the request succeeded).
+``output_sequence_length``, ``input_sequence_length``, ``requested_osl``; 0.13 exports
+``osl_mismatch_diff_pct`` instead, when the length was asked with ``--osl``) and
+``error`` (absent or None when the request succeeded).
 
 AIPerf's OSL is its tokenizer's count unless it ran with --use-server-token-count;
 the file does not say which, so give AIPerf that option for counts kvlab can check.
@@ -20,6 +21,18 @@ from typing import Any
 from kvlab.peers.common import Request
 
 SHAPE = "AIPerf profile_export.jsonl (one record per line with metadata and metrics)"
+VERSION = "0.13.0"  # the version whose files the fields below were read from
+
+# What every line must have for kvlab to read it (common.first_missing's paths).
+REQUIRED: tuple[str, ...] = (
+    "[].metadata.request_start_ns", "[].metrics.time_to_first_token",
+    "[].metrics.request_latency", "[].metrics.output_sequence_length")
+# What AIPerf 0.13.0 also writes and kvlab reads where present.
+EXPECTED: tuple[str, ...] = (
+    *REQUIRED, "[].metadata.request_end_ns", "[].metadata.benchmark_phase",
+    "[].metadata.session_num", "[].metrics.inter_chunk_latency",
+    # "error" is written only for a failed request
+    "[].metrics.input_sequence_length", "[].metrics.osl_mismatch_diff_pct")
 
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
                 "sec": 1_000_000_000}
@@ -34,11 +47,10 @@ def parse_lines(text: str) -> list[Any] | None:
 
 
 def matches(data: Any) -> bool:
-    """True for a list of AIPerf metric records."""
+    """True for a list of AIPerf metric records (lines with metadata and metrics)."""
     return isinstance(data, list) and bool(data) and all(
         isinstance(d, dict) and isinstance(d.get("metadata"), dict)
-        and isinstance(d.get("metrics"), dict) and "request_start_ns" in d["metadata"]
-        for d in data)
+        and isinstance(d.get("metrics"), dict) for d in data)
 
 
 def _value(metrics: dict[str, Any], tag: str) -> Any:
@@ -51,6 +63,17 @@ def _ns(metrics: dict[str, Any], tag: str) -> int | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("value"), int | float):
         return None
     return round(entry["value"] * _NS_PER_UNIT.get(str(entry.get("unit", "ms")), 1_000_000))
+
+
+def _requested_from_mismatch(metrics: dict[str, Any]) -> int | None:
+    """The length asked with ``--osl``: AIPerf 0.13 keeps it as an internal metric
+    (``requested_osl``, not exported) but exports ``osl_mismatch_diff_pct`` = (OSL −
+    requested) / requested × 100, from which it follows; None without one of them."""
+    pct = _value(metrics, "osl_mismatch_diff_pct")
+    osl = _value(metrics, "output_sequence_length")
+    if not isinstance(pct, int | float) or not isinstance(osl, int | float) or pct <= -100:
+        return None
+    return round(osl / (1 + pct / 100))
 
 
 def requests(data: list[dict[str, Any]]) -> tuple[list[Request], bool]:
@@ -72,7 +95,7 @@ def requests(data: list[dict[str, Any]]) -> tuple[list[Request], bool]:
             for gap in gaps["value"]:
                 chunks.append(chunks[-1] + round(gap * scale))
         osl = _value(metrics, "output_sequence_length")
-        requested = _value(metrics, "requested_osl")
+        requested = _value(metrics, "requested_osl") or _requested_from_mismatch(metrics)
         error = d.get("error")
         out.append(Request(
             index=int(meta.get("session_num", i)), t_sent=sent, t_end=end,

@@ -108,3 +108,34 @@ def to_records(requests: Sequence[Request], *, tool: str, path: Path, api: ApiKi
 def ns(seconds: float) -> int:
     """Seconds (a float clock reading or duration) to integer nanoseconds."""
     return round(seconds * 1e9)
+
+
+def first_missing(data: object, fields: Sequence[str]) -> str | None:
+    """The first of ``fields`` that ``data`` lacks, or None when it has them all.
+
+    A field is a dotted path from the top of the file; ``[]`` steps into every item of
+    a list (``benchmarks[].requests``): the field must be in each. A list that is empty
+    has nothing to lack. The name returned is the path as given, so a refusal (or a
+    test on a new version of a peer) names the very field that changed.
+    """
+    for path in fields:
+        if not _has(data, path.split(".")):
+            return path
+    return None
+
+
+def _has(node: object, steps: list[str]) -> bool:
+    if not steps:
+        return True
+    step, rest = steps[0], steps[1:]
+    each = step.endswith("[]")
+    key = step.removesuffix("[]")
+    if key:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    if each:
+        if not isinstance(node, list):
+            return False
+        return all(_has(item, rest) for item in node)
+    return _has(node, rest)

@@ -26,6 +26,19 @@ from kvlab.labels import CONCURRENCY, RATE
 from kvlab.peers.common import Request, ns
 
 SHAPE = "GuideLLM benchmarks.json (a report with benchmarks[].requests)"
+VERSION = "0.8.1"  # the version whose files the fields below were read from
+
+_REQUEST = "benchmarks[].requests.successful[]."
+# What every file must have for kvlab to read it (common.first_missing's paths).
+REQUIRED: tuple[str, ...] = tuple(_REQUEST + f for f in (
+    "info.timings.request_start", "info.timings.first_token_iteration",
+    "info.timings.last_token_iteration", "info.timings.request_end", "output_tokens",
+    "request_args"))
+# What GuideLLM 0.8.1 also writes and kvlab reads where present (older files lack some).
+EXPECTED: tuple[str, ...] = (*REQUIRED, "benchmarks[].config.strategy.type_", *(
+    _REQUEST + f for f in ("info.timings.first_request_iteration",
+                           "info.timings.first_output_token_iteration", "prompt_tokens",
+                           "output")))
 
 
 def matches(data: Any) -> bool:

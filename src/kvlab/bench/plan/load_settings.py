@@ -2,15 +2,37 @@
 for goodput) and ``[search]`` (the highest rate that meets objectives). The ``[load]``
 table is one of the load kinds of :mod:`kvlab.bench.plan.loads.kinds`; the experiment
 file (:mod:`kvlab.experiment`) holds them and checks them against its workload.
+
+An objective may be spelt as vLLM, GuideLLM or AIPerf spell it (``ttft``, ``tpot``,
+``e2el``, ``time_to_first_token``, ``inter_token_latency``, ``request_latency``, all
+in ms): each is read as the kvlab field it means (:mod:`kvlab.analysis.vocabulary`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kvlab.analysis.vocabulary import SLO_SPELLINGS
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def kvlab_spelling(data: Any) -> Any:
+    """A table's keys with the peers' objective names replaced by kvlab's (ValueError
+    when two names of one objective are both given)."""
+    if not isinstance(data, dict):
+        return data
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        field = SLO_SPELLINGS.get(key, key) if isinstance(key, str) else key
+        if field in out:
+            raise ValueError(f"{key} and {field} name the same objective; give one")
+        out[field] = value
+    return out
 
 
 class SloSettings(_Strict):
@@ -19,6 +41,11 @@ class SloSettings(_Strict):
     ttft_ms: float | None = Field(default=None, gt=0)
     itl_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _peer_names(cls, data: Any) -> Any:
+        return kvlab_spelling(data)
 
 
 class SearchSettings(_Strict):
@@ -41,6 +68,11 @@ class SearchSettings(_Strict):
     e2e_ms: float | None = Field(default=None, gt=0)
     goodput: float | None = Field(default=None, gt=0, le=1)
     max_refused: float = Field(default=0.0, ge=0, lt=1)  # share of a rate's requests
+
+    @model_validator(mode="before")
+    @classmethod
+    def _peer_names(cls, data: Any) -> Any:
+        return kvlab_spelling(data)
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchSettings:
