@@ -105,7 +105,7 @@ def synthetic(url: str, name: str = "chat", ttft_ms: float = 2, itl_ms: float = 
                     body={"synthetic": {"ttft_ms": ttft_ms, "itl_ms": itl_ms}})
 
 
-_MODE_KEYS = ("capacities", "stream")
+_MODE_KEYS = ("capacities", "stream", "batch", "history")
 
 
 def _keys(settings: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """A small fake inference server on 127.0.0.1 that speaks llama.cpp and OpenAI shapes.
 
 It answers ``POST /completion``, ``/v1/chat/completions``, ``/v1/completions`` (streamed
-and not), ``GET /v1/models`` and ``GET /health``, and injects faults on demand. Use it
+and not), ``/v1/responses`` and ``/v1/messages`` (tests/fakeapis.py, with their own
+faults: a stream cut mid-block, a malformed event, an answer in the wrong API's shape),
+``GET /v1/models`` and ``GET /health``, and injects faults on demand. Use it
 as a context manager; it runs its own event loop in a daemon thread, so sync and async
 tests can share it:
 
@@ -40,9 +42,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from functools import partial
 from typing import Any
 
 from aiohttp import web
+
+from tests import fakeapis
 
 FAULTS = (
     "cut",
@@ -56,6 +61,7 @@ FAULTS = (
     "truncated",
     "not_sse",
     "no_timings",
+    "wrong_api",  # Responses and Messages routes: the answer in OpenAI chat's shape
 )
 
 
@@ -119,6 +125,9 @@ class FakeServer:
         app.router.add_post("/completion", self._quiet(self._completion))
         app.router.add_post("/v1/chat/completions", self._quiet(self._openai))
         app.router.add_post("/v1/completions", self._quiet(self._openai))
+        app.router.add_post("/v1/messages", self._quiet(partial(fakeapis.messages, self)))
+        app.router.add_post("/v1/responses", self._quiet(partial(fakeapis.responses, self)))
+        app.router.add_post("/v1/messages/count_tokens", partial(fakeapis.count_tokens, self))
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -156,7 +165,9 @@ class FakeServer:
         return shared // self.BLOCK * self.BLOCK
 
     def _denied(self, request: web.Request) -> web.Response | None:
-        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+        given = request.headers.get("x-api-key") if request.path.startswith("/v1/messages") \
+            else (request.headers.get("Authorization") or "").removeprefix("Bearer ")
+        if self.api_key and given != self.api_key:
             err = {"message": "Invalid API Key", "type": "authentication_error", "code": 401}
             return web.json_response({"error": err}, status=401)
         return None
@@ -303,6 +314,10 @@ class FakeServer:
                 }
             )
         resp = await self._stream_start(request)
+        if fault == "wrong_api":  # Anthropic's events where OpenAI's were asked
+            for kind in ("message_start", "content_block_start", "message_stop"):
+                await self._emit(resp, fakeapis.typed(kind, {"index": 0}))
+            return resp
         if chat:
             first = {
                 "index": 0,

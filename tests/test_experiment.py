@@ -58,7 +58,8 @@ def test_bad_api_names_the_choices() -> None:
     text = MINIMAL + '[[modes]]\nname = "b"\napi = "openai"\n'
     assert error_of(text) == (
         "experiments/x.toml: modes[1].api: 'openai' is not one of "
-        "llamacpp-completion, openai-chat, openai-completion"
+        "llamacpp-completion, openai-chat, openai-completion, openai-responses, "
+        "anthropic-messages, openai-embeddings"
     )
 
 
@@ -176,3 +177,18 @@ def test_bad_search_settings_are_one_line(extra: str, message: str) -> None:
 def test_a_search_needs_a_rate_load_without_values() -> None:
     text = SEARCH.replace('arrival = "constant"', "values = [1, 2]") + "ttft_ms = 100\n"
     assert "search: a search picks its own rates" in error_of(text)
+
+
+def test_an_embeddings_mode_answers_whole_and_only_it_takes_a_batch() -> None:
+    streamed = MINIMAL + '[[modes]]\nname = "e"\napi = "openai-embeddings"\n'
+    assert error_of(streamed) == ("experiments/x.toml: modes[1]: stream: the "
+                                  "openai-embeddings API answers whole; set stream = false")
+    batched = MINIMAL + '[[modes]]\nname = "b"\napi = "openai-chat"\nbatch = 4\n'
+    assert "batches of inputs are an embeddings API's" in error_of(batched)
+
+
+def test_a_history_the_server_keeps_needs_responses_and_sessions() -> None:
+    messages = MINIMAL + '[[modes]]\nname = "m"\napi = "anthropic-messages"\nhistory = "server"\n'
+    assert 'history = "server" needs api = "openai-responses"' in error_of(messages)
+    alone = MINIMAL + '[[modes]]\nname = "r"\napi = "openai-responses"\nhistory = "server"\n'
+    assert 'needs [load] kind = "sessions"' in error_of(alone)

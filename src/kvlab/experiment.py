@@ -139,6 +139,10 @@ class Mode(_Strict):
     api: ApiKind = ApiKind.LLAMACPP_COMPLETION
     stream: bool = True
     body: dict[str, Any] = Field(default_factory=dict)  # extra request-body fields
+    batch: int = Field(default=1, ge=1)  # inputs per request (an embeddings API's)
+    # a session's turns: "resend" the whole history each turn, or let the "server" keep
+    # it (OpenAI Responses' previous_response_id: only each new turn is sent)
+    history: Literal["resend", "server"] = "resend"
     capacities: list[int] | None = None  # overrides workload.capacities for this mode
     settings: ServerSettingsUnion = Field(default_factory=EmbeddedSettings)
 
@@ -171,6 +175,24 @@ class Mode(_Strict):
         if value not in SERVER_KINDS:
             raise ValueError(f"{value!r} is not one of {', '.join(SERVER_KINDS)}")
         return value
+
+    @model_validator(mode="after")
+    def _fits_its_api(self) -> Mode:
+        dialect = dialect_of(self.api)
+        if not dialect.generates and self.stream:
+            raise ValueError(f"stream: the {self.api} API answers whole; set stream = false")
+        if self.history == "server" and not dialect.keeps_state:
+            raise ValueError(f"history: a {self.api} server keeps no conversation; "
+                             'history = "server" needs api = "openai-responses"')
+        if self.batch > 1 and dialect.generates:
+            raise ValueError(f"batch: a {self.api} request holds one prompt; batches of "
+                             "inputs are an embeddings API's (api = \"openai-embeddings\")")
+        return self
+
+    @property
+    def inputs_batch(self) -> int | None:
+        """Inputs per request of an embeddings mode; None: one prompt per request."""
+        return None if dialect_of(self.api).generates else self.batch
 
     @property
     def embedded(self) -> EmbeddedSettings | None:
@@ -227,7 +249,11 @@ class Experiment(_Strict):
         for i, mode in enumerate(self.modes):
             if self.load.sends_sessions and not dialect_of(mode.api).chat:
                 raise ValueError(f"modes[{i}].api: a sessions load sends each turn's history "
-                                 'as chat messages; set api = "openai-chat"')
+                                 'as chat messages; set api = "openai-chat", '
+                                 '"anthropic-messages" or "openai-responses"')
+            if mode.history == "server" and not self.load.sends_sessions:
+                raise ValueError(f'modes[{i}].history: "server" continues a session: it '
+                                 'needs [load] kind = "sessions"')
         if search is not None and search.goodput is not None and SloSettings() == self.slo:
             raise ValueError("search.goodput: the share of requests meeting [slo]; set "
                              "[slo] ttft_ms, itl_ms or e2e_ms")

@@ -36,6 +36,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # no complete answer within the request timeout
     DISCONNECTED = "disconnected"  # connection refused, reset or closed mid-stream
     MALFORMED = "malformed"  # a body or event that does not follow the API
+    WRONG_API = "wrong_api"  # an answer in another API's shape than the one asked
 
 
 class RunClock:
@@ -116,6 +117,23 @@ class Record(BaseModel):
     saw_usage: bool | None = None  # usage object seen; None if not applicable
     # usage.completion_tokens_details.reasoning_tokens, verbatim; None: not reported
     usage_reasoning_tokens: int | None = None
+    # prompt tokens the server wrote into its cache (Anthropic's
+    # cache_creation_input_tokens); None: not reported
+    cache_creation_tokens: int | None = None
+    # the answer's id where a later request may continue it (OpenAI Responses'
+    # previous_response_id), and the one this request continued; None: none
+    response_id: str | None = None
+    previous_response_id: str | None = None
+
+    # an embeddings request (openai-embeddings; None for a generation): the texts it
+    # carried, the vectors that came back, their distinct lengths, the values among
+    # them that were not finite numbers, and the vector length it had to have (the
+    # request's ``dimensions``, else the server's declared width; None: unknown)
+    inputs: int | None = None
+    vectors: int | None = None
+    dimensions: list[int] | None = None
+    non_finite: int | None = None
+    dimension_expected: int | None = None
 
     # provenance: None for a request kvlab sent; else the peer result file it was read
     # from (peers): its facts are the peer's clock, and facts it lacks are None

@@ -77,8 +77,9 @@ def fake():
         (ApiKind.LLAMACPP_COMPLETION, "wrong_tokens", Reason.OUTPUT_TOKENS),
         (ApiKind.LLAMACPP_COMPLETION, "truncated", Reason.TRUNCATED),
         (ApiKind.OPENAI_CHAT, "no_usage", Reason.NO_USAGE),
-        (ApiKind.OPENAI_CHAT, "cut", Reason.FAILED),
-        (ApiKind.LLAMACPP_COMPLETION, "no_done", Reason.FAILED),
+        (ApiKind.OPENAI_CHAT, "cut", Reason.STREAM_CUT),
+        (ApiKind.LLAMACPP_COMPLETION, "no_done", Reason.STREAM_CUT),
+        (ApiKind.OPENAI_CHAT, "malformed", Reason.MALFORMED),
     ],
 )
 def test_real_faulty_rows_are_refused(fake, api, fault, reason) -> None:

@@ -15,8 +15,10 @@ from kvlab.api.dialect import AnswerHead, Dialect, Finish
 from kvlab.api.dialects import DIALECTS, ApiKind, dialect_at, dialect_of
 from kvlab.api.facts import AnswerFacts
 from kvlab.api.wire import loads
+from kvlab.bench.client.sse import SSEParser
 
 EVERY = [pytest.param(d, id=str(k)) for k, d in DIALECTS.items()]
+GENERATING = [pytest.param(d, id=str(k)) for k, d in DIALECTS.items() if d.generates]
 HEAD = AnswerHead(id="x-1", created=1700000000, model="m\u00e9", fingerprint="fp",
                   n_prompt=11)
 FINISH = Finish(text="Hi \u00e9!", tail="!", n_output=4, stop_type="eos", truncated=False,
@@ -38,10 +40,15 @@ def test_every_api_kind_has_one_dialect_and_every_route_one_dialect() -> None:
 
 def _split(stream: bytes) -> list[bytes]:
     """SSE data payloads of a stream the way the client's parser hands them over."""
-    return [block[len(b"data: "):] for block in stream.split(b"\n\n") if block]
+    parser = SSEParser()
+    return parser.feed(stream) + parser.close()
 
 
-@pytest.mark.parametrize("dialect", EVERY)
+# APIs whose stream always ends with its usage (OpenAI's only when stream_options asks)
+ALWAYS_USAGE = (ApiKind.OPENAI_RESPONSES, ApiKind.ANTHROPIC_MESSAGES)
+
+
+@pytest.mark.parametrize("dialect", GENERATING)
 def test_a_stream_written_in_a_dialect_reads_back_as_what_was_written(dialect: Dialect
                                                                       ) -> None:
     pieces = ["Hi", " \u00e9", ""]  # the last token's text is not complete yet
@@ -60,7 +67,8 @@ def test_a_stream_written_in_a_dialect_reads_back_as_what_was_written(dialect: D
     assert facts.saw_terminator is True
     assert (facts.prompt_tokens, facts.output, facts.cached) == (11, 4, 3)
     assert facts.timings == FINISH.timings
-    assert facts.stop_type in ("eos", "stop")  # llama.cpp's own word, or OpenAI's
+    # llama.cpp's own word, OpenAI's, Anthropic's, or a Responses status
+    assert facts.stop_type in ("eos", "stop", "end_turn", "completed")
     assert json.loads(events[-2 if dialect.done else -1])["x"] == 1  # extra: last event
     # one output chunk per token with text, or with a token when the event says how
     # many it holds (llama.cpp's do; an OpenAI delta does not), and the tail
@@ -68,19 +76,20 @@ def test_a_stream_written_in_a_dialect_reads_back_as_what_was_written(dialect: D
     assert len(facts.chunk_ns) == (4 if counted else 3)
 
 
-@pytest.mark.parametrize("dialect", EVERY)
+@pytest.mark.parametrize("dialect", GENERATING)
 def test_a_stream_not_asked_for_usage_states_no_counts_in_openai(dialect: Dialect) -> None:
     """OpenAI's usage chunk comes only when stream_options asks; llama.cpp's final
     event always states the counts."""
     facts = AnswerFacts()
     stream = dialect.closing(HEAD, FINISH, include_usage=False) + dialect.done
     assert dialect.read_events(facts, _split(stream), 5) is True
-    assert facts.saw_usage is None  # no usage object came (the client starts it False)
-    assert facts.prompt_tokens == (None if dialect.states_usage else 11)
+    always = dialect.kind in ALWAYS_USAGE
+    assert facts.saw_usage is (True if always else None)  # None: none came (client: False)
+    assert facts.prompt_tokens == (None if dialect.states_usage and not always else 11)
     assert facts.timings == FINISH.timings  # on the last chunk either way
 
 
-@pytest.mark.parametrize("dialect", EVERY)
+@pytest.mark.parametrize("dialect", GENERATING)
 def test_a_whole_answer_reads_back_and_states_its_prompt_tokens(dialect: Dialect) -> None:
     answer = json.loads(json.dumps(dialect.whole(HEAD, FINISH)))
     facts = AnswerFacts()
@@ -92,19 +101,20 @@ def test_a_whole_answer_reads_back_and_states_its_prompt_tokens(dialect: Dialect
     assert dialect.prompt_tokens([1]) is None
 
 
-@pytest.mark.parametrize("dialect", EVERY)
+@pytest.mark.parametrize("dialect", GENERATING)
 def test_the_body_and_the_probe_ask_what_they_say(dialect: Dialect) -> None:
     body = dialect.body("tell me", 64, True, "m")
     assert body["stream"] is True and body[dialect.max_tokens_field] == 64
-    assert ("messages" in body) is dialect.chat and ("model" in body) is dialect.needs_model
+    assert dialect.prompt_field in body and ("model" in body) is dialect.needs_model
     probe = dialect.probe_body("tell me", {"n_predict": 9, "max_tokens": 9, "seed": 1,
                                            "stream": True}, "m")
     assert probe[dialect.max_tokens_field] == 1 and probe["stream"] is False
     assert probe["seed"] == 1 and "stream_options" not in probe
-    assert {"n_predict", "max_tokens"} & set(probe) == {dialect.max_tokens_field}
+    assert {"n_predict", "max_tokens", dialect.max_tokens_field} & set(probe) == {
+        dialect.max_tokens_field}
 
 
-@pytest.mark.parametrize("dialect", EVERY)
+@pytest.mark.parametrize("dialect", GENERATING)
 def test_token_events_are_json_and_count_their_tokens(dialect: Dialect) -> None:
     raw = dialect.token_event(HEAD, 'a "quoted" \u00e9', (1, 2), 2)
     facts = AnswerFacts()
@@ -124,11 +134,15 @@ def test_tokenize_is_one_body_every_server_reads() -> None:
 
 
 def test_a_conversation_travels_as_messages_in_a_chat_api_only() -> None:
-    messages = ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"},
-                {"role": "tool", "content": "42"})
+    """What a client sends of a conversation, a server of that API reads back as the
+    same chat messages (kvlab serve's conversion, as llama-server's)."""
+    messages = ({"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "yes"}, {"role": "user", "content": "42"})
     for dialect in DIALECTS.values():
         if dialect.chat:
-            assert dialect.messages_fields(messages) == {"messages": list(messages)}
+            sent = {**dialect.body("x", 8, False, "m"), **dialect.messages_fields(messages)}
+            assert dialect.chat_request(json.loads(json.dumps(sent)))["messages"] == \
+                list(messages), dialect.kind
         else:
             with pytest.raises(ValueError, match="takes one prompt, not chat messages"):
                 dialect.messages_fields(messages)

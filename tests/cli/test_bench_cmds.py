@@ -145,7 +145,8 @@ def test_bad_experiment_is_one_line(tmp_path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: {path}: modes[0].api: 'openai' is not one of "
-        "llamacpp-completion, openai-chat, openai-completion"
+        "llamacpp-completion, openai-chat, openai-completion, openai-responses, "
+        "anthropic-messages, openai-embeddings"
     )
 
 

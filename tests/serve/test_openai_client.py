@@ -51,3 +51,36 @@ def test_streams_end_with_a_usage_chunk_without_choices(client: openai.OpenAI,
     assert all(c.usage is None for c in body)  # usage once, where OpenAI puts it
     assert [c.choices[0].finish_reason for c in body if c.choices][-1] == "length"
     assert text  # the generated text came through the client's models
+
+
+def test_the_responses_client_streams_its_typed_events(client: openai.OpenAI) -> None:
+    """``client.responses.stream``: every event parsed into the client's models, the text
+    it accumulates, and the final response with its usage."""
+    with client.responses.stream(model="toy", input="hi", max_output_tokens=6,
+                                 temperature=0, extra_body=FORCED) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds.count("response.output_text.delta") >= 1
+    assert kinds[-1] == "response.completed"  # the one end the client's helper reads
+    assert final.status == "incomplete" and final.incomplete_details is not None
+    assert final.incomplete_details.reason == "max_output_tokens"
+    assert final.usage is not None and final.usage.output_tokens == 6
+    assert final.usage.input_tokens_details.cached_tokens == 0
+    assert final.output_text  # the text the deltas carried
+
+
+def test_the_responses_client_continues_a_stored_response(client: openai.OpenAI) -> None:
+    first = client.responses.create(model="toy", input="hi", max_output_tokens=3,
+                                    temperature=0, extra_body=FORCED)
+    second = client.responses.create(model="toy", input="more", max_output_tokens=3,
+                                     temperature=0, previous_response_id=first.id,
+                                     extra_body=FORCED)
+    alone = client.responses.create(model="toy", input="more", max_output_tokens=3,
+                                    temperature=0, extra_body=FORCED)
+    assert second.usage is not None and first.usage is not None and alone.usage is not None
+    # the stored conversation (first prompt and answer) came before the new input
+    assert second.usage.input_tokens > alone.usage.input_tokens + first.usage.output_tokens
+    with pytest.raises(openai.BadRequestError, match="no stored response"):
+        client.responses.create(model="toy", input="x", max_output_tokens=2,
+                                previous_response_id="resp_unknown")

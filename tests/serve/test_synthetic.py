@@ -181,3 +181,25 @@ def test_openai_ids_and_prompt_tokens_counted_from_the_prompt(base_url: str, pat
     assert answer["id"].startswith(prefix)
     # words and punctuation: "The tide , at dusk ." = 6; a chat adds "user : ... assistant :"
     assert answer["usage"]["prompt_tokens"] == (6 if prefix == "cmpl-" else 6 + 4)
+
+
+@pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])
+def test_responses_and_messages_stream_on_schedule_and_read_back(base_url: str,
+                                                                 api: str) -> None:
+    """kvlab's client against the synthetic server in the new dialects: a chunk per
+    token, the prompt counted as a chat's, the usage and terminator read."""
+    from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
+    from kvlab.records import ApiKind, Outcome, RunClock
+
+    endpoint = Endpoint(base_url, ApiKind(api), model="synthetic")
+    spec = RequestSpec(prompt="The tide, at dusk.", max_tokens=6,
+                       params={"synthetic": {"ttft_ms": 20, "itl_ms": 10}})
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with HarnessClient() as client:
+            return await client.send(endpoint, spec, RunClock())
+
+    record = asyncio.run(go())
+    assert record.outcome is Outcome.OK, record.error
+    assert (record.output_tokens, record.prompt_tokens) == (6, 6 + 4)  # as a chat counts
+    assert len(record.chunk_ns) == 6 and record.saw_terminator and record.saw_usage

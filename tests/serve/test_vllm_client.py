@@ -70,15 +70,20 @@ def toy_url() -> Iterator[str]:
         yield server.base_url
 
 
+@pytest.mark.parametrize(("backend", "endpoint"), [
+    ("openai", "/v1/completions"),
+    ("openai-responses", "/v1/responses"),  # vLLM's own Responses benchmark
+])
 def test_vllm_bench_serve_counts_the_forced_tokens(toy_url: str, tokenizer_dir: Path,
-                                                   tmp_path: Path) -> None:
+                                                   tmp_path: Path, backend: str,
+                                                   endpoint: str) -> None:
     from kvlab.peers import read_peer_file
     from kvlab.report.compare_runs import compare_runs
     from kvlab.store.rundir import load_run_or_import
 
     assert PYTHON is not None
     argv = [str(PYTHON), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
-            "--backend", "openai", "--base-url", toy_url, "--endpoint", "/v1/completions",
+            "--backend", backend, "--base-url", toy_url, "--endpoint", endpoint,
             "--model", "toy", "--tokenizer", str(tokenizer_dir), "--dataset-name", "random",
             "--random-input-len", "24", "--random-output-len", "16", "--num-prompts", "6",
             "--max-concurrency", "2", "--ignore-eos", "--num-warmups", "0", "--seed", "42",
@@ -97,8 +102,10 @@ def test_vllm_bench_serve_counts_the_forced_tokens(toy_url: str, tokenizer_dir: 
     assert data["output_lens"] == [16] * 6
     # input_lens is the usage's prompt count too: the random prompts (23 Gemma tokens,
     # vLLM keeps one of the 24 for a special token) are several bytes a token, which the
-    # client cut to 23 through /tokenize and /detokenize; the toy adds no BOS.
-    assert data["input_lens"] == [23] * 6
+    # client cut to 23 through /tokenize and /detokenize; the toy adds no BOS. A
+    # Responses input is one user message: the toy's template adds its bytes.
+    template = len("user: \nassistant: ") if backend == "openai-responses" else 0
+    assert data["input_lens"] == [23 + template] * 6
     records = read_peer_file(tmp_path / "vllm.json")
     assert all(r.output_tokens == 16 for r in records)
     path = tmp_path / "vllm.json"

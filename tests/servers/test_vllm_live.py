@@ -25,7 +25,7 @@ from kvlab.analysis.server_counters import counter
 from kvlab.analysis.validate import check_row
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gauges import parse_prometheus
-from kvlab.bench.plan.sizing import server_counter
+from kvlab.bench.plan.sizing import api_counter, server_counter
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
 from kvlab.records import ApiKind, Outcome, Record, RunClock
@@ -203,3 +203,64 @@ def test_the_converted_checkpoint_agrees_with_kvlabs_float32(
         agreement.add(torch.tensor(prompt_top1(vllm, ids)), reference[:-1],
                       gemma_model.config, len(ids))
     hold_to_floor(agreement, VLLM_FLOOR)
+
+
+# -- OpenAI Responses and Anthropic Messages on the same vLLM (docs/apis/) -----------
+
+QUESTION = "Explain in one sentence what a KV cache stores."
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_responses_force_the_length_and_add_a_bos_of_their_own(vllm: VllmServer,
+                                                               stream: bool) -> None:
+    """vLLM 0.32's Responses route tokenizes with special tokens on, so after the
+    template's BOS it adds another: one prompt token more than chat for the same
+    message (experiments/api-responses.toml gives that mode a template without BOS)."""
+    chat = send(vllm, ApiKind.OPENAI_CHAT, QUESTION, stream=stream)
+    record = send(vllm, ApiKind.OPENAI_RESPONSES, QUESTION, stream=stream)
+    assert record.outcome == Outcome.OK, record.error
+    assert record.output_tokens == 16 and record.cached_tokens == 0  # ignore_eos kept
+    assert record.prompt_tokens == (chat.prompt_tokens or 0) + 1
+    assert record.stop_type == "max_output_tokens"  # status incomplete, as OpenAI says
+    assert record.usage_reasoning_tokens == 0  # vLLM states the details
+    assert check_row(record) == []
+
+
+def test_messages_count_chats_prompt_and_so_does_count_tokens(vllm: VllmServer
+                                                                        ) -> None:
+    chat = send(vllm, ApiKind.OPENAI_CHAT, QUESTION)
+    record = send(vllm, ApiKind.ANTHROPIC_MESSAGES, QUESTION)
+    assert record.outcome == Outcome.OK, record.error
+    assert record.prompt_tokens == chat.prompt_tokens and record.cached_tokens == 0
+    # ignore_eos is dropped by vLLM's conversion: 16 only while Gemma does not end
+    assert record.output_tokens is not None and 0 < record.output_tokens <= 16
+    assert record.stop_type in ("max_tokens", "end_turn")
+    endpoint = Endpoint(vllm.base_url, ApiKind.ANTHROPIC_MESSAGES,
+                        model=vllm.settings.model_name())
+
+    async def count() -> tuple[str, int]:
+        async with httpx.AsyncClient() as client:
+            counter = await api_counter(client, endpoint)
+            assert counter is not None
+            return counter.sizing.method, await counter(QUESTION)
+
+    assert asyncio.run(count()) == ("api-count", chat.prompt_tokens)
+
+
+def test_a_response_named_by_id_is_not_found_unless_vllm_stores_them(vllm: VllmServer
+                                                                     ) -> None:
+    first = send(vllm, ApiKind.OPENAI_RESPONSES, QUESTION, max_tokens=4)
+    assert first.response_id
+    endpoint = Endpoint(vllm.base_url, ApiKind.OPENAI_RESPONSES,
+                        model=vllm.settings.model_name())
+    spec = RequestSpec(prompt="", max_tokens=4, params={"temperature": 0},
+                       messages=({"role": "user", "content": "And then?"},),
+                       previous_response_id=first.response_id, mode="vllm",
+                       capacity=CAPACITY, query_id="q")
+
+    async def go() -> Record:
+        async with HarnessClient() as client:
+            return await client.send(endpoint, spec, RunClock())
+
+    second = asyncio.run(go())
+    assert second.http_status == 404 and "not found" in (second.error or "")

@@ -92,11 +92,11 @@ class PrefixReuse:
 def prefix_reuse(rows: Iterable[Record], points: Sequence[PointCounters] = ()
                  ) -> list[PrefixReuse]:
     """Per mode, in order of first appearance: the cached-token facts of its ok,
-    non-warm-up rows (pass :func:`~kvlab.analysis.summaries.current_rows`), and
+    non-warm-up generation rows (pass :func:`~kvlab.analysis.summaries.current_rows`), and
     the prefix-cache hits of the ``points`` that hold them."""
     found: dict[str, list[Record]] = {}
-    for row in rows:
-        if not row.warmup and row.outcome == Outcome.OK:
+    for row in rows:  # embeddings rows (inputs) state no cached tokens: not judged here
+        if not row.warmup and row.outcome == Outcome.OK and row.inputs is None:
             found.setdefault(row.mode, []).append(row)
     out = []
     for mode, group in found.items():

@@ -11,6 +11,7 @@ own) and one line in :data:`SUMMARY_METRICS`. The row functions are
 from __future__ import annotations
 
 from kvlab.analysis import metrics as m
+from kvlab.analysis.embedding_metrics import INPUT_TOKENS_PER_SECOND, INPUTS_PER_SECOND
 from kvlab.analysis.metric import DIST, VALUE, Column, Metric
 from kvlab.analysis.percentiles import describe
 from kvlab.analysis.valid_rows import ValidRows
@@ -104,6 +105,8 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     OVERHEAD,
     DECODE_TPS,
     SYSTEM_TPS,
+    INPUTS_PER_SECOND,
+    INPUT_TOKENS_PER_SECOND,
 )
 
 # The views each kind of metric has, in registry order.

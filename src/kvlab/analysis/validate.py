@@ -23,7 +23,11 @@ from kvlab.records import Outcome, Record
 class Reason(StrEnum):
     """Why a row or a pair was refused."""
 
-    FAILED = "failed"  # outcome is not ok (http error, timeout, disconnected, malformed)
+    FAILED = "failed"  # no answer: an http error, a timeout, a refused connection
+    MALFORMED = "malformed"  # an answer (body or event) that breaks its API
+    WRONG_API = "wrong_api"  # an answer in another API's shape than the one asked
+    STREAM_CUT = "stream_cut"  # a stream that started and ended before its terminator
+    VECTORS = "vectors"  # embeddings: not one finite vector of the right length per input
     OUTPUT_TOKENS = "output_tokens"  # server-counted output differs from the request
     TRUNCATED = "truncated"  # the server truncated the prompt
     DURATION = "duration"  # non-positive end-to-end duration
@@ -79,7 +83,12 @@ def check_row(row: Record) -> list[Violation]:
     if row.outcome != Outcome.OK:
         status = f" {row.http_status}" if row.http_status is not None else ""
         error = f": {row.error}" if row.error else ""
-        return [_violation(row, Reason.FAILED, f"{row.outcome}{status}{error}")]
+        cut = "; " + "; ".join(row.notes) if row.notes else ""
+        return [_violation(row, failure_reason(row), f"{row.outcome}{status}{error}{cut}")]
+    if row.inputs is not None:  # an embeddings request: its vectors, not its tokens
+        return [_violation(row, Reason.VECTORS, why) for why in vector_problems(row)] + \
+            ([_violation(row, Reason.DURATION, f"e2e {e2e_ms(row):.3f} ms")]
+             if e2e_ms(row) <= 0 else [])
     found: list[Violation] = []
     if row.output_tokens != row.requested_tokens:
         found.append(
@@ -107,6 +116,35 @@ def check_row(row: Record) -> list[Violation]:
             "from its prefix cache under cache_prompt = false (start it with prefix "
             "caching off, or send a per-request salt: protocol.cache_salt)"))
     return found
+
+
+def failure_reason(row: Record) -> Reason:
+    """The class of a failed row: an answer that broke its API, one of another API, a
+    stream cut after it started (what it had sent is kept), or no answer at all."""
+    if row.outcome == Outcome.MALFORMED:
+        return Reason.MALFORMED
+    if row.outcome == Outcome.WRONG_API:
+        return Reason.WRONG_API
+    if row.outcome == Outcome.DISCONNECTED and row.stream and row.t_first_chunk is not None:
+        return Reason.STREAM_CUT
+    return Reason.FAILED
+
+
+def vector_problems(row: Record) -> list[str]:
+    """Why an embeddings row's answer is not one finite vector of the expected length
+    per input (empty: it is)."""
+    out = []
+    if row.vectors != row.inputs:
+        out.append(f"{row.vectors} vectors for {row.inputs} inputs")
+    dims = row.dimensions or []
+    if len(dims) > 1:
+        out.append(f"vectors of different lengths {dims}")
+    elif dims and row.dimension_expected is not None and dims[0] != row.dimension_expected:
+        out.append(f"vectors of {dims[0]} values, {row.dimension_expected} expected (the "
+                   "request's dimensions, else the width the server declares)")
+    if row.non_finite:
+        out.append(f"{row.non_finite} values are not finite numbers (NaN, infinite or null)")
+    return out
 
 
 def refusal(row: Record) -> str | None:

@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from kvlab.api.facts import AnswerFacts
-from kvlab.api.wire import json_str
+from kvlab.api.wire import event, json_str
 
 OUTPUT_FIELDS = ("n_predict", "max_tokens")  # the body fields naming an output length
 
@@ -89,6 +89,11 @@ class Dialect(ABC):
     states_usage: ClassVar[bool] = False  # its stream may carry a usage object
     id_prefix: ClassVar[str] = ""  # of an answer's id
     tokenize_path: ClassVar[str] = "/tokenize"  # at the server's root, not under /v1
+    generates: ClassVar[bool] = True  # False: no output tokens, no stream (embeddings)
+    # where the API itself counts a request's prompt tokens without generating
+    # (Anthropic's /v1/messages/count_tokens); None: it has no such route
+    count_path: ClassVar[str | None] = None
+    keeps_state: ClassVar[bool] = False  # a request may continue a stored answer
 
     # -- the request ----------------------------------------------------------------
 
@@ -103,6 +108,40 @@ class Dialect(ABC):
         API that takes one prompt (:attr:`chat` False)."""
         raise ValueError(f"the {self.kind} API takes one prompt, not chat messages; a "
                          "conversation needs a chat API (openai-chat)")
+
+    def inputs_fields(self, inputs: Sequence[str]) -> dict[str, Any]:
+        """The body fields carrying a batch of texts (an embeddings request's inputs);
+        ValueError for a generating API, whose request has one prompt."""
+        raise ValueError(f"the {self.kind} API takes one prompt, not a batch of inputs; "
+                         "a batch needs openai-embeddings")
+
+    def continue_fields(self, previous_id: str, messages: Sequence[Message]
+                        ) -> dict[str, Any]:
+        """The body fields continuing the server's stored conversation ending with the
+        answer ``previous_id``, with only the new ``messages``; ValueError for an API
+        whose servers keep no conversation (:attr:`keeps_state` False)."""
+        raise ValueError(f"the {self.kind} API keeps no conversation on the server; "
+                         "resend the history (openai-responses can continue one)")
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        """The request headers of the API's authentication (and version, where it has
+        one); ``api_key`` None: none but the version."""
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def count_body(self, prompt: str, model: str | None) -> dict[str, Any]:
+        """The body :attr:`count_path` counts ``prompt`` from (one user message)."""
+        body = self.body(prompt, 1, False, model)
+        body.pop(self.max_tokens_field, None)
+        body.pop("stream", None)
+        return body
+
+    def counted(self, answer: Any) -> int | None:
+        """The prompt tokens a :attr:`count_path` answer states; None: none."""
+        if not isinstance(answer, dict):
+            return None
+        value = answer.get("input_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) \
+            and value > 0 else None
 
     def probe_body(self, prompt: str, params: dict[str, Any],
                    model: str | None) -> dict[str, Any]:
@@ -164,7 +203,21 @@ class Dialect(ABC):
         tokens = answer.get("tokens")
         return len(tokens) if isinstance(tokens, list) else None
 
+    # -- the request (a server's side) ------------------------------------------------
+
+    def chat_request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The request as OpenAI's chat or completions body (``messages`` or
+        ``prompt``, ``max_tokens``...), the shape kvlab serve generates from, as
+        llama-server converts the APIs it speaks; ValueError (a 400) for a body its API
+        refuses. OpenAI's and llama.cpp's own bodies are that shape already."""
+        return body
+
     # -- the answer (a server's side) -------------------------------------------------
+
+    def error_event(self, error: dict[str, Any]) -> bytes:
+        """The event of an error inside a stream (``error``: the error object, its
+        ``message`` and ``type``), as llama-server writes it: ``{"error": {...}}``."""
+        return event({"error": error})
 
     def opening(self, head: AnswerHead) -> bytes:
         """The events a stream starts with, before the first token (b"": none)."""

@@ -23,6 +23,12 @@ class MalformedResponse(Exception):
     """A body or event that breaks its API (the client records Outcome.MALFORMED)."""
 
 
+class WrongApi(MalformedResponse):
+    """A body or event of another API than the one asked (a server or proxy answering
+    ``/v1/messages`` in OpenAI's chat shape, say): the client records
+    Outcome.WRONG_API."""
+
+
 def malformed(exc: Exception) -> MalformedResponse:
     """The MalformedResponse of a shape error met while parsing an answer."""
     return MalformedResponse(f"{type(exc).__name__}: {exc}"[:ERROR_EXCERPT_CHARS])
@@ -33,13 +39,18 @@ class AnswerFacts:
     what the server said about it (token counts, stop, timings, terminator)."""
 
     __slots__ = (
+        "cache_written",
         "cached",
         "chunk_ns",
         "chunk_tokens",
+        "dimensions",
+        "non_finite",
+        "open_block",
         "output",
         "prompt_tokens",
         "reasoning_chunks",
         "reasoning_texts",
+        "response_id",
         "saw_terminator",
         "saw_usage",
         "stop_type",
@@ -50,6 +61,7 @@ class AnswerFacts:
         "timings",
         "truncated",
         "usage_reasoning",
+        "vectors",
     )
 
     def __init__(self) -> None:
@@ -70,6 +82,17 @@ class AnswerFacts:
         self.timings: dict[str, Any] | None = None
         self.saw_terminator: bool | None = None  # None: not streamed
         self.saw_usage: bool | None = None  # None: not applicable
+        # prompt tokens the server wrote into its cache (Anthropic's
+        # cache_creation_input_tokens); None: not stated
+        self.cache_written: int | None = None
+        self.response_id: str | None = None  # the answer's id, where a later request
+        # may name it (OpenAI Responses' previous_response_id)
+        self.open_block: str | None = None  # the content block a stream is inside
+        # (Anthropic's content_block_start without its stop yet); None: none
+        # an embeddings answer: vectors, their distinct lengths, non-finite values
+        self.vectors: int | None = None
+        self.dimensions: list[int] | None = None
+        self.non_finite: int | None = None
 
     def saw_output(self, t: int, answer: bool) -> None:
         """Output (reasoning or answer) arrived at ``t``; ``answer``: some of it answer."""

@@ -30,6 +30,7 @@ from kvlab.api.facts import (
     MalformedResponse,
     malformed,
 )
+from kvlab.api.sniff import unreadable
 from kvlab.api.wire import DONE, event, loads
 
 
@@ -116,6 +117,8 @@ class OpenAIDialect(Dialect):
                         facts.stop_type = reason
                 elif "error" in obj:
                     raise MalformedResponse(json.dumps(obj["error"])[:ERROR_EXCERPT_CHARS])
+                elif "usage" not in obj and "type" in obj:  # not a chunk: whose is it?
+                    raise unreadable(obj, self.kind, "an event without choices")
                 usage = obj.get("usage")
                 if usage:
                     facts.saw_usage = True

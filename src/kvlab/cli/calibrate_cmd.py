@@ -98,7 +98,8 @@ def calibrate(
     tokens: int = typer.Option(32, help="Tokens per request in the accuracy levels."),
     api: str = typer.Option("llamacpp-completion",
                             help="The API the client speaks: llamacpp-completion, "
-                                 "openai-chat or openai-completion."),
+                                 "openai-chat, openai-completion, openai-responses or "
+                                 "anthropic-messages (a streamed one)."),
     known_delay_ms: float = typer.Option(
         0.0, help="Self-test: every client timestamp reads this much late (ms)."
     ),
@@ -130,6 +131,7 @@ def calibrate(
     """
     from kvlab import __version__
     from kvlab.analysis.saturation import Calibration, save_calibration
+    from kvlab.api.dialects import dialect_of
     from kvlab.bench.calibrate.check import CalibrateSettings
     from kvlab.bench.calibrate.check import calibrate as run_calibration
     from kvlab.records import ApiKind
@@ -144,8 +146,9 @@ def calibrate(
         ray_module("kvlab calibrate --workers")
     if http_client not in ("auto", "aiohttp"):
         raise ConfigError(f"--http-client must be auto or aiohttp, got {http_client!r}")
-    if api not in set(ApiKind):
-        raise ConfigError(f"--api must be one of {', '.join(ApiKind)}, got {api!r}")
+    streamed = [k for k in ApiKind if dialect_of(k).generates]  # calibration times streams
+    if api not in streamed:
+        raise ConfigError(f"--api must be one of {', '.join(streamed)}, got {api!r}")
     levels = tuple(int_list(concurrency, "--concurrency"))
     durations = (duration_s, ingest_duration_s, ramp_duration_s)
     if min(durations) <= 0 or min(itl_ms, ttft_ms) < 0 or tokens < 2 or ingest_streams < 1:

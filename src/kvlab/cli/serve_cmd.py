@@ -1,4 +1,5 @@
-"""``kvlab serve``: the reference engine behind llama.cpp- and OpenAI-shaped HTTP APIs."""
+"""``kvlab serve``: the reference engine behind llama.cpp's, OpenAI's and Anthropic's
+HTTP APIs."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def serve(
         False, "--synthetic",
         help="Serve scheduled synthetic tokens instead (kvlab serve-synthetic has options)."),
 ) -> None:
-    """Serve the reference engine: /completion, /v1/chat/completions, /v1/completions...
+    """Serve the reference engine: /completion, /v1/chat/completions, /v1/completions,
+    /v1/responses, /v1/messages, /v1/embeddings...
 
     One slot serializes requests; --slots N (or --kv-blocks M) batches up to N
     sequences continuously over a paged KV pool (decode rows and prompt chunks in one

@@ -17,7 +17,11 @@ Tables (``kvlab history sql "DESCRIBE records"`` lists the columns):
 
 ``SCHEMA_VERSION`` is raised when a table changes. Layouts: 1, runs, modes, servers,
 records and summaries; 2, adds ``load_points`` and ``runs.cpu_flags``; 3, adds
-``records.session`` and ``records.turn`` (a sessions load's turns). Every layout
+``records.session`` and ``records.turn`` (a sessions load's turns); 4, adds the records'
+facts of OpenAI Responses, Anthropic Messages and embeddings (``response_id``,
+``previous_response_id``, ``cache_creation_tokens``, ``inputs``, ``vectors``,
+``dimensions``, ``non_finite``, ``dimension_expected``) and the summaries'
+``inputs_per_s`` and ``input_tokens_per_s``. Every layout
 keeps ``runs(run_id, path)``, so an older database is rebuilt from the paths it
 recorded (:func:`kvlab.history.ingest.open_writable`); a newer one is refused.
 """
@@ -34,7 +38,7 @@ from kvlab.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 
 # records.jsonl's fields and their column types (Record's fields, in its order);
@@ -52,6 +56,9 @@ RECORD_COLUMNS: dict[str, str] = {
     "prompt_tokens": "INTEGER", "output_tokens": "INTEGER", "cached_tokens": "INTEGER",
     "stop_type": "VARCHAR", "truncated": "BOOLEAN", "timings": "JSON",
     "saw_terminator": "BOOLEAN", "saw_usage": "BOOLEAN", "usage_reasoning_tokens": "INTEGER",
+    "cache_creation_tokens": "INTEGER", "response_id": "VARCHAR",
+    "previous_response_id": "VARCHAR", "inputs": "INTEGER", "vectors": "INTEGER",
+    "dimensions": "INTEGER[]", "non_finite": "INTEGER", "dimension_expected": "INTEGER",
     "imported_from": "VARCHAR", "outcome": "VARCHAR", "http_status": "INTEGER",
     "error": "VARCHAR", "text": "VARCHAR", "reasoning_text": "VARCHAR", "notes": "VARCHAR[]",
 }
@@ -75,7 +82,7 @@ STATS = ("n", "mean", "p50", "p95", "p99", "min", "max")
 SUMMARY_FIGURES = ("mean_prompt_ms", "mean_decode_ms", "mean_overhead_ms",
                    "mean_decode_per_token_ms", "tokens_per_second", "system_tokens_per_s",
                    "mean_prompt_tokens", "inter_delta_median_ms", "inter_delta_p95_ms",
-                   "mean_content_deltas")
+                   "mean_content_deltas", "inputs_per_s", "input_tokens_per_s")
 
 
 def summary_columns() -> dict[str, str]:

@@ -8,6 +8,7 @@ body, and its HTML when that says more) and one line here.
 from __future__ import annotations
 
 from kvlab.report.comparisons import AaNoiseFloor, Comparisons
+from kvlab.report.embeddings import Embeddings
 from kvlab.report.figures import Figures
 from kvlab.report.knee import KneeSection
 from kvlab.report.kv_check import KvCheckSection
@@ -46,6 +47,7 @@ SECTIONS: tuple[Section, ...] = (
     ClientLoad(),
     KvCheckSection(),
     Reasoning(),
+    Embeddings(),
     ServerCounters(),
     ServerHistograms(),
     KneeSection(),

@@ -55,6 +55,7 @@ class Live:
     entry: ServerEntry
     endpoint: Endpoint | None = None
     prompts: dict[str, PreparedPrompt] = field(default_factory=dict)
+    dimension: int | None = None  # an embeddings server's declared vector length
 
 
 class Executor:
@@ -125,6 +126,8 @@ class Executor:
         live.endpoint = await live.target.up(log, self.plan.ready_timeout_s, self.note(live))
         prompts = await self.prompts.of(step.capacity, live.target, mode.request_params())
         live.prompts = {p.query_id: p for p in prompts}
+        if mode.batch is not None:  # embeddings: the width the server declares
+            live.dimension = await live.target.declared_width()
 
     def stop(self, mode: str, capacity: int) -> None:
         live, facts = self.live.pop((mode, capacity)), None
@@ -135,9 +138,16 @@ class Executor:
 
     def spec(self, live: Live, prompt: PreparedPrompt, repetition: int, position: int,
              warmup: bool = False) -> RequestSpec:
+        following: list[PreparedPrompt] = []
+        if live.mode.batch is not None:  # a batch: this query and the ones after it
+            ids = [q.id for q in self.plan.workload.queries]
+            at = ids.index(prompt.query_id) if prompt.query_id in ids else 0
+            following = [live.prompts[ids[(at + k) % len(ids)]]
+                         for k in range(1, live.mode.batch) if ids[(at + k) % len(ids)]
+                         in live.prompts]
         return live.mode.request(prompt, live.capacity, repetition, position,
                                  self.journal.run.run_id, self.plan.workload.output_tokens,
-                                 warmup)
+                                 warmup, following, live.dimension)
 
     def check_alive(self, live: Live, records: list[Record]) -> None:
         """ServerDied when a failed row's managed server is no longer running."""

@@ -200,7 +200,8 @@ def mode_plan(experiment: Experiment, mode: Mode) -> ModePlan:
     return ModePlan(mode.name, mode.settings, mode.api, mode.stream,
                     experiment.protocol.params(),
                     dict(mode.body), experiment.protocol.cache_salt,
-                    tuple(experiment.capacities(mode)))
+                    tuple(experiment.capacities(mode)),
+                    mode.inputs_batch, mode.history == "server")
 
 
 def build_plan(experiment: Experiment, dataset: Dataset, done: Done, *, tokenizer: str | None,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,10 @@ class ModePlan:
     body: dict[str, Any]
     cache_salt: bool
     capacities: tuple[int, ...]
+    # an embeddings mode: each request a batch of ``batch`` inputs, nothing generated
+    # (None: a generation, one prompt per request)
+    batch: int | None = None
+    server_history: bool = False  # sessions: the server keeps each conversation
 
     @property
     def server(self) -> str:
@@ -79,14 +84,29 @@ class ModePlan:
         return {**self.protocol, **salted, **self.body}
 
     def request(self, prompt: PreparedPrompt, capacity: int, repetition: int, position: int,
-                run_id: str, output_tokens: int, warmup: bool = False) -> RequestSpec:
+                run_id: str, output_tokens: int, warmup: bool = False,
+                following: Sequence[PreparedPrompt] = (), dimension: int | None = None
+                ) -> RequestSpec:
         """The request of one row of run ``run_id`` (its identity included); a row that
-        asks for its own output length gets it, else ``output_tokens``."""
+        asks for its own output length gets it, else ``output_tokens``. An embeddings
+        mode's row sends its prompt and the ``batch - 1`` prompts ``following`` it,
+        whose vectors must be ``dimension`` long (None: unknown)."""
+        inputs = None if self.batch is None else \
+            (prompt.prompt, *(p.prompt for p in following[:self.batch - 1]))
         return RequestSpec(
-            prompt=prompt.prompt, max_tokens=prompt.asked_output(output_tokens),
+            prompt=prompt.prompt,
+            max_tokens=0 if inputs is not None else prompt.asked_output(output_tokens),
             stream=self.stream, params=self.request_params(request_salt(run_id, position)),
             run_id=run_id, mode=self.name, capacity=capacity, query_id=prompt.query_id,
-            repetition=repetition, position=position, warmup=warmup)
+            repetition=repetition, position=position, warmup=warmup, inputs=inputs,
+            server_history=self.server_history,
+            dimension_expected=None if inputs is None else self.expected_width(dimension))
+
+    def expected_width(self, declared: int | None) -> int | None:
+        """The vector length an embeddings answer must have: the ``dimensions`` the
+        mode's body asks, else the width the server ``declared`` (None: unknown)."""
+        asked = self.body.get("dimensions")
+        return asked if isinstance(asked, int) and not isinstance(asked, bool) else declared
 
 
 @dataclass(frozen=True)

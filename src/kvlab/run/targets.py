@@ -61,6 +61,11 @@ class Target(Protocol):
         ``start`` .. ``end()``, and every interval during them with ``poll``."""
         ...
 
+    async def declared_width(self) -> int | None:
+        """The vector length its server declares for embeddings (None: it declares
+        none)."""
+        ...
+
     def died(self) -> str | None:
         """Why its server stopped (its signal, if any); None while it runs (or it is
         not kvlab's to watch)."""
@@ -149,7 +154,7 @@ class ServerTarget:
         resident memory sampled beside ``path``, into ``process_memory.jsonl``."""
         endpoint = self.endpoint
         assert endpoint is not None, "bring the target up first"
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        headers = endpoint.dialect.headers(endpoint.api_key)
         pid = self.server.pid if self.server is not None else None
         async with GaugeRecorder(endpoint.base_url, path, clock, mode=self.mode.name,
                                  capacity=self.capacity, load=load, start_position=start,
@@ -160,6 +165,12 @@ class ServerTarget:
                                    interval_s=DEFAULT_INTERVAL_S) \
                 if poll and pid is not None else nullcontext():
             yield
+
+    async def declared_width(self) -> int | None:
+        from kvlab.bench.client.models import declared_width
+
+        assert self.endpoint is not None, "bring the target up first"
+        return await asyncio.to_thread(declared_width, self.endpoint)
 
     def died(self) -> str | None:
         server = self.server

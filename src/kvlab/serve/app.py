@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kvlab.serve import completions, llamacpp_api, metrics, openai_api, tokenize
+from kvlab.serve import completions, embeddings, llamacpp_api, metrics, openai_api, tokenize
 from kvlab.serve.api_errors import INVALID_API_KEY, LOADING, ApiError, is_openai_path
 from kvlab.serve.openapi import openapi_document
 from kvlab.serve.state import ServerState, ServeSettings
@@ -62,6 +62,7 @@ def create_app(
     app.include_router(tokenize.router)
     app.include_router(openai_api.router)
     app.include_router(completions.router)
+    app.include_router(embeddings.router)
     app.include_router(metrics.router)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(HTTPException, _http_error)

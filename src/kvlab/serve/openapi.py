@@ -96,6 +96,39 @@ SCHEMAS: dict[str, Any] = {
     "OpenAIEvent": {"description": "a chunk (object chat.completion.chunk or "
                     "text_completion); the stream ends with data: [DONE]",
                     "type": "object", "required": ["id", "object", "choices"]},
+    "ResponsesRequest": {"type": "object", "required": ["input"], "properties": {
+        "model": _MODEL, "instructions": {"type": ["string", "null"]},
+        "input": {"oneOf": [{"type": "string"}, {"type": "array", "items": _MESSAGE}]},
+        "max_output_tokens": {"type": ["integer", "null"], "minimum": -1},
+        "previous_response_id": {"type": ["string", "null"]},
+        "store": {"type": ["boolean", "null"]}, **_GEN_FIELDS}},
+    "Response": {"type": "object", "required": ["id", "object", "status", "output", "usage"],
+                 "properties": {"id": {"type": "string", "pattern": "^resp_"},
+                                "object": {"const": "response"},
+                                "status": {"enum": ["completed", "incomplete"]},
+                                "output": {"type": "array"}, "usage": {"type": "object"}}},
+    "ResponsesEvent": {"description": "typed events (event: <type>); the last is "
+                       "response.completed", "type": "object", "required": ["type"]},
+    "MessagesRequest": {"type": "object", "required": ["messages", "max_tokens"],
+                        "properties": {
+        "model": _MODEL, "system": {"oneOf": [{"type": "string"}, {"type": "array"}]},
+        "messages": {"type": "array", "items": _MESSAGE, "minItems": 1},
+        **_GEN_FIELDS, "max_tokens": {"type": "integer", "minimum": -1}}},
+    "Message": {"type": "object", "required": ["id", "type", "content", "usage"],
+                "properties": {"type": {"const": "message"}, "content": {"type": "array"},
+                               "usage": {"type": "object", "required": [
+                                   "input_tokens", "output_tokens"]}}},
+    "MessagesEvent": {"description": "typed events (event: <type>): message_start ... "
+                      "message_stop", "type": "object", "required": ["type"]},
+    "EmbeddingsRequest": {"type": "object", "required": ["input"], "properties": {
+        "model": _MODEL, "input": {"oneOf": [_PROMPT, {"type": "array", "minItems": 1,
+                                                      "items": _PROMPT}]},
+        "encoding_format": {"const": "float"},
+        "dimensions": {"type": ["integer", "null"], "minimum": 1}}},
+    "EmbeddingList": {"type": "object", "required": ["object", "data", "usage"],
+                      "properties": {"object": {"const": "list"}, "data": {
+                          "type": "array", "items": {"type": "object", "required": [
+                              "index", "embedding"]}}, "usage": {"type": "object"}}},
 }
 
 _BODY_LIMITS = (f"Body at most {MAX_BODY_BYTES} bytes, arrays/objects nested at most "
@@ -208,6 +241,20 @@ def _paths() -> dict[str, Any]:
                                      "OpenAICompletionRequest", "OpenAICompletion",
                                      "OpenAIEvent"),
         "/v1/chat/completions": _generate("chat_completions", "OpenAI chat", *chat),
+        "/v1/responses": _generate("responses", "OpenAI Responses", "ResponsesRequest",
+                                   "Response", "ResponsesEvent"),
+        "/v1/messages": _generate("messages", "Anthropic Messages", "MessagesRequest",
+                                  "Message", "MessagesEvent"),
+        "/v1/messages/count_tokens": _simple_post(
+            "count_tokens", "a Messages request's prompt tokens, template included",
+            {"type": "object", "required": ["messages"], "properties": {
+                "model": _MODEL, "messages": {"type": "array", "items": _MESSAGE,
+                                              "minItems": 1}}},
+            {"type": "object", "required": ["input_tokens"],
+             "properties": {"input_tokens": _INT}}),
+        "/v1/embeddings": _simple_post(
+            "embeddings", "one mean-pooled, unit-length vector per input",
+            _ref("EmbeddingsRequest"), _ref("EmbeddingList")),
         "/chat/completions": _generate("chat_completions_alias", "alias", *chat),
     }
 

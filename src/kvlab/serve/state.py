@@ -14,6 +14,7 @@ from kvlab.serve.api_errors import exceed_context, invalid_request
 from kvlab.serve.batching import BatchingSlot, BatchSettings
 from kvlab.serve.generator import Generator
 from kvlab.serve.params import GenParams, as_int
+from kvlab.serve.response_store import ResponseStore
 from kvlab.serve.slot import Slot
 from kvlab.serve.source import resolve_source
 
@@ -112,6 +113,7 @@ class ServerState:
             self.slot = Slot(self.source, self.n_ctx, settings.use_cache, settings.threads)
         # Called on the loading thread if loading fails (kvlab serve: stop and exit).
         self.on_load_error: Callable[[], None] | None = None
+        self.responses = ResponseStore()  # Responses' previous_response_id
 
     def prompt_ids(self, prompt: Any, field: str = "prompt") -> list[int]:
         """Token ids of a prompt given as a string (BOS added when the model has one,

@@ -144,16 +144,16 @@ class SyntheticServer:
                                                      "code": 404}}) if answer is None
                        else http_response(200, answer))
             return
-        dialect = dialect_at(path)  # every API's routes (kvlab.api)
-        if method != "POST" or dialect is None:
+        dialect = dialect_at(path)  # every generating API's routes (kvlab.api)
+        if method != "POST" or dialect is None or not dialect.generates:
             conn.write(http_response(404, {"error": {"message": f"no route {method} {path}"}}))
             return
         try:
             req = json.loads(body or b"{}")
-            sched = self.default.override(req)
-            if sched.prompt_tokens < 0:
+            sched = self.default.override(dialect.chat_request(req))  # OpenAI's shape
+            if sched.prompt_tokens < 0:  # counted in OpenAI's shape (messages, prompt)
                 sched = replace(sched, prompt_tokens=prompt_token_count(
-                    req, dialect.prompt_field))
+                    dialect.chat_request(req), dialect.prompt_field))
         except (ValueError, TypeError) as exc:
             conn.write(http_response(400, {"error": {"message": str(exc), "code": 400}}))
             return

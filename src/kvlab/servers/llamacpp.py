@@ -49,6 +49,8 @@ class LlamaCppSettings(ServerSettings):
     # -np; always passed so kv_unified stays false; -c is the capacity x slots
     slots: int = Field(default=1, ge=1)
     ubatch: int | None = Field(default=None, ge=1)  # -ub; None: server default 512
+    # serve /v1/embeddings: --embeddings --pooling <this> (llama-server then embeds only)
+    pooling: Literal["mean", "cls", "last"] | None = None
     extra_args: list[str] = Field(default_factory=list)  # appended verbatim
     gpus: int = Field(default=0, ge=0)  # distinct GPUs this mode needs (preflight checks)
 
@@ -144,6 +146,8 @@ class LlamaServer(ServerProcess):
         # -lv 4: libllama's INFO lines (KV cache sizes, buffers) are trace level.
         # --metrics: GET /metrics, read around each load point (bench.client.gauges).
         argv += ["-fit", "off", "--no-webui", "-lv", "4", "--metrics"]
+        if s.pooling is not None:
+            argv += ["--embeddings", "--pooling", s.pooling]
         argv += list(s.extra_args)
         if self._key_dir is not None:
             argv += ["--api-key-file", str(self._key_dir / "api-key")]

@@ -19,6 +19,7 @@ kvlab starts it in, and kvlab also notes every descendant's PID at start-up, so 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -34,6 +35,7 @@ from kvlab.memory.hf_config import read_config_json, shape_from_hf_dict
 from kvlab.memory.knee import VLLM_CPU_MAX_NUM_SEQS
 from kvlab.memory.served import ServedKv
 from kvlab.servers.base import ServerSettings
+from kvlab.servers.chat_template import LLAMACPP_CHATML
 from kvlab.servers.process import STOP_GRACE_S, ServerProcess, log_tail
 from kvlab.servers.vllm_env import VllmEnv, find_vllm, python_for_display
 from kvlab.servers.vllm_model import ModelDir, check_hf_dir, convert_bundled
@@ -42,6 +44,7 @@ from kvlab.watchdog import descendants, start_ticks
 # vLLM-CPU starts in 70-130 s on 2 cores (torch.compile runs on every start), longer on a
 # loaded machine: more than the protocol's 180 s readiness default allows for.
 STARTUP_TIMEOUT_S = 600.0
+NO_BOS_TEMPLATE = "chat_template_no_bos.jinja"  # the bundled ChatML, BOS left out
 SERVED_NAME = "gemma-3-270m"  # the model id of the bundled model's requests
 
 
@@ -68,6 +71,16 @@ class VllmSettings(ServerSettings):
     prefix_caching: bool = False  # off: kvlab's protocol forbids prefix reuse
     enforce_eager: bool = False  # no torch.compile: starts in ~33 s, decodes 15-25 % slower
     chat_template: Path | None = None  # None: the bundled model's ChatML, or the folder's
+    # the bundled model's ChatML prints BOS, as vLLM's chat and Messages routes add none;
+    # false for a mode sending Responses, whose route (vLLM 0.32) adds BOS itself, so
+    # its prompts are chat's tokens, not one more (docs/apis/openai-responses.md)
+    template_bos: bool = True
+    # keep Responses answers so a request may name one in previous_response_id
+    # (VLLM_ENABLE_RESPONSES_API_STORE=1; off: vLLM stores nothing, and says so)
+    store_responses: bool = False
+    # serve embeddings instead of generating: the model converted to a pooling one
+    # (--runner pooling --convert embed), its hidden states pooled this way
+    pooling: Literal["mean", "last", "cls"] | None = None
     extra_args: list[str] = Field(default_factory=list)  # appended verbatim
     startup_timeout_s: float = Field(default=STARTUP_TIMEOUT_S, gt=0)
 
@@ -148,7 +161,12 @@ class VllmServer(ServerProcess):
             argv.append("--enforce-eager")
         if s.kv_cache_bytes is not None:
             argv += ["--kv-cache-memory-bytes", str(s.kv_cache_bytes)]
+        if s.pooling is not None:  # /v1/embeddings, no generation
+            argv += ["--runner", "pooling", "--convert", "embed", "--pooler-config",
+                     json.dumps({"pooling_type": s.pooling.upper()})]
         template = s.chat_template or (self.model.chat_template if self.model else None)
+        if template is not None and s.chat_template is None and not s.template_bos:
+            template = template.with_name(NO_BOS_TEMPLATE)  # written by prepare()
         if template is not None:
             argv += ["--chat-template", str(template)]
         argv += list(s.extra_args)
@@ -169,6 +187,8 @@ class VllmServer(ServerProcess):
         bind = s.omp_bind()
         if bind is not None:
             out["VLLM_CPU_OMP_THREADS_BIND"] = bind
+        if s.store_responses:
+            out["VLLM_ENABLE_RESPONSES_API_STORE"] = "1"
         return out
 
     # -- lifecycle (ServerProcess hooks) ---------------------------------------------
@@ -182,6 +202,13 @@ class VllmServer(ServerProcess):
             else convert_bundled(self.env_, "float32" if s.dtype == "float32" else "bfloat16")
         if s.chat_template is not None and not Path(s.chat_template).is_file():
             raise ConfigError(f"vllm.chat_template {s.chat_template} does not exist")
+        bundled = self.model.chat_template
+        if s.chat_template is None and not s.template_bos and bundled is not None:
+            no_bos = bundled.with_name(NO_BOS_TEMPLATE)
+            if not no_bos.is_file():  # written aside, then renamed: never half a file
+                part = no_bos.with_suffix(f".{os.getpid()}.part")
+                part.write_text(LLAMACPP_CHATML, encoding="utf-8")
+                part.replace(no_bos)
         self.port = None  # a fresh free port for every start
 
     def start(self, log_path: Path, ready_timeout_s: float = 180.0) -> None:

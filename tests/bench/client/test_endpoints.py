@@ -18,7 +18,9 @@ from tests.lateness import LatenessProbe
 from tests.ports import refusing_url
 
 KEY = "sk-test-SECRET-0123456789"
-ALL_APIS = list(ApiKind)
+# the APIs of llama.cpp and OpenAI's chat and completions; Responses, Messages and
+# embeddings have tests of their own (test_responses_messages.py, test_embeddings.py)
+ALL_APIS = [ApiKind.LLAMACPP_COMPLETION, ApiKind.OPENAI_CHAT, ApiKind.OPENAI_COMPLETION]
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,14 @@ STREAM = (
     b": ping\n\n"
     b'data: {"a": 1}\n\n'
     b"event: message\nid: 7\ndata: line1\ndata: line2\n\n"
+    b'event: message_stop\ndata: {"type": "message_stop"}\n\n'  # Anthropic's, Responses'
+    b"event: x\ndata: one\ndata: two\n\n"  # an event line before multi-line data
     b"data:nospace\n\n"
     b"data\n\n"  # a field name alone: empty data
     b"data: [DONE]\n\n"
 )
-EXPECTED = [b'{"a": 1}', b"line1\nline2", b"nospace", b"", b"[DONE]"]
+EXPECTED = [b'{"a": 1}', b"line1\nline2", b'{"type": "message_stop"}', b"one\ntwo",
+            b"nospace", b"", b"[DONE]"]
 
 
 def parse_all(pieces: list[bytes]) -> list[bytes]:

@@ -62,7 +62,9 @@ async def read_answer(resp: RawResponse | AiohttpAnswer, dialect: Dialect, strea
         facts.fail(Outcome.HTTP_ERROR, raw.decode("utf-8", "replace").strip())
         return
     if not stream:
-        _whole_answer(await resp.read(), dialect, facts)
+        raw = await resp.read()
+        facts.t_body = time.perf_counter_ns() - clock.t0_ns
+        _whole_answer(raw, dialect, facts)
         return
     _check_event_stream(resp.headers.get("content-type", ""))
     reader = _StreamReader(dialect, clock, facts)

@@ -65,7 +65,7 @@ from kvlab.api.dialect import Dialect, Message
 from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.answers import AiohttpAnswer, read_answer
 from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError, RawPool
-from kvlab.bench.client.responses import MalformedResponse, ResponseFacts
+from kvlab.bench.client.responses import MalformedResponse, ResponseFacts, WrongApi
 from kvlab.records import ApiKind, Outcome, Record, RunClock
 
 
@@ -117,6 +117,18 @@ class RequestSpec:
     messages: tuple[Message, ...] | None = None
     session: str | None = None  # the session it is a turn of (None: not a session's)
     turn: int | None = None  # its index in its session's chain, from 1
+    # a session's turns may let the server keep the conversation (OpenAI Responses):
+    # ``server_history`` asks for it; a turn that continues it names the stored answer
+    # (``previous_response_id``) and sends only the messages after the first
+    # ``stored_messages`` (the ones the server holds); ``messages`` stays the whole
+    # conversation, so the Record's prompt_sha256 names the same prompt either way
+    server_history: bool = False
+    previous_response_id: str | None = None
+    stored_messages: int = 0
+    # an embeddings request's batch of texts (``prompt`` is its first) and the vector
+    # length its answers must have (None: unknown)
+    inputs: tuple[str, ...] | None = None
+    dimension_expected: int | None = None
 
     def identity(self) -> dict[str, Any]:
         """The fields its Record carries as they are (who sent it, when it was due)."""
@@ -124,22 +136,33 @@ class RequestSpec:
                 "query_id": self.query_id, "repetition": self.repetition,
                 "position": self.position, "warmup": self.warmup, "load": self.load,
                 "t_scheduled": self.t_scheduled, "worker": self.worker,
-                "session": self.session, "turn": self.turn}
+                "session": self.session, "turn": self.turn,
+                "previous_response_id": self.previous_response_id,
+                "inputs": None if self.inputs is None else len(self.inputs),
+                "dimension_expected": self.dimension_expected}
 
     def sent_text(self) -> str:
         """What the request asks about, as one text: the prompt, or the conversation's
-        messages as compact JSON (its SHA-256 is the Record's ``prompt_sha256``)."""
-        if self.messages is None:
+        messages (or a batch's inputs) as compact JSON (its SHA-256 is the Record's
+        ``prompt_sha256``)."""
+        sent: Any = self.messages if self.messages is not None else self.inputs
+        if sent is None:
             return self.prompt
-        return json.dumps(list(self.messages), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(list(sent), ensure_ascii=False, separators=(",", ":"))
 
 
 def build_body(endpoint: Endpoint, spec: RequestSpec) -> dict[str, Any]:
     """The JSON body for ``endpoint.api`` (a session's turn: its whole conversation);
     ``spec.params`` are merged last and win."""
-    body = endpoint.dialect.body(spec.prompt, spec.max_tokens, spec.stream, endpoint.model)
-    if spec.messages is not None:
-        body.update(endpoint.dialect.messages_fields(spec.messages))
+    dialect = endpoint.dialect
+    body = dialect.body(spec.prompt, spec.max_tokens, spec.stream, endpoint.model)
+    if spec.messages is not None and spec.previous_response_id is not None:
+        body.update(dialect.continue_fields(spec.previous_response_id,
+                                            spec.messages[spec.stored_messages:]))
+    elif spec.messages is not None:
+        body.update(dialect.messages_fields(spec.messages))
+    if spec.inputs is not None:
+        body.update(dialect.inputs_fields(spec.inputs))
     body.update(spec.params)
     return body
 
@@ -247,10 +270,14 @@ class HarnessClient:
                 facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
             except (aiohttp.ClientError, OSError) as exc:
                 facts.fail(Outcome.DISCONNECTED, f"{type(exc).__name__}: {exc}")
+            except WrongApi as exc:  # the answer is another API's
+                facts.fail(Outcome.WRONG_API, f"{type(exc).__name__}: {exc}")
             except (MalformedResponse, ProtocolError) as exc:  # the answer broke its API
                 facts.fail(Outcome.MALFORMED, f"{type(exc).__name__}: {exc}")
             break
-        return record_of(endpoint, spec, path, body, facts, t_sent, clock.now())
+        # a whole answer ends when its body arrived, not once it was parsed
+        t_end = facts.t_body if facts.t_body is not None else clock.now()
+        return record_of(endpoint, spec, path, body, facts, t_sent, t_end)
 
     async def _exchange(
         self,
@@ -265,8 +292,7 @@ class HarnessClient:
         headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if stream:
             headers["Accept"] = "text/event-stream"
-        if endpoint.api_key:
-            headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        headers.update(dialect.headers(endpoint.api_key))  # Bearer, or Anthropic's
         url = endpoint.url(dialect.path)
         if self._raw is not None and url.startswith("http://"):
             await self._exchange_raw(self._raw, url, headers, dialect, payload, stream,

@@ -29,7 +29,7 @@ def check_models(endpoint: Endpoint) -> list[str]:
     require_http_url(endpoint.base_url, f"{endpoint.name}: base URL")
     url = endpoint.url("/v1/models")
     shown = redact_url(url)
-    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    headers = endpoint.dialect.headers(endpoint.api_key)  # Bearer, or Anthropic's
     try:
         answer = httpx.get(url, headers=headers,
                            timeout=min(endpoint.timeout_s, MODELS_TIMEOUT_S))
@@ -63,3 +63,25 @@ def check_models(endpoint: Endpoint) -> list[str]:
             f"{ids}; fix the model id setting"
         )
     return ids
+
+
+def declared_width(endpoint: Endpoint) -> int | None:
+    """The embedding width the server declares for the endpoint's model: its
+    ``/v1/models`` entry's ``meta.n_embd`` (llama-server, kvlab serve); None when it
+    declares none, or the list cannot be read (the vectors are then only held to one
+    length among themselves)."""
+    try:
+        answer = httpx.get(endpoint.url("/v1/models"),
+                           headers=endpoint.dialect.headers(endpoint.api_key),
+                           timeout=min(endpoint.timeout_s, MODELS_TIMEOUT_S))
+        entries = json.loads(answer.content)["data"]
+    except (httpx.HTTPError, OSError, ValueError, KeyError, TypeError):
+        return None
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict) or (endpoint.model is not None and len(entries) > 1
+                                           and entry.get("id") != endpoint.model):
+            continue
+        width = (entry.get("meta") or {}).get("n_embd")
+        if isinstance(width, int) and not isinstance(width, bool) and width > 0:
+            return width
+    return None

@@ -12,16 +12,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvlab.api.facts import ERROR_EXCERPT_CHARS, AnswerFacts, MalformedResponse, malformed
+from kvlab.api.facts import (
+    ERROR_EXCERPT_CHARS,
+    AnswerFacts,
+    MalformedResponse,
+    WrongApi,
+    malformed,
+)
 from kvlab.records import Outcome
 
-__all__ = ["ERROR_EXCERPT_CHARS", "MalformedResponse", "ResponseFacts", "malformed"]
+__all__ = ["ERROR_EXCERPT_CHARS", "MalformedResponse", "ResponseFacts", "WrongApi",
+           "malformed"]
 
 
 class ResponseFacts(AnswerFacts):
     """What one exchange observed; turned into a Record at the end."""
 
-    __slots__ = ("error", "outcome", "read_lag_ns", "status", "t_first_chunk", "t_headers")
+    __slots__ = ("error", "outcome", "read_lag_ns", "status", "t_body", "t_first_chunk",
+                 "t_headers")
 
     def __init__(self) -> None:
         super().__init__()
@@ -31,6 +39,7 @@ class ResponseFacts(AnswerFacts):
         self.t_headers: int | None = None
         self.t_first_chunk: int | None = None
         self.read_lag_ns: int | None = None
+        self.t_body: int | None = None  # a whole answer's body fully read (before parsing)
 
     def fail(self, outcome: Outcome, error: str) -> None:
         """Record a failed exchange; the error text is cut to ``ERROR_EXCERPT_CHARS``."""
@@ -51,12 +60,23 @@ class ResponseFacts(AnswerFacts):
             "stop_type": self.stop_type, "truncated": self.truncated,
             "timings": self.timings, "saw_terminator": self.saw_terminator,
             "saw_usage": self.saw_usage, "usage_reasoning_tokens": self.usage_reasoning,
+            "cache_creation_tokens": self.cache_written, "response_id": self.response_id,
+            "vectors": self.vectors, "dimensions": self.dimensions,
+            "non_finite": self.non_finite,
             "outcome": self.outcome, "http_status": self.status,
             "text": "".join(self.texts), "reasoning_text": "".join(self.reasoning_texts),
             "notes": self.notes(),
         }
 
     def notes(self) -> list[str]:
+        """What the answer said that is odd but no failure (see :meth:`_reasoning_note`),
+        and where a stream was cut: inside which content block."""
+        out = self._reasoning_note()
+        if self.outcome == Outcome.DISCONNECTED and self.open_block is not None:
+            out.append(f"the stream was cut inside {self.open_block}")
+        return out
+
+    def _reasoning_note(self) -> list[str]:
         """What the answer said that is odd but no failure: a streamed answer whose
         usage counts other reasoning tokens than were streamed. An OpenAI delta does not
         say how many tokens it holds, so the streamed count (one per reasoning chunk) is

@@ -7,13 +7,15 @@ are accepted, and an event split across reads is held until its blank line arriv
 
 It is built for throughput (a benchmark client must ingest >100k events/s): one
 ``bytes.split`` per read and a fast path for the common single-line
-``data: ...`` event; payloads are returned as ``bytes``, and the API's dialect decodes
+``data: ...`` event (with or without an ``event: <type>`` line before it); payloads are
+returned as ``bytes``, and the API's dialect decodes
 each (:func:`kvlab.api.wire.loads`).
 """
 
 from __future__ import annotations
 
 _DATA_PREFIX = b"data: "
+_EVENT_PREFIX = b"event: "
 
 
 class SSEParser:
@@ -39,9 +41,13 @@ class SSEParser:
         self._pending = blocks.pop()  # the incomplete tail; b"" on an exact boundary
         out: list[bytes] = []
         for block in blocks:
-            # Fast path: one "data: <payload>" line, the shape every server here sends.
+            # Fast paths: one "data: <payload>" line (llama.cpp, OpenAI chat), or an
+            # "event: <type>" line before it (Responses, Anthropic Messages).
             if block[:6] == _DATA_PREFIX and b"\n" not in block:
                 out.append(block[6:])
+            elif block[:7] == _EVENT_PREFIX and (nl := block.find(b"\n")) > 0 \
+                    and block[nl + 1:nl + 7] == _DATA_PREFIX and b"\n" not in block[nl + 1:]:
+                out.append(block[nl + 7:])
             elif block:
                 _parse_block(block, out)
         return out

@@ -12,7 +12,13 @@ shown in the report):
    (its embedded vocabulary, converted by ``transformers`` once per file: tens of
    seconds for a large vocabulary, then cached). The count is of the prompt text,
    special tokens (BOS) included.
-3. ``usage-calibration``: no way to count offline, so each count is a probe request
+3. ``api-count``: the API's own count of a request's prompt, where the API has one
+   (Anthropic's ``POST /v1/messages/count_tokens``; llama-server, vLLM and kvlab serve
+   answer it too): the prompt as the API holds it, chat template included, as
+   calibration counts it, but nothing is generated and one request counts one text.
+   It comes after the methods that count the text alone, because a dataset sizes
+   pieces of text (a turn, the padding) that a template's tokens would throw off.
+4. ``usage-calibration``: no way to count offline, so each count is a probe request
    (the mode's own API and body fields, 1 output token, not streamed) whose
    ``usage.prompt_tokens`` (llama.cpp: ``tokens_evaluated``) the server reports. The
    count includes whatever the server adds (chat template, BOS): the prompt as the
@@ -38,7 +44,7 @@ import httpx
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.errors import ConfigError, EndpointAuthError, EndpointError, EndpointUnreachable
 
-METHODS = ("server-tokenize", "tokenizer-file", "usage-calibration")
+METHODS = ("server-tokenize", "tokenizer-file", "api-count", "usage-calibration")
 
 
 @dataclass
@@ -59,6 +65,8 @@ class Sizing:
 
     def describe(self) -> str:
         """One phrase for a report line."""
+        if self.method == "api-count":
+            return f"the API's own count of a request's prompt ({self.source})"
         if self.method == "server-tokenize":
             return f"the server's POST /tokenize ({self.source})"
         if self.method == "tokenizer-file":
@@ -95,7 +103,7 @@ def _root(base_url: str) -> str:
 
 
 def _headers(endpoint: Endpoint) -> dict[str, str]:
-    return {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    return endpoint.dialect.headers(endpoint.api_key)  # Bearer, or Anthropic's x-api-key
 
 
 async def _post(client: httpx.AsyncClient, endpoint: Endpoint, url: str,
@@ -117,18 +125,40 @@ async def server_counter(client: httpx.AsyncClient, endpoint: Endpoint) -> Count
     """The server's ``POST /tokenize`` as a counter; None when it has none (any answer
     but a token list: 404, 405, 501, another shape)."""
     dialect = endpoint.dialect
-    url = _root(endpoint.base_url) + dialect.tokenize_path
-    response = await _post(client, endpoint, url, dialect.tokenize_body("probe", endpoint.model))
+    return await _route_counter(
+        client, endpoint, _root(endpoint.base_url) + dialect.tokenize_path,
+        lambda text: dialect.tokenize_body(text, endpoint.model), dialect.token_count,
+        "server-tokenize")
+
+
+async def api_counter(client: httpx.AsyncClient, endpoint: Endpoint) -> Counter | None:
+    """The API's own prompt count (its dialect's ``count_path``) as a counter; None when
+    the API has none or the server does not answer it with a count."""
+    dialect = endpoint.dialect
+    if dialect.count_path is None:
+        return None
+    return await _route_counter(
+        client, endpoint, endpoint.url(dialect.count_path),
+        lambda text: dialect.count_body(text, endpoint.model), dialect.counted, "api-count")
+
+
+async def _route_counter(client: httpx.AsyncClient, endpoint: Endpoint, url: str,
+                         body_of: Callable[[str], dict[str, Any]],
+                         count_of: Callable[[Any], int | None], method: str
+                         ) -> Counter | None:
+    """A route that answers a count per body as a counter; None when a first probe is
+    not answered with a count."""
+    response = await _post(client, endpoint, url, body_of("probe"))
     try:
-        if response.status_code != 200 or dialect.token_count(response.json()) is None:
+        if response.status_code != 200 or count_of(response.json()) is None:
             return None
     except ValueError:
         return None
 
     async def count(text: str) -> int:
-        answer = await _post(client, endpoint, url, dialect.tokenize_body(text, endpoint.model))
+        answer = await _post(client, endpoint, url, body_of(text))
         try:
-            tokens = dialect.token_count(answer.json()) if answer.status_code == 200 else None
+            tokens = count_of(answer.json()) if answer.status_code == 200 else None
         except ValueError:
             tokens = None
         if tokens is None:
@@ -136,7 +166,7 @@ async def server_counter(client: httpx.AsyncClient, endpoint: Endpoint) -> Count
                                 f"{answer.status_code} to a prompt it counted before")
         return tokens
 
-    return Counter(count, Sizing("server-tokenize", url))
+    return Counter(count, Sizing(method, url))
 
 
 def file_counter(path: Path) -> Counter:
@@ -252,6 +282,8 @@ async def choose_counter(client: httpx.AsyncClient, endpoint: Endpoint,
     counter = await server_counter(client, endpoint)
     if counter is None and tokenizer_file is not None:
         counter = await asyncio.to_thread(file_counter, tokenizer_file)
+    if counter is None:
+        counter = await api_counter(client, endpoint)
     if counter is None:
         counter = await usage_counter(client, endpoint, params)
     if counter is None:

@@ -6,6 +6,10 @@ repetition. A turn leaves only when the answers it waits for have fully arrived,
 its think time, and sends the session's history (the server's actual answers) as chat
 messages (:mod:`kvlab.bench.plan.sessions.runner`); a refused turn ends its session.
 
+- A mode with ``history = "server"`` (OpenAI Responses only) sends a turn after the
+  first with only its new messages and ``previous_response_id``, the server keeping the
+  conversation; a server that keeps none refuses the second turn, and the refusal
+  names its error.
 - ``arrival = "closed"`` (the default): ``values`` are sessions at once; each of N
   users takes the next session as soon as its last one ended (labels ``sessions=N``).
 - ``arrival = "poisson"`` or ``"constant"``: ``values`` are session arrivals per

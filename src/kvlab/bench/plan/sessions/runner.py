@@ -108,7 +108,10 @@ def tag_of(run: SessionRun, label: str | None) -> str:
 
 async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record: RecordFn,
                       label: str | None, start_ns: int) -> None:
-    """Send one session run from ``start_ns`` on ``clock`` (see the module doc)."""
+    """Send one session run from ``start_ns`` on ``clock`` (see the module doc). A turn
+    whose request asks the server to keep the history (``server_history``: OpenAI
+    Responses) sends, after its chain's first turn, only its new messages and the id of
+    the chain's previous answer (``previous_response_id``)."""
     answered = {t.query_id: asyncio.Event() for t in run.graph.turns}
     records: dict[str, Record] = {}
     ended: list[str] = []
@@ -116,6 +119,7 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
 
     async def chain(turns: list[SessionTurn]) -> None:
         history: list[dict[str, str]] = []
+        previous: str | None = None  # the chain's last answer's id (server_history)
         last_end = start_ns
         for turn in turns:
             for other in turn.after:
@@ -129,8 +133,12 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
                 return
             added = [{"role": role, "content": (tag if not history and i == 0 else "")
                       + content} for i, (role, content) in enumerate(turn.messages)]
+            planned = run.specs[turn.query_id]
+            kept = planned.server_history and previous is not None
             spec = dataclasses.replace(
-                run.specs[turn.query_id], messages=tuple(history + added), load=label,
+                planned, messages=tuple(history + added),
+                previous_response_id=previous if kept else None,
+                stored_messages=len(history) if kept else 0, load=label,
                 t_scheduled=deadline, session=turn.session, turn=turn.index)
             record = await send(spec)
             records[turn.query_id] = record
@@ -143,6 +151,7 @@ async def run_session(run: SessionRun, send: SendFn, clock: RunClock, on_record:
             answered[turn.query_id].set()
             answer = turn.answer if turn.answer is not None else record.text
             history += [*added, {"role": "assistant", "content": answer}]
+            previous = record.response_id
             last_end = record.t_end
 
     await asyncio.gather(*(chain(turns) for turns in run.graph.chains.values()))
