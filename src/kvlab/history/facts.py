@@ -103,6 +103,8 @@ def _summary_row(run_id: str, s: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"run_id": run_id, "mode": s["mode"], "capacity": s["capacity"],
                            "load": s.get("load"), "valid": count.get("valid"),
                            "measured": count.get("measured"),
+                           "planned": count.get("planned"),
+                           "finished": count.get("finished", True),
                            "refused": json.dumps(count.get("refused") or {})}
     intervals = s.get("mean_intervals") or {}
     for metric in DISTRIBUTIONS:
@@ -164,7 +166,7 @@ def _servers(run: RunDir) -> list[dict[str, Any]]:
     return rows
 
 
-def _experiment_hash(run: RunDir) -> str | None:
+def experiment_hash(run: RunDir) -> str | None:
     """sha256 of the experiment as measured (the run's experiment.toml; else the
     manifest's verbatim copy); None for an imported file."""
     if run.experiment_path.is_file():
@@ -186,7 +188,7 @@ def _run_row(run: RunDir, run_id: str, path: str, evaluation: dict[str, Any],
         "run_id": run_id, "path": path, "fingerprint": fingerprint(Path(path)),
         "imported_from": state.imported_from,
         "experiment": state.experiment_name or evaluation.get("experiment") or None,
-        "experiment_hash": _experiment_hash(run), "git_commit": state.git_commit,
+        "experiment_hash": experiment_hash(run), "git_commit": state.git_commit,
         "kvlab_version": state.kvlab_version, "cpu": host.get("cpu"),
         "cpu_flags": [str(f) for f in flags] if isinstance(flags, list) else None,
         "cores": host.get("cores"), "hostname": host.get("hostname"),
@@ -196,7 +198,8 @@ def _run_row(run: RunDir, run_id: str, path: str, evaluation: dict[str, Any],
         "load_average_started": sessions[0].load_average_started if sessions else None,
         "load_average_stopped": sessions[-1].load_average_stopped if sessions else None,
         "records": counts.get("records"), "measured": valid.get("measured"),
-        "valid": valid.get("valid"), "evaluation": how, "added_at": datetime.now(UTC),
+        "valid": valid.get("valid"), "planned": valid.get("planned"), "evaluation": how,
+        "added_at": datetime.now(UTC),
     }
 
 
