@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 PREFIX = "history:"
 _SPEC = re.compile(r"history:(?P<experiment>[^@]+)@(?P<which>latest|previous|last:(?P<k>[0-9]+)"
-                   r"|[0-9a-fA-F]{4,40})(?P<any>:any)?")
+                   r"|[0-9a-fA-F]{1,40})(?P<any>:any)?")
 SPEC_HELP = ("history:EXPERIMENT@latest | @previous | @last:K | @COMMIT (add :any to match "
              "runs of any definition of EXPERIMENT)")
 
@@ -113,7 +113,7 @@ def list_runs(conn: duckdb.DuckDBPyConnection, selected: RunFilter = RunFilter()
                  AS modes,
                (SELECT list(DISTINCT m.server ORDER BY m.server) FROM modes m
                  WHERE m.run_id = r.run_id AND m.server IS NOT NULL) AS servers,
-               r.valid, r.measured, r.path, r.experiment_hash
+               r.valid, r.measured, r.planned, r.path, r.experiment_hash
         FROM runs r WHERE {where}
         ORDER BY r.started DESC NULLS LAST, r.run_id
         {"LIMIT " + str(int(limit)) if limit else ""}"""
