@@ -146,7 +146,7 @@ def test_specs_avoid_the_other_side_and_match_one_definition(tmp_path: Path) -> 
         assert names("history:synthetic@latest") == ["r4"]
         assert names("history:synthetic@latest", avoid={"r4"}) == ["r3"]
         assert names("history:synthetic@latest", avoid={str(runs[3].resolve())}) == ["r3"]
-        assert names("history:synthetic@last:3", avoid={"r4"}) == ["r3", "r1"]
+        assert names("history:synthetic@last:2", avoid={"r4"}) == ["r3", "r1"]
         assert names("history:synthetic@previous") == ["r3"]
         assert names("history:synthetic@latest:any", avoid={"r4", "r3"}) == ["r2"]
         assert names("history:synthetic@last:2:any") == ["r4", "r3"]

@@ -24,12 +24,12 @@ FloorKey = tuple[str, int, str | None, str]  # (mode, capacity, load, metric)
 
 
 def refuse_self(a: Sequence[RunDir], b: Sequence[RunDir]) -> None:
-    """ConfigError (one line, exit 2) when a run is on both sides: the same run id, or
-    the same path."""
+    """ConfigError (one line, exit 2) when a run is on both sides: the same run id (its
+    manifest's: a peer's file has none), or the same path."""
     for run_a in a:
         for run_b in b:
             same_path = run_a.path.resolve() == run_b.path.resolve()
-            same_id = bool(run_a.run_id) and run_a.run_id == run_b.run_id
+            same_id = bool(run_a.state.run_id) and run_a.state.run_id == run_b.state.run_id
             if same_path or same_id:
                 what = f"path {run_a.path.resolve()}" if same_path else f"run id {run_a.run_id}"
                 raise ConfigError(f"A and B are the same run ({what}): a run compared with "
