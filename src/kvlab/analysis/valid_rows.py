@@ -100,8 +100,12 @@ class RowCount:
         return line
 
     def to_dict(self) -> dict[str, Any]:
-        return {"valid": self.valid, "measured": self.measured, "refused": dict(self.refused),
-                "flags": list(self.flags), "planned": self.planned, "finished": self.finished}
+        """evaluation.json's count: ``planned`` and ``finished`` once a plan is known."""
+        data: dict[str, Any] = {"valid": self.valid, "measured": self.measured,
+                                "refused": dict(self.refused), "flags": list(self.flags)}
+        if self.planned is not None or not self.finished:
+            data |= {"planned": self.planned, "finished": self.finished}
+        return data
 
     @classmethod
     def total(cls, counts: Iterable[RowCount]) -> RowCount:
