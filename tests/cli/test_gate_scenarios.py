@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from pathlib import Path
 
 from kvlab.cli import main
 from kvlab.run.runner import evaluate_run

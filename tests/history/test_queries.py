@@ -154,8 +154,8 @@ def test_specs_avoid_the_other_side_and_match_one_definition(tmp_path: Path) -> 
         assert names("history:synthetic@latest", definition=sha) == ["r2"]
         with pytest.raises(ConfigError, match="r3, is the other side"):
             resolve_runs(conn, "history:synthetic@previous", avoid={"r3"})
-        with pytest.raises(ConfigError, match="has 2 runs of 'synthetic' of the same "
-                                              "experiment definition .* besides the other"):
+        with pytest.raises(ConfigError, match=r"has 2 runs of 'synthetic' of the same "
+                                              r"experiment definition .* besides the other"):
             resolve_runs(conn, "history:synthetic@last:3", avoid={"r1"})
     finally:
         conn.close()

@@ -112,11 +112,12 @@ def compare(
 
     In CI, after kvlab run experiments/quickstart.toml (which adds the candidate to the
     history): kvlab compare history:quickstart@previous history:quickstart@latest
-    --fail-on slower (A the run before, B the candidate) exits 0 (pass: B not slower than 5 %), 1 (regress, fewer valid
-    rows, or a cell of A's plan missing or unfinished in B: named), 2 (not judged: bad
-    input, a run compared with itself) or 3 (inconclusive; --inconclusive-ok makes it
-    0). With one run per side, the between-run noise comes from kvlab floor's A/A
-    noise floor; with several (history:E@last:5, or dir1,dir2,dir3) from the runs."""
+    --fail-on slower (A the run before, B the candidate) exits 0 (pass: B not slower
+    than 5 %), 1 (regress, fewer valid rows, or a cell of A's plan missing or unfinished
+    in B: named), 2 (not judged: bad input, a run compared with itself) or 3
+    (inconclusive; --inconclusive-ok makes it 0). With one run per side, the between-run
+    noise comes from kvlab floor's A/A noise floor; with several (history:E@last:5, or
+    dir1,dir2,dir3) from the runs themselves. See docs/concepts/gate.md."""
     from kvlab.cli.gate_view import compare_and_gate
 
     compare_and_gate(run_a, run_b, json_out=json_out, requested_tokens=requested_tokens,

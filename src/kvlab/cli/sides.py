@@ -10,6 +10,7 @@ exit 2 (ConfigError).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from kvlab.errors import ConfigError
@@ -31,10 +32,8 @@ def _ids(paths: list[Path]) -> set[str]:
     for path in paths:
         out.add(str(path.resolve()))
         if path.is_dir():
-            try:
+            with contextlib.suppress(Exception):  # not a run: refused later, with its line
                 out.add(RunDir(path).run_id)
-            except Exception:  # not a run: load_run_or_import says so later
-                pass
     return out - {""}
 
 

@@ -69,7 +69,8 @@ class PointClocks(_Facts):
 
 # Keys written only once they have a value (a manifest without them is as before).
 _OPTIONAL = ("overrides", "tokenizer", "dataset_file", "repeat_aa", "no_launch", "prompt_sizing",
-             "points_done", "rows_planned", "order", "workers", "worker_clocks", "worker_calibration")
+             "points_done", "rows_planned", "order", "workers", "worker_clocks",
+             "worker_calibration")
 
 
 class RunState(_Facts):
