@@ -14,8 +14,18 @@ import json
 import shutil
 import sys
 
+import pytest
+
 from kvlab.cli import main
-from kvlab.run.runner import evaluate_run
+from kvlab.errors import RunInterrupted
+from kvlab.run.runner import (
+    RunOutput,
+    RunRequest,
+    SilentReporter,
+    evaluate_run,
+    run_experiment,
+)
+from tests.experiments import experiment, synthetic
 from tests.gate_runs import EXPERIMENT, write_gate_run
 
 LATER = "2026-01-01T12:00:00+00:00"
@@ -154,3 +164,42 @@ def test_a_noise_floor_is_measured_kept_and_used(tmp_path, monkeypatch, capsys) 
     assert code == 2 and "one experiment definition" in err
     code, _, err = kvlab(["floor", str(runs[0]), str(runs[1])], monkeypatch, capsys)
     assert code == 2 and "at least 3 identical runs (given 2)" in err
+
+
+class StopAfter(SilentReporter):
+    """Ctrl-C after ``n`` measured records: a run cut off inside its load point."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def advance(self, record: object) -> None:
+        self.n -= 1
+        if self.n == 0:
+            raise KeyboardInterrupt
+
+
+def test_a_real_run_cut_off_mid_point_fails_the_gate(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """kvlab run against the synthetic server records its plan; a candidate stopped
+    after 3 of its point's 8 requests fails, named "3 of 8 planned"."""
+    from kvlab.bench.calibrate.check import synthetic_process
+
+    monkeypatch.setenv("KVLAB_HISTORY", "off")
+    with synthetic_process() as url:
+        path = experiment("synthetic", synthetic(url, ttft_ms=2, itl_ms=1),
+                          workload=dict(queries=4, capacities=[256], output_tokens=4),
+                          load=dict(kind="concurrency", values=[2], requests=8)
+                          ).write(tmp_path)
+        base = run_experiment(RunRequest(path), RunOutput(tmp_path / "a", html=False))
+        with pytest.raises(RunInterrupted):
+            run_experiment(RunRequest(path), RunOutput(tmp_path / "b", html=False,
+                                                       reporter=StopAfter(3)))
+    (cut,) = (tmp_path / "b").iterdir()
+    manifest = json.loads((cut / "manifest.json").read_text())
+    assert manifest["rows_planned"] == [["chat", 256, "c=2", 8]]
+    assert "points_done" not in manifest
+    assert json.loads((base.run_dir.path / "manifest.json").read_text())["points_done"] == [
+        ["chat", 256, "c=2"]]
+    code, out, _ = kvlab(["compare", str(base.run_dir.path), str(cut), "--fail-on", "slower"],
+                         monkeypatch, capsys)
+    assert code == 1, out
+    assert "chat @ 256 c=2 plan: run 1 of B: 3 of 8 planned, not finished: fail" in out
