@@ -86,6 +86,19 @@ def test_the_floor_estimates_the_between_run_sd_it_was_given() -> None:
     assert between_run_sd(runs(1)) is None
 
 
+def test_the_floor_s_upper_bound_errs_wide_with_few_runs() -> None:
+    """Four runs 5 % apart can read a floor near 0; its 80 % upper bound cannot, and
+    with many runs the bound comes close to the estimate."""
+    few = runs(4, between=0.05, within=0.2, seed=10)
+    estimate, upper = between_run_sd(few), between_run_sd(few, upper=0.8)
+    assert estimate is not None and upper is not None and upper > estimate
+    same = runs(4, between=0.0, within=0.2, seed=11)
+    assert between_run_sd(same, upper=0.8) > 0.005  # type: ignore[operator]
+    many = runs(200, between=0.05, within=0.2, seed=12)
+    close, bound = between_run_sd(many), between_run_sd(many, upper=0.8)
+    assert close is not None and bound is not None and close < bound < close * 1.15
+
+
 def test_holm_adjusts_step_down() -> None:
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5]) == [0.5] and holm([]) == []

@@ -160,17 +160,30 @@ def _aligned(runs: list[Array], keys: Sequence[Sequence[object]]) -> list[Array]
     return [np.array([m[k] for k in order], dtype=np.float64) for m in maps]
 
 
-def between_run_sd(runs: Sequence[Sequence[float] | Array]) -> float | None:
+FLOOR_CONFIDENCE = 0.8  # the floor the gate uses: this one-sided upper bound
+
+
+def between_run_sd(runs: Sequence[Sequence[float] | Array],
+                   upper: float | None = None) -> float | None:
     """The noise floor of identical runs: the sd of log(run mean) beyond what the rows'
     own sampling explains (the variance of the log means less the mean within-run
-    variance of a log mean, floored at 0). None below 2 runs with values."""
+    variance of a log mean, floored at 0). ``upper``: instead of the estimate, its
+    one-sided upper confidence bound at that level (the variance of K log means is
+    chi-square with K - 1 degrees of freedom), so a floor from few runs errs wide.
+    None below 2 runs with values."""
     arrays = [np.asarray(r, dtype=np.float64) for r in runs if len(r) >= 2]
     arrays = [r for r in arrays if r.mean() > 0]
     if len(arrays) < 2:
         return None
     logs = np.log([r.mean() for r in arrays])
     within = np.mean([r.var(ddof=1) / (r.size * r.mean() ** 2) for r in arrays])
-    return float(math.sqrt(max(0.0, float(np.var(logs, ddof=1)) - float(within))))
+    total = float(np.var(logs, ddof=1))
+    if upper is not None:
+        from scipy.stats import chi2
+
+        df = len(arrays) - 1
+        total = max(total, float(within)) * df / float(chi2.ppf(1.0 - upper, df))
+    return float(math.sqrt(max(0.0, total - float(within))))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -3,7 +3,9 @@
 A comparison of one run per side cannot see what changes between runs (the machine's
 load, caches, the order): ``kvlab floor`` measures it from K identical runs (K >= 3),
 per (mode, capacity, load) cell and metric, as the sd of log(run mean) beyond what the
-rows' own sampling explains (:func:`~kvlab.analysis.gate_stats.between_run_sd`).
+rows' own sampling explains (:func:`~kvlab.analysis.gate_stats.between_run_sd`), with
+its one-sided 80 % upper confidence bound, which the gate draws (a floor from few runs
+errs wide, never narrow).
 A floor is keyed by the experiment's name and definition (the sha256 of its
 experiment.toml as measured) and the machine (CPU model); it is kept in the history's
 ``noise_floors`` table and in the sidecar ``FILE.floors`` (JSON lines), which the
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvlab.analysis.gate import NoiseFloor
-from kvlab.analysis.gate_stats import between_run_sd
+from kvlab.analysis.gate_stats import FLOOR_CONFIDENCE, between_run_sd
 from kvlab.analysis.summary_metrics import COMPARED_METRICS
 from kvlab.errors import ConfigError
 from kvlab.history.facts import experiment_hash
@@ -50,14 +52,22 @@ class FloorRow:
     capacity: int
     load: str | None
     metric: str
-    between: float
+    between: float  # the estimate
+    between_upper: float  # its one-sided upper bound at FLOOR_CONFIDENCE: what the gate uses
     runs: int
     run_ids: list[str]
     measured_at: str  # ISO 8601, UTC
 
     def describe(self) -> str:
         return (f"{self.mode} @ {self.capacity} {self.load or 'sequential'} {self.metric}: "
-                f"{self.between:.2%} between runs ({self.runs} runs)")
+                f"{self.between:.2%} between runs, {FLOOR_CONFIDENCE:.0%} upper bound "
+                f"{self.between_upper:.2%} ({self.runs} runs)")
+
+    def floor(self, source: str) -> NoiseFloor:
+        """The floor the gate draws: the upper bound, saying so."""
+        return NoiseFloor(self.between_upper, self.runs,
+                          f"{source}; estimate {self.between:.2%}, "
+                          f"{FLOOR_CONFIDENCE:.0%} upper bound used")
 
 
 def floors_path(db: Path) -> Path:
@@ -98,9 +108,11 @@ def measure(runs: Sequence[RunDir], *, strict: bool = False) -> list[FloorRow]:
             values = [[v for row in g[(mode, capacity, load)].rows
                        if (v := metric.of(row)) is not None] for g in groups]
             between = between_run_sd(values)
-            if between is not None:
+            upper = between_run_sd(values, upper=FLOOR_CONFIDENCE)
+            if between is not None and upper is not None:
                 out.append(FloorRow(runs[0].state.experiment_name or "", sha, machine, mode,
-                                    capacity, load, metric.name, between, len(runs), ids, at))
+                                    capacity, load, metric.name, between, upper, len(runs),
+                                    ids, at))
     return out
 
 
@@ -151,14 +163,16 @@ def stored(conn: duckdb.DuckDBPyConnection, experiment_sha: str, cpu: str
            ) -> dict[FloorKey, NoiseFloor]:
     """The newest stored floor of each cell and metric of a definition on a machine."""
     rows = conn.execute("""
-        SELECT mode, capacity, load, metric, between, runs, measured_at FROM noise_floors
-        WHERE experiment_hash = ? AND cpu = ?
+        SELECT mode, capacity, load, metric, between, between_upper, runs, measured_at
+        FROM noise_floors WHERE experiment_hash = ? AND cpu = ?
         QUALIFY row_number() OVER (PARTITION BY mode, capacity, load, metric
                                    ORDER BY measured_at DESC) = 1""",
                         [experiment_sha, cpu]).fetchall()
-    return {(m, c, lo, metric): NoiseFloor(float(b), int(n),
-                                           f"kvlab floor {at:%Y-%m-%d %H:%M}")
-            for m, c, lo, metric, b, n, at in rows}
+    return {(m, c, lo, metric): NoiseFloor(float(u), int(n),
+                                           f"kvlab floor {at:%Y-%m-%d %H:%M}; estimate "
+                                           f"{float(b):.2%}, {FLOOR_CONFIDENCE:.0%} upper "
+                                           "bound used")
+            for m, c, lo, metric, b, u, n, at in rows}
 
 
 def floors_for(conn: duckdb.DuckDBPyConnection, run: RunDir, avoid: Collection[str] = (),
@@ -182,5 +196,5 @@ def floors_for(conn: duckdb.DuckDBPyConnection, run: RunDir, avoid: Collection[s
                     f"machine in the history; `kvlab floor` measures one)")
     computed = measure([RunDir(p) for p in paths], strict=strict)
     return ({(r.mode, r.capacity, r.load, r.metric):
-             NoiseFloor(r.between, r.runs, f"{r.runs} history runs of this definition")
+             r.floor(f"{r.runs} history runs of this definition")
              for r in computed}, f"noise floor from {len(paths)} history runs")

@@ -147,7 +147,7 @@ def record_table_columns() -> dict[str, str]:
 FLOOR_COLUMNS: dict[str, str] = {
     "experiment": "VARCHAR", "experiment_hash": "VARCHAR", "cpu": "VARCHAR",
     "mode": "VARCHAR", "capacity": "INTEGER", "load": "VARCHAR", "metric": "VARCHAR",
-    "between": "DOUBLE", "runs": "INTEGER", "run_ids": "VARCHAR[]",
+    "between": "DOUBLE", "between_upper": "DOUBLE", "runs": "INTEGER", "run_ids": "VARCHAR[]",
     "measured_at": "TIMESTAMPTZ",
 }
 
