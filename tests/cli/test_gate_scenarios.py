@@ -203,3 +203,27 @@ def test_a_real_run_cut_off_mid_point_fails_the_gate(tmp_path, monkeypatch, caps
                          monkeypatch, capsys)
     assert code == 1, out
     assert "chat @ 256 c=2 plan: run 1 of B: 3 of 8 planned, not finished: fail" in out
+
+
+def test_kvlab_floor_runs_the_experiment_k_times(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--experiment FILE --times 3: three runs on the synthetic server, each added to the
+    history, and their floor kept; the gate then finds it for a fourth run."""
+    from kvlab.bench.calibrate.check import synthetic_process
+
+    db = tmp_path / "h.duckdb"
+    monkeypatch.setenv("KVLAB_HISTORY", str(db))
+    with synthetic_process() as url:
+        path = experiment("synthetic", synthetic(url, ttft_ms=2, itl_ms=1),
+                          workload=dict(queries=10, capacities=[256], output_tokens=4)
+                          ).write(tmp_path)
+        code, out, err = kvlab(["floor", "--experiment", str(path), "--times", "3", "--out",
+                                str(tmp_path / "runs")], monkeypatch, capsys)
+        assert code == 0, err
+        one = run_experiment(RunRequest(path), RunOutput(tmp_path / "more", html=False))
+        two = run_experiment(RunRequest(path), RunOutput(tmp_path / "more", html=False))
+    assert "noise floor of 5 cell metrics from 3 runs kept in" in out
+    code, out, _ = kvlab(["history", "runs", "--json"], monkeypatch, capsys)
+    assert len(json.loads(out)["runs"]) == 3
+    code, out, _ = kvlab(["compare", str(one.run_dir.path), str(two.run_dir.path),
+                          "--fail-on", "slower"], monkeypatch, capsys)
+    assert "noise floor from kvlab floor" in out and "80% upper bound used" in out

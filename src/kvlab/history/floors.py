@@ -129,10 +129,15 @@ def insert(conn: duckdb.DuckDBPyConnection, rows: Sequence[FloorRow]) -> None:
     if not rows:
         return
     table = pa.Table.from_pylist([_row(r) for r in rows])
-    conn.register("floor_rows", table)
+    conn.execute("BEGIN TRANSACTION")  # also ends any result still open on conn
     try:
+        conn.register("floor_rows", table)
         names = ", ".join(f'"{c}"' for c in FLOOR_COLUMNS)
         conn.execute(f"INSERT INTO noise_floors ({names}) SELECT {names} FROM floor_rows")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     finally:
         conn.unregister("floor_rows")
 

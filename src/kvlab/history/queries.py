@@ -135,7 +135,7 @@ class TrendPoint:
     low: float | None
     high: float | None
     valid: int | None
-    measured: int | None
+    measured: int | None  # the rows planned where the run recorded its plan
 
 
 def trend(conn: duckdb.DuckDBPyConnection, metric: str, experiment: str, mode: str,
@@ -146,7 +146,8 @@ def trend(conn: duckdb.DuckDBPyConnection, metric: str, experiment: str, mode: s
     sql = f"""
         SELECT t.run_id, r.started, r.git_commit, t.capacity, t.load, t."{value}",
                {f't."{low}"' if low else "NULL"}, {f't."{high}"' if high else "NULL"},
-               t.valid, t.measured
+               t.valid, {"coalesce(t.planned, t.measured)" if table == "summaries"
+                         else "t.measured"}
         FROM "{table}" t JOIN runs r USING (run_id)
         WHERE r.experiment = ? AND t.mode = ?
           AND (? IS NULL OR t.capacity = ?) AND (? IS NULL OR t.load = ?)
