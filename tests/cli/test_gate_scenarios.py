@@ -112,6 +112,9 @@ def test_b_killed_mid_point_fails_with_k_of_n_planned(tmp_path, monkeypatch, cap
     assert counts["fast"]["planned"] == 40 and counts["fast"]["finished"] is False
     assert counts["slow"]["planned"] == 40 and counts["slow"]["finished"] is True
     assert "8 of 40 planned, not finished" in (b / "report.md").read_text()
+    from kvlab.report.html import write_html
+
+    assert "8 of 40 planned, not finished" in write_html(b, evaluation=evaluation).read_text()
 
 
 def test_several_runs_per_side_are_judged_together(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
