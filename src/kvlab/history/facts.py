@@ -22,12 +22,18 @@ from typing import Any
 from kvlab.analysis.evaluate import SCHEMA_VERSION as EVALUATION_SCHEMA
 from kvlab.history.schema import DISTRIBUTIONS, STATS, SUMMARY_FIGURES
 from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.files import (
+    EVALUATION_FILE,
+    EXPERIMENT_FILE,
+    GAUGES_FILE,
+    MANIFEST_FILE,
+    RECORDS_FILE,
+)
 from kvlab.store.rundir import RunDir
 
 # The files whose size and modification time make a run directory's fingerprint.
-WATCHED = ("records.jsonl", "manifest.json", "evaluation.json", "gauges.jsonl",
-           "experiment.toml")
-STORED = "evaluation.json"  # the evaluation column when the run's own file was read
+WATCHED = (RECORDS_FILE, MANIFEST_FILE, EVALUATION_FILE, GAUGES_FILE, EXPERIMENT_FILE)
+STORED = EVALUATION_FILE  # the evaluation column when the run's own file was read
 EVALUATED = "evaluated on add"  # ... when it was missing or older than the records
 
 ViolationKey = tuple[str, int, str, int, str | None]  # (mode, capacity, query, rep, load)

@@ -30,6 +30,7 @@ from typing import Any
 from kvlab.analysis.valid_rows import RowCount
 from kvlab.errors import ConfigError
 from kvlab.report.results_peers import STEP, crosscheck_headline
+from kvlab.store.files import EVALUATION_FILE, MANIFEST_FILE, REPORTS
 
 VALID_SCHEMA = 2  # evaluation.json from which load figures read valid rows only
 KV_BENCH_FILE = Path("kv-bench") / "kv-bench.json"
@@ -202,12 +203,12 @@ def _latest_runs(root: Path) -> dict[str, _Run]:
     folder = root / RUNS_DIR
     runs: dict[str, _Run] = {}
     for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        evaluation = _read_json(path / "evaluation.json")
+        evaluation = _read_json(path / EVALUATION_FILE)
         if evaluation is None:
             continue
         name = str(evaluation.get("experiment") or path.name)
-        runs[name] = _Run(str((path / "evaluation.json").relative_to(root)), evaluation,
-                          _read_json(path / "manifest.json") or {})
+        runs[name] = _Run(str((path / EVALUATION_FILE).relative_to(root)), evaluation,
+                          _read_json(path / MANIFEST_FILE) or {})
     return runs
 
 
@@ -325,7 +326,7 @@ def _reports(root: Path) -> list[str]:
     kv-bench's PNG, and the memory files."""
     found: list[Path] = []
     for run in sorted((root / RUNS_DIR).iterdir()) if (root / RUNS_DIR).is_dir() else []:
-        for name in ("report.html", "report.md"):
+        for name in REPORTS:
             if (run / name).is_file():
                 found.append(run / name)
                 break

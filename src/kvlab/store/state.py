@@ -17,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvlab.errors import ConfigError
 
-MANIFEST_FILE = "manifest.json"
-
 
 class _Facts(BaseModel):
     model_config = ConfigDict(extra="allow")
