@@ -57,8 +57,9 @@ def migrate(data: Json) -> Json:
     out["load"] = [{"count": _NO_COUNT, "slo": {}, **p} for p in out["load"]]
     out["intervals"]["pairs"] = [{"count_a": _NO_COUNT, "count_b": _NO_COUNT, **p}
                                  for p in out["intervals"]["pairs"]]
-    out["comparisons"] = [{"reasons": [], "metrics": {}, "load": None, **c}
-                          for c in out["comparisons"]]
+    out["comparisons"] = [{"reasons": [], "load": None, **c, "metrics": {
+        name: {"interval": None, "verdict": None, **m}
+        for name, m in (c.get("metrics") or {}).items()}} for c in out["comparisons"]]
     out["violations"] = [{"other_mode": None, "load": None, "detail": "", **v}
                          for v in out["violations"]]
     return out
@@ -127,8 +128,7 @@ class Ratio:
     @classmethod
     def of(cls, data: Json) -> Ratio:
         return cls(data["mean_a"], data["mean_b"], data["ratio"], data["reduction"],
-                   _interval(data["interval"]) if "interval" in data else None,
-                   data["verdict"] if "verdict" in data else None)
+                   _interval(data["interval"]), data["verdict"])
 
 
 @dataclass(frozen=True)
