@@ -32,6 +32,7 @@ from kvlab.store.files import (
     RECORDS_FILE,
 )
 from kvlab.store.rundir import RunDir
+from kvlab.store.state import ServerFacts
 
 # The files whose size and modification time make a run directory's fingerprint.
 WATCHED = (RECORDS_FILE, MANIFEST_FILE, EVALUATION_FILE, GAUGES_FILE, EXPERIMENT_FILE)
@@ -157,12 +158,10 @@ def _modes(run: RunDir) -> list[dict[str, Any]]:
 def _servers(run: RunDir) -> list[dict[str, Any]]:
     rows = []
     for entry in run.state.servers:
-        facts = entry.facts or {}
-        argv = facts.get("argv")
-        rows.append({"mode": entry.mode, "capacity": entry.capacity, "kind": facts.get("kind"),
-                     "argv": [str(a) for a in argv] if isinstance(argv, list) else None,
-                     "version": None if facts.get("version") is None
-                     else str(facts["version"]),
+        facts, known = entry.facts or {}, entry.known or ServerFacts()
+        version = known.version if "version" in facts else None
+        rows.append({"mode": entry.mode, "capacity": entry.capacity, "kind": known.kind,
+                     "argv": known.argv, "version": None if version is None else str(version),
                      "started": _when(entry.started), "stopped": _when(entry.stopped),
                      "facts": json.dumps(facts, default=str) if entry.facts else None})
     return rows
@@ -182,20 +181,17 @@ def _experiment_hash(run: RunDir) -> str | None:
 
 def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
              how: str) -> dict[str, Any]:
-    state, host = run.state, run.state.host
+    state, host = run.state, run.state.machine
     sessions = state.sessions
     records, valid = evaluation.counts["records"], evaluation.valid
-    flags = host.get("cpu_flags")
     return {
         "run_id": run_id, "path": path, "fingerprint": fingerprint(Path(path)),
         "imported_from": state.imported_from,
         "experiment": state.experiment_name or evaluation.experiment or None,
         "experiment_hash": _experiment_hash(run), "git_commit": state.git_commit,
-        "kvlab_version": state.kvlab_version, "cpu": host.get("cpu"),
-        "cpu_flags": [str(f) for f in flags] if isinstance(flags, list) else None,
-        "cores": host.get("cores"), "hostname": host.get("hostname"),
-        "platform": host.get("platform"),
-        "started": _when(sessions[0].started if sessions else host.get("recorded_at")),
+        "kvlab_version": state.kvlab_version, "cpu": host.cpu, "cpu_flags": host.cpu_flags,
+        "cores": host.cores, "hostname": host.hostname, "platform": host.platform,
+        "started": _when(sessions[0].started if sessions else host.recorded_at),
         "stopped": _when(sessions[-1].stopped if sessions else None),
         "load_average_started": sessions[0].load_average_started if sessions else None,
         "load_average_stopped": sessions[-1].load_average_stopped if sessions else None,

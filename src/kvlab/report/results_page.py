@@ -169,11 +169,11 @@ def _machine(root: Path, runs: dict[str, RunFiles]) -> tuple[str | None, int | N
     """CPU model and cores, from the first step file that recorded them."""
     sources = [(_read_json(root / KV_BENCH_FILE) or {}).get("machine")]
     sources += [d.get("machine") for _, d in _memory_documents(root)]
-    sources += [r.state.host for r in runs.values()]
     for machine in sources:
         if machine and machine.get("cpu"):
             return machine["cpu"], machine.get("cores")
-    return None, None
+    hosts = [r.state.machine for r in runs.values()]
+    return next(((h.cpu, h.cores) for h in hosts if h.cpu), (None, None))
 
 
 def _guarded(step: str, read: Callable[[str], Headline]) -> Headline:

@@ -22,6 +22,36 @@ class _Facts(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class Host(_Facts):
+    """The machine a run began on, as ``run.rundir.host_facts()`` records it (None: not
+    recorded, e.g. a peer's file): platform, CPU model and flags, logical cores, memory
+    (bytes), Python and torch versions, host name, when (ISO 8601), clock, time zone."""
+
+    platform: str | None = None
+    cpu: str | None = None
+    cpu_flags: list[str] | None = None
+    cores: int | None = None
+    memory_bytes: int | None = None
+    python: str | None = None
+    torch: str | None = None
+    hostname: str | None = None
+    recorded_at: str | None = None
+
+
+class ServerFacts(_Facts):
+    """What every server kind's ``facts()`` holds in common, read back: its kind, the
+    command line (launched kinds), version (``""``: the kind records none), the log's
+    path, and for a server kvlab did not launch (``launched`` False) its URL."""
+
+    kind: str | None = None
+    argv: list[str] | None = None
+    version: object = ""
+    log: str | None = None
+    log_path: str | None = None
+    launched: bool | None = None
+    base_url: str | None = None
+
+
 class ServerEntry(_Facts):
     """One server's time in the run: a (mode, capacity) up, then stopped."""
 
@@ -30,6 +60,11 @@ class ServerEntry(_Facts):
     started: str | None = None  # local wall-clock time (ISO 8601)
     facts: dict[str, Any] | None = None  # the Server's facts(); None: an external endpoint
     stopped: str | None = None
+
+    @property
+    def known(self) -> ServerFacts | None:
+        """:attr:`facts` read as :class:`ServerFacts` (None: an external endpoint)."""
+        return None if self.facts is None else ServerFacts.model_validate(self.facts)
 
 
 class SessionEntry(_Facts):
@@ -115,6 +150,11 @@ class RunState(_Facts):
     def dumps(self) -> str:
         """``manifest.json``'s text."""
         return json.dumps(self.to_json(), indent=2, default=str) + "\n"
+
+    @property
+    def machine(self) -> Host:
+        """:attr:`host` read as :class:`Host`."""
+        return Host.model_validate(self.host)
 
     def load_workers(self) -> int | None:
         """How many load workers the last session that had any ran (None: none did)."""
