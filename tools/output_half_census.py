@@ -34,11 +34,19 @@ from test_layout import imported, read_rules  # noqa: E402  (the layout test's o
 
 #: modules that read a run directory's data back (evaluation, manifest, prepared prompts)
 RUN_READERS = (
-    "report/results_page.py", "history/facts.py", "store/evaluation.py",
-    "report/across_runs.py", "report/results_peers.py", "history/ingest.py",
-    "report/compare_runs.py", "store/rundir.py", "store/state.py", "report/manifest.py",
-    "report/html.py", "report/csv_export.py",
+    "report/results_page.py", "report/results_runs.py", "history/facts.py",
+    "store/evaluation.py", "report/across_runs.py", "report/results_peers.py",
+    "history/ingest.py", "report/compare_runs.py", "store/rundir.py", "store/state.py",
+    "report/manifest.py", "report/html.py", "report/csv_export.py",
+    "analysis/evaluation_file.py",
 )
+#: what a reader's remaining literal reads are of, where they are not a run file's data
+NOT_RUN_DATA = {
+    "report/results_page.py": "kv-bench.json and memory/*.json (step files, not a run's)",
+    "report/across_runs.py": "Summary.metrics of the typed summary",
+    "analysis/evaluation_file.py": "the migration of older evaluation.json layouts",
+    "report/results_runs.py": "modes looked up in dicts of typed load points",
+}
 #: the files of a run directory (store/files.py defines them once)
 RUN_FILES = ("experiment.toml", "manifest.json", "prepared.json", "records.jsonl",
              "gauges.jsonl", "process_memory.jsonl", "evaluation.json", "report.md",
@@ -150,7 +158,8 @@ def main() -> None:
     assert isinstance(gets, dict)
     print('.get("literal") in run-file readers')
     for rel, n in gets["run_readers"].items():
-        print(f"  {rel:28} {n}")
+        note = NOT_RUN_DATA.get(rel, "") if n else ""
+        print(f"  {rel:28} {n}" + (f"  ({note})" if note else ""))
     print(f"  {'total (readers)':28} {gets['run_readers_total']}")
     print(f"  {'total (all src/kvlab)':28} {gets['all_src']}")
     names = data["literal_run_file_names"]

@@ -25,3 +25,12 @@ def test_the_host_and_server_facts_read_typed_and_keep_every_key(tmp_path: Path)
     assert (known.version, known.log, known.launched) == ("b1", "logs/a-256.log", None)
     assert back.servers[1].known is None  # an external endpoint records no facts
     assert RunState().machine.cpu is None
+
+
+def test_the_load_workers_of_the_last_session_that_had_any() -> None:
+    from kvlab.store.state import SessionEntry
+
+    state = RunState(sessions=[SessionEntry(workers={"engine": "ray", "count": 3}),
+                               SessionEntry()])
+    assert state.load_workers() == 3
+    assert RunState(sessions=[SessionEntry()]).load_workers() is None

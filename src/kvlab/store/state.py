@@ -52,6 +52,12 @@ class ServerFacts(_Facts):
     base_url: str | None = None
 
 
+class _Workers(_Facts):
+    """Of a session's load workers' facts, what the state reads: how many ran."""
+
+    count: int | None = None
+
+
 class ServerEntry(_Facts):
     """One server's time in the run: a (mode, capacity) up, then stopped."""
 
@@ -158,7 +164,8 @@ class RunState(_Facts):
 
     def load_workers(self) -> int | None:
         """How many load workers the last session that had any ran (None: none did)."""
-        counts = [s.workers.get("count") for s in self.sessions if s.workers]
+        counts = [_Workers.model_validate(s.workers).count for s in self.sessions
+                  if s.workers]
         return int(counts[-1]) if counts and counts[-1] is not None else None
 
     def point_done(self, mode: str, capacity: int, label: str) -> bool:
