@@ -28,9 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "kvlab"
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from test_layout import imported, read_rules  # noqa: E402  (the layout test's own reader)
+from tests.test_layout import imported, read_rules  # noqa: E402  (the layout test's reader)
 
 #: modules that read a run directory's data back (evaluation, manifest, prepared prompts)
 RUN_READERS = (
