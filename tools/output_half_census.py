@@ -38,7 +38,7 @@ RUN_READERS = (
     "store/evaluation.py", "report/across_runs.py", "report/results_peers.py",
     "history/ingest.py", "report/compare_runs.py", "store/rundir.py", "store/state.py",
     "report/manifest.py", "report/html.py", "report/csv_export.py",
-    "analysis/evaluation_file.py",
+    "analysis/evaluation_file.py", "analysis/knee_check.py",
 )
 #: what a reader's remaining literal reads are of, where they are not a run file's data
 NOT_RUN_DATA = {
@@ -46,6 +46,8 @@ NOT_RUN_DATA = {
     "report/across_runs.py": "Summary.metrics of the typed summary",
     "analysis/evaluation_file.py": "the migration of older evaluation.json layouts",
     "report/results_runs.py": "modes looked up in dicts of typed load points",
+    "analysis/knee_check.py": "one counter delta; kv_served and weights_bytes of the "
+                              "manifest's server facts (still by hand)",
 }
 #: the files of a run directory (store/files.py defines them once)
 RUN_FILES = ("experiment.toml", "manifest.json", "prepared.json", "records.jsonl",
