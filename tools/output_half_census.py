@@ -34,7 +34,8 @@ from tests.test_layout import imported, read_rules  # noqa: E402  (the layout te
 
 #: modules that read a run directory's data back (evaluation, manifest, prepared prompts)
 RUN_READERS = (
-    "report/results_page.py", "report/results_runs.py", "history/facts.py",
+    "report/results_page.py", "report/results_runs.py", "report/results_steps.py",
+    "history/facts.py",
     "store/evaluation.py", "report/across_runs.py", "report/results_peers.py",
     "history/ingest.py", "report/compare_runs.py", "store/rundir.py", "store/state.py",
     "report/manifest.py", "report/html.py", "report/csv_export.py",
