@@ -77,7 +77,7 @@ def floors_path(db: Path) -> Path:
 
 def machine_of(run: RunDir) -> str:
     """The machine a floor belongs to: the run's CPU model ("" when unknown)."""
-    return str(run.state.host.get("cpu") or "")
+    return run.state.machine.cpu or ""
 
 
 def measure(runs: Sequence[RunDir], *, strict: bool = False) -> list[FloorRow]:
