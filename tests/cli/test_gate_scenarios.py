@@ -11,6 +11,7 @@ directories kvlab's own way (a manifest with the plan and the points done).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 
@@ -170,7 +171,9 @@ def test_a_noise_floor_is_measured_kept_and_used(tmp_path, monkeypatch, capsys) 
 
 
 class StopAfter(SilentReporter):
-    """Ctrl-C after ``n`` measured records: a run cut off inside its load point."""
+    """A run stopped after ``n`` measured records, inside its load point (as a server
+    that died would stop it; a KeyboardInterrupt here would upset CPython 3.11.7's ast
+    module for later tests in the same process)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -178,12 +181,12 @@ class StopAfter(SilentReporter):
     def advance(self, record: object) -> None:
         self.n -= 1
         if self.n == 0:
-            raise KeyboardInterrupt
+            raise RunInterrupted("stopped by the test after its 3rd measured record")
 
 
 def test_a_real_run_cut_off_mid_point_fails_the_gate(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """kvlab run against the synthetic server records its plan; a candidate stopped
-    after 3 of its point's 8 requests fails, named "3 of 8 planned"."""
+    after 3 of its point's 8 requests fails, named "k of 8 planned"."""
     from kvlab.bench.calibrate.check import synthetic_process
 
     monkeypatch.setenv("KVLAB_HISTORY", "off")
@@ -205,7 +208,10 @@ def test_a_real_run_cut_off_mid_point_fails_the_gate(tmp_path, monkeypatch, caps
     code, out, _ = kvlab(["compare", str(base.run_dir.path), str(cut), "--fail-on", "slower"],
                          monkeypatch, capsys)
     assert code == 1, out
-    assert "chat @ 256 c=2 plan: run 1 of B: 3 of 8 planned, not finished: fail" in out
+    # the requests in flight when it stopped still land: k of 8, k < 8
+    found = re.search(r"chat @ 256 c=2 plan: run 1 of B: (\d) of 8 planned, not finished: "
+                      r"fail", out)
+    assert found is not None and 3 <= int(found[1]) < 8, out
 
 
 def test_kvlab_floor_runs_the_experiment_k_times(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
