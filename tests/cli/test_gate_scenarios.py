@@ -80,6 +80,16 @@ def test_history_latest_never_resolves_to_the_candidate(tmp_path, monkeypatch, c
     doc = json.loads(out.strip().splitlines()[-1])
     assert code == 1 and [s["run_id"] for s in doc["sides"]["a"]] == ["base"]
     assert [s["run_id"] for s in doc["sides"]["b"]] == ["cand"]
+    # a side of the K newest runs, the candidate left out
+    older = [write_gate_run(tmp_path / f"old{i}", f"old{i}", seed=3 + i,
+                            started=f"2026-01-01T0{i}:00:00+00:00") for i in range(2)]
+    assert kvlab(["history", "add", *map(str, older), *db], monkeypatch, capsys)[0] == 0
+    code, out, _ = kvlab(["compare", "history:synthetic@last:3", str(cand), *db,
+                          "--fail-on", "slower", "--json"], monkeypatch, capsys)
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert [s["run_id"] for s in doc["sides"]["a"]] == ["base", "old1", "old0"]
+    assert code == 1 and all(c["runs_a"] == 3 for c in doc["gate"]["checks"]
+                             if c["kind"] == "slower")
 
 
 def test_b_lacking_a_mode_fails_named(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
