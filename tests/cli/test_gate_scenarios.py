@@ -53,6 +53,11 @@ def test_a_run_against_itself_is_one_line_and_exit_2(tmp_path, monkeypatch, caps
     copy = shutil.copytree(a, tmp_path / "copy")
     code, out, err = kvlab(["compare", str(a), str(copy)], monkeypatch, capsys)
     assert code == 2 and "A and B are the same run (run id a1)" in err
+    # two runs started in the same second share a run id, not their records
+    twin = write_gate_run(tmp_path / "twin", "a1", seed=2)
+    code, out, err = kvlab(["compare", str(a), str(twin), "--fail-on", "slower"],
+                           monkeypatch, capsys)
+    assert code != 2 and "same run" not in err, err
     b = write_gate_run(tmp_path / "b", "b1", seed=2)
     code, _, err = kvlab(["compare", f"{a},{b}", str(b), "--fail-on", "slower"], monkeypatch,
                          capsys)

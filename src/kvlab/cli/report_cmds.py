@@ -58,7 +58,7 @@ def compare(
         help="Gate B against A. slower: B/A of the mean METRIC (default e2e_ms; ttft_ms, "
              "itl_effective_ms, prefill_ms, decode_ms) by a hierarchical bootstrap (runs, "
              "then rows); regress (exit 1) when the whole interval is above 1 + MARGIN "
-             "(default 5 %), pass when it is all below, else inconclusive (exit 3). "
+             "(default 4 %), pass when it is all below, else inconclusive (exit 3). "
              "failures[:THRESHOLD%]: exit 1 when B's share of valid rows (of the rows "
              "planned) falls below A's by more than THRESHOLD points; on (at 0) with any "
              "rule unless given. Every cell of A's plan must be measured and finished in "
@@ -113,7 +113,7 @@ def compare(
     In CI, after kvlab run experiments/quickstart.toml (which adds the candidate to the
     history): kvlab compare history:quickstart@previous history:quickstart@latest
     --fail-on slower (A the run before, B the candidate) exits 0 (pass: B not slower
-    than 5 %), 1 (regress, fewer valid rows, or a cell of A's plan missing or unfinished
+    than 4 %), 1 (regress, fewer valid rows, or a cell of A's plan missing or unfinished
     in B: named), 2 (not judged: bad input, a run compared with itself) or 3
     (inconclusive; --inconclusive-ok makes it 0). With one run per side, the between-run
     noise comes from kvlab floor's A/A noise floor; with several (history:E@last:5, or

@@ -11,6 +11,7 @@ with B's runs of that cell and the noise floor of each metric where one is known
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 
 from kvlab.analysis.gate import CellKey, CellRuns, NoiseFloor
@@ -23,13 +24,21 @@ from kvlab.store.rundir import RunDir
 FloorKey = tuple[str, int, str | None, str]  # (mode, capacity, load, metric)
 
 
+def _records_digest(run: RunDir) -> str:
+    """sha256 of a run's records.jsonl ("" without one)."""
+    path = run.records_path
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+
+
 def refuse_self(a: Sequence[RunDir], b: Sequence[RunDir]) -> None:
-    """ConfigError (one line, exit 2) when a run is on both sides: the same run id (its
-    manifest's: a peer's file has none), or the same path."""
+    """ConfigError (one line, exit 2) when a run is on both sides: the same path, or the
+    same run id (its manifest's: a peer's file has none) with the same records (a copy
+    of the run; two runs started in the same second share an id, not their records)."""
     for run_a in a:
         for run_b in b:
             same_path = run_a.path.resolve() == run_b.path.resolve()
-            same_id = bool(run_a.state.run_id) and run_a.state.run_id == run_b.state.run_id
+            same_id = (bool(run_a.state.run_id) and run_a.state.run_id == run_b.state.run_id
+                       and _records_digest(run_a) == _records_digest(run_b))
             if same_path or same_id:
                 what = f"path {run_a.path.resolve()}" if same_path else f"run id {run_a.run_id}"
                 raise ConfigError(f"A and B are the same run ({what}): a run compared with "
