@@ -19,10 +19,13 @@ OPTIONS = EvaluateOptions(resamples=10)
 
 
 def test_every_check_adds_its_list_under_its_key_in_registry_order() -> None:
-    doc = evaluate(RunView([row(), row(query_id="q02")])).to_json()
-    keys = list(doc)
-    assert keys[-len(CHECKS):] == [c.key for c in CHECKS]
-    assert all(doc[c.key] == [] for c in CHECKS)
+    records, gauges = _point(4, 0, 10.0, 4, 0)
+    evaluation = evaluate(RunView(records, gauges=gauges, budgets={CELL: KVLAB}),
+                          options=OPTIONS)
+    doc = evaluation.to_json()
+    assert list(doc)[-len(CHECKS):] == [c.key for c in CHECKS]
+    assert all(doc[c.key] == [f.to_dict() for f in evaluation.found(c)] for c in CHECKS)
+    assert len(doc[KNEE.key]) == 1
 
 
 def test_a_load_run_on_a_server_without_a_budget_says_the_knee_was_not_measured() -> None:
