@@ -18,6 +18,7 @@ from kvlab.analysis.process_memory import PointMemory, point_memory
 from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.analysis.sessions import SessionsCell, session_cells
+from kvlab.analysis.slowest import SlowestCheck
 from kvlab.analysis.trace_hits import PointHits, trace_hits
 from kvlab.records import point_spans
 
@@ -151,6 +152,7 @@ KNEE = Knee()
 PROCESS_MEMORY = ProcessMemory()
 TRACE_HITS = TraceHits()
 SESSIONS = Sessions()
+SLOWEST = SlowestCheck()
 
 CHECKS: tuple[Check[Finding], ...] = (
     SERVER_HISTOGRAMS,
@@ -159,4 +161,5 @@ CHECKS: tuple[Check[Finding], ...] = (
     PROCESS_MEMORY,
     TRACE_HITS,
     SESSIONS,
+    SLOWEST,
 )
