@@ -18,7 +18,6 @@ from kvlab.analysis.process_memory import PointMemory, point_memory
 from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.analysis.sessions import SessionsCell, session_cells
-from kvlab.analysis.slowest import SlowestCheck
 from kvlab.analysis.trace_hits import PointHits, trace_hits
 from kvlab.records import point_spans
 
@@ -152,7 +151,6 @@ KNEE = Knee()
 PROCESS_MEMORY = ProcessMemory()
 TRACE_HITS = TraceHits()
 SESSIONS = Sessions()
-SLOWEST = SlowestCheck()
 
 CHECKS: tuple[Check[Finding], ...] = (
     SERVER_HISTOGRAMS,
@@ -161,5 +159,4 @@ CHECKS: tuple[Check[Finding], ...] = (
     PROCESS_MEMORY,
     TRACE_HITS,
     SESSIONS,
-    SLOWEST,
 )

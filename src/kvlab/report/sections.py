@@ -24,7 +24,6 @@ from kvlab.report.server_counters import ServerCounters
 from kvlab.report.server_histograms import ServerHistograms
 from kvlab.report.server_memory import ServerMemory
 from kvlab.report.sessions import Sessions
-from kvlab.report.slowest import SlowestRows
 from kvlab.report.summary_table import Summaries
 from kvlab.report.trace_hits import TraceHits
 from kvlab.report.validation import Validation
@@ -58,7 +57,6 @@ SECTIONS: tuple[Section, ...] = (
     TraceHits(),
     MultiTurn(),
     Sessions(),
-    SlowestRows(),
     PeerDefinitions(),
     AaNoiseFloor(),
 )
