@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.analysis.checks import KNEE, PROCESS_MEMORY, TRACE_HITS
+from kvlab.analysis.checks import KNEE, PROCESS_MEMORY, SERVER_HISTOGRAMS, TRACE_HITS
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 from tests.conftest import llama_server_missing
@@ -90,6 +90,12 @@ def test_llama_servers_two_slot_counts_each_measured_within_one_step(
     rows = [m for m in llama_knee_run.found(PROCESS_MEMORY) if m.mode == "slots-2"]
     assert len(rows) == 4 and all(m.kv_bytes == checks["slots-2"].knee.budget_bytes
                                   for m in rows)
+    # llama-server keeps no request histograms: the report says so, point by point
+    assert llama_knee_run.found(SERVER_HISTOGRAMS) == []
+    (line,) = llama_knee_run.not_measured[SERVER_HISTOGRAMS.key]
+    assert line.startswith("not measured: llamacpp exposes no request histograms (")
+    assert line.count(" @ ") == 8  # 2 servers × 4 load points
+    assert KNEE.key not in llama_knee_run.not_measured  # both budgets were recorded
 
 
 def test_the_servers_memory_is_sampled_against_its_kv_and_weights(
