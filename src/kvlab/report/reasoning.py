@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import REASONING
 from kvlab.analysis.percentiles import Distribution
 from kvlab.analysis.reasoning import ReasoningCell
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 TITLE = "Reasoning streams"
 
@@ -70,4 +71,4 @@ class Reasoning(Section):
     heading = TITLE
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.reasoning)
+        return checked(report, REASONING, section_body)

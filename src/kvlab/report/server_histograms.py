@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import SERVER_HISTOGRAMS
 from kvlab.analysis.server_histograms import (
     QUANTILES,
     BucketQuantile,
     Histogram,
     PointHistograms,
 )
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 TITLE = "Server histograms (/metrics)"
 
@@ -87,4 +88,4 @@ class ServerHistograms(Section):
     heading = TITLE
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.server_histograms)
+        return checked(report, SERVER_HISTOGRAMS, section_body)
