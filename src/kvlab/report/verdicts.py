@@ -17,6 +17,7 @@ from kvlab.analysis.stats import MIN_BOOTSTRAP_VALUES
 from kvlab.analysis.valid_rows import ValidRows
 from kvlab.report.html_blocks import section
 from kvlab.report.section import ReportInput, Section
+from kvlab.markdown import row
 
 
 def fmt_num(x: float | None, digits: int = 2) -> str:
@@ -87,8 +88,8 @@ def comparisons_markdown(comparisons: Sequence[PairComparison]) -> str:
                      "| reduction | verdict | n |")
         lines.append("|---|---:|---:|---:|---|---:|---|---:|")
         for r in comparison_rows(p):
-            lines.append(f"| {r['metric']} | {r['mean_a']} | {r['mean_b']} | {r['ratio']} "
-                         f"| {r['interval']} | {r['reduction']} | {r['verdict']} | {r['n']} |")
+            lines.append(row([r['metric'], r['mean_a'], r['mean_b'], r['ratio'], r['interval'],
+                              r['reduction'], r['verdict'], r['n']]))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
