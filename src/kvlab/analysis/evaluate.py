@@ -49,6 +49,8 @@ from kvlab.analysis.load import (
     Slo,
     load_summaries,
 )
+from kvlab.analysis.client_error import DEFAULT_LIMIT as DEFAULT_CLIENT_ERROR_LIMIT
+from kvlab.analysis.client_error import ClientError, client_error_verdicts, client_errors
 from kvlab.analysis.point_verdicts import PointVerdict, point_verdicts
 from kvlab.analysis.prefix_reuse import PrefixReuse, prefix_reuse
 from kvlab.analysis.process_memory import PointMemory, point_memory
@@ -187,6 +189,7 @@ class Evaluation:
     process_memory: list[PointMemory] = field(default_factory=list)  # server RSS per point
     trace_hits: list[PointHits] = field(default_factory=list)  # a trace's predicted hits
     sessions: list[SessionsCell] = field(default_factory=list)  # a sessions load's turns
+    client_errors: list[ClientError] = field(default_factory=list)  # per point's budget
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -221,6 +224,7 @@ class Evaluation:
             "process_memory": [m.to_dict() for m in self.process_memory],
             "trace_hits": [h.to_dict() for h in self.trace_hits],
             "sessions": [c.to_dict() for c in self.sessions],
+            "client_errors": [e.to_dict() for e in self.client_errors],
         }}
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
@@ -265,6 +269,7 @@ def evaluate(
     weights: Mapping[CellKey, int] | None = None,
     memory: Sequence[MemorySample] = (),
     trace: Mapping[tuple[int, str], TraceBlocks] | None = None,
+    client_error_limit: float = DEFAULT_CLIENT_ERROR_LIMIT,
 ) -> Evaluation:
     """The complete evaluation of a run's records.
 
@@ -289,11 +294,14 @@ def evaluate(
     (mode, capacity)) against the one its counters show; each load point's resident
     memory (``memory``) against the KV budget's bytes and the weights' (``weights``);
     a replayed trace's prefix-cache hits (``trace``: its rows' block names) predicted
-    by an LRU replay of each server's pool against those it counted. ``order`` and
-    ``repeat_aa`` are the run's, kept as they are.
+    by an LRU replay of each server's pool against those it counted; each load point's
+    client error budget against its median TTFT (over ``client_error_limit``: flagged,
+    refused with ``strict``). ``order`` and ``repeat_aa`` are the run's, kept as they are.
     """
     counters = point_counters(records, gauges)
     verdicts = point_verdicts(counters, strict=strict)
+    errors = client_errors(judge(records, verdicts), calibration, client_error_limit, workers)
+    verdicts += client_error_verdicts(errors, strict=strict)
     valid = judge(records, verdicts)
     rows = list(valid.sent)
     rank = {m: i for i, m in enumerate(mode_order)}
@@ -347,7 +355,7 @@ def evaluate(
         knees=knee_checks(budgets or {}, valid, summaries, loads, counters, gauges),
         process_memory=point_memory(memory, budgets or {}, weights or {}, gauges),
         trace_hits=trace_hits(budgets or {}, records, trace or {}, counters, gauges),
-        sessions=session_cells(valid, sessions),
+        sessions=session_cells(valid, sessions), client_errors=errors,
     )
 
 

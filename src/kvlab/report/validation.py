@@ -66,24 +66,29 @@ class Validation(Section):
         evaluation = report.evaluation
         violations = evaluation.row_violations
         pair_notes: list[Violation] = [v for c in evaluation.pairs for v in c.pair_violations]
-        refused = {(v.mode, v.capacity, v.query_id, v.repetition) for v in violations}
+        refused = {v.row_key for v in violations}  # one row per load point it ran at
         counts = evaluation.counts
         parts = [f"<p>{counts['records']} records: {counts['warmup']} warm-up, "
                  f"{counts['measured']} measured, {len(refused)} rows refused "
                  "(left out of every aggregate): "
                  f"{escape(evaluation.valid.count.describe(flags=False))}.</p>"]
+        per_point = Counter(load or "sequential" for *_, load in refused)
+        if any(load is not None for *_, load in refused):
+            parts.append("<p>Refused rows per load point: " + escape(", ".join(
+                f"{load} × {n}" for load, n in per_point.items())) + "</p>")
         verdicts = verdicts_lines(evaluation)
         if verdicts:
             parts.append(markdown_block("\n".join(verdicts)))
         if violations or pair_notes:
             rows = [[v.mode if v.other_mode is None else f"{v.mode} vs {v.other_mode}",
-                     str(v.capacity), v.query_id, str(v.repetition), str(v.reason), v.detail]
+                     str(v.capacity), v.load or "sequential", v.query_id, str(v.repetition),
+                     str(v.reason), v.detail]
                     for v in [*violations, *pair_notes]]
             reasons = Counter(str(v.reason) for v in [*violations, *pair_notes])
             parts.append("<p>Refusals by reason: " + escape(", ".join(
                 f"{k} × {n}" for k, n in reasons.most_common())) + "</p>")
-            parts.append(table(["mode", "capacity", "query", "rep", "reason", "detail"],
-                               rows, 6))
+            parts.append(table(["mode", "capacity", "load", "query", "rep", "reason",
+                                "detail"], rows, 7))
         else:
             parts.append("<p>No row or pair was refused.</p>")
         if evaluation.prefix_reuse:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
+from kvlab.analysis.client_error import DEFAULT_LIMIT, client_error_verdicts, client_errors
 from kvlab.analysis.evaluate import Evaluation, evaluate
 from kvlab.analysis.knee_check import recorded_budgets
 from kvlab.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
@@ -85,11 +86,7 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
     records = run.records
     budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
                                         for e in run.state.servers)
-    workers = run.state.load_workers()
-    if workers is None:
-        calibration = run.state.calibration or load_calibration()
-    else:  # the limit of as many load workers (kvlab calibrate --workers N)
-        calibration = run.state.worker_calibration or load_calibration(workers=workers)
+    workers, calibration = _client_limits(run)
     if experiment is None:
         return evaluate(records, [], run_id=run.run_id, mode_order=modes_in_order(records),
                         resamples=resamples, slip_threshold_ms=DEFAULT_SLIP_THRESHOLD_MS,
@@ -108,11 +105,25 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
         sessions=session_plans(run.prepared),
         search=search_of(experiment), strict=strict, budgets=budgets, weights=weights,
         memory=run.process_memory, trace=trace_blocks(run.prepared),
+        client_error_limit=experiment.load.client_error_limit,
     )
+
+
+def _client_limits(run: RunDir) -> tuple[int | None, Any]:
+    """The run's load workers and the client limits it began with (else this machine's,
+    from ``kvlab calibrate``, of as many load workers)."""
+    workers = run.state.load_workers()
+    if workers is None:
+        return workers, run.state.calibration or load_calibration()
+    return workers, run.state.worker_calibration or load_calibration(workers=workers)
 
 
 def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
     """The validated rows of ``run``, as its evaluation judges them: row checks and the
     point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
     verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
-    return judge(run.records, verdicts)
+    workers, calibration = _client_limits(run)
+    experiment = run.known_experiment
+    limit = DEFAULT_LIMIT if experiment is None else experiment.load.client_error_limit
+    errors = client_errors(judge(run.records, verdicts), calibration, limit, workers)
+    return judge(run.records, verdicts + client_error_verdicts(errors, strict=strict))

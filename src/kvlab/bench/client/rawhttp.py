@@ -112,6 +112,11 @@ class Response:
         await self._conn.body(sink)
 
     @property
+    def connection(self) -> Connection:
+        """The connection it came on (its set-up and write stamps)."""
+        return self._conn
+
+    @property
     def max_lag_ns(self) -> int | None:
         """Most a read of this answer waited before the loop took it (ns); None when no
         read carried a kernel stamp."""
@@ -133,6 +138,15 @@ class Connection:
         # None: not kept.
         self.lags = lags
         self.exchange_lag_ns: int | None = None  # the most of those, this exchange
+        # connection set-up (perf_counter ns): resolving and connecting began, and the
+        # socket was connected; 0 until :meth:`open` sets them
+        self.t_connect_start = 0
+        self.t_connected = 0
+        self.t_written = 0  # the last request's bytes handed to the kernel (perf ns)
+        self.exchanges = 0  # requests sent on this connection
+        # how long a callback queued as the request was written waited for the event
+        # loop (ns): the loop's lag at the send; None until it ran
+        self.loop_lag_ns: int | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._fields: dict[str, str] = {}
         self._status = 0  # of the final answer, once its head is complete
@@ -149,6 +163,7 @@ class Connection:
     @classmethod
     async def open(cls, host: str, port: int, lags: array[int] | None = None) -> Connection:
         loop = asyncio.get_running_loop()
+        t_start = time.perf_counter_ns()
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         last: OSError | None = None
         for family, type_, proto, _name, addr in infos:
@@ -160,7 +175,9 @@ class Connection:
                     with contextlib.suppress(OSError):
                         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 await loop.sock_connect(sock, addr)
-                return cls(sock, loop, lags)
+                conn = cls(sock, loop, lags)
+                conn.t_connect_start, conn.t_connected = t_start, time.perf_counter_ns()
+                return conn
             except OSError as exc:
                 sock.close()
                 last = exc
@@ -190,12 +207,19 @@ class Connection:
         self._head_bytes = 0
         self.exchange_lag_ns = None
         self._fields, self._status, self._early, self._sink, self._error = {}, 0, [], None, None
+        self.exchanges += 1
+        self.loop_lag_ns = None
         try:
+            self.t_written = time.perf_counter_ns()
             await self._loop.sock_sendall(self.sock, head + body)
+            self._loop.call_soon(self._loop_probe, time.perf_counter_ns())
         except OSError as exc:  # a reused connection the server has closed, typically
             raise Disconnected(f"{type(exc).__name__}: {exc}", stale=self.reused) from exc
         await self._wait()
         return Response(self._status, self._fields, self._head_t, self)
+
+    def _loop_probe(self, queued_ns: int) -> None:
+        self.loop_lag_ns = time.perf_counter_ns() - queued_ns
 
     async def body(self, sink: Sink) -> None:
         """Feed the body to ``sink`` until it ends."""
@@ -355,6 +379,26 @@ class RawPool:
                 return conn
             conn.close()
         return await Connection.open(target.host, target.port, self.read_lags_ns)
+
+    async def warm(self, url: str, count: int) -> int:
+        """Open up to ``count`` connections to ``url``'s server ahead of the requests
+        (idle ones still open count), so the first requests find them ready; returns
+        how many are open and idle. A connection that cannot be opened is left to the
+        request that needs it (which records its failure)."""
+        target = Target.parse(url)
+        idle = self._idle.setdefault((target.host, target.port), [])
+        idle[:] = [c for c in idle if c.alive() or c.close()]
+        missing = max(0, count - len(idle))
+
+        async def one() -> Connection | None:
+            try:
+                return await Connection.open(target.host, target.port, self.read_lags_ns)
+            except OSError:
+                return None
+
+        opened = await asyncio.gather(*(one() for _ in range(missing)))
+        idle += [c for c in opened if c is not None]
+        return len(idle)
 
     def close(self) -> None:
         for conns in self._idle.values():
