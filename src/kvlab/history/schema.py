@@ -21,7 +21,9 @@ records and summaries; 2, adds ``load_points`` and ``runs.cpu_flags``; 3, adds
 facts of OpenAI Responses, Anthropic Messages and embeddings (``response_id``,
 ``previous_response_id``, ``cache_creation_tokens``, ``inputs``, ``vectors``,
 ``dimensions``, ``non_finite``, ``dimension_expected``) and the summaries'
-``inputs_per_s`` and ``input_tokens_per_s``. Every layout
+``inputs_per_s`` and ``input_tokens_per_s``; 5, adds the records' ``schema_version``
+and connection set-up (``t_connect_start``, ``t_connected``, ``t_tls``,
+``connection_reused``, ``loop_lag_ns``). Every layout
 keeps ``runs(run_id, path)``, so an older database is rebuilt from the paths it
 recorded (:func:`kvlab.history.ingest.open_writable`); a newer one is refused.
 """
@@ -38,13 +40,13 @@ from kvlab.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 
 # records.jsonl's fields and their column types (Record's fields, in its order);
 # ``prompt`` is left out: ``body`` holds what was sent and ``prompt_sha256`` names it.
 RECORD_COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER", "query_id": "VARCHAR",
+    "schema_version": "INTEGER", "run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER", "query_id": "VARCHAR",
     "repetition": "INTEGER", "position": "INTEGER", "warmup": "BOOLEAN", "load": "VARCHAR",
     "worker": "INTEGER", "session": "VARCHAR", "turn": "INTEGER", "api": "VARCHAR",
     "path": "VARCHAR", "stream": "BOOLEAN",
@@ -53,6 +55,8 @@ RECORD_COLUMNS: dict[str, str] = {
     "t_first_chunk": "BIGINT", "t_first_content": "BIGINT", "t_last_content": "BIGINT",
     "t_first_answer": "BIGINT", "t_end": "BIGINT", "chunk_ns": "BIGINT[]",
     "chunk_tokens": "INTEGER[]", "reasoning_chunks": "INTEGER[]", "read_lag_ns": "BIGINT",
+    "t_connect_start": "BIGINT", "t_connected": "BIGINT", "t_tls": "BIGINT",
+    "connection_reused": "BOOLEAN", "loop_lag_ns": "BIGINT",
     "prompt_tokens": "INTEGER", "output_tokens": "INTEGER", "cached_tokens": "INTEGER",
     "stop_type": "VARCHAR", "truncated": "BOOLEAN", "timings": "JSON",
     "saw_terminator": "BOOLEAN", "saw_usage": "BOOLEAN", "usage_reasoning_tokens": "INTEGER",
