@@ -101,7 +101,10 @@ class GaugeRecorder:
 
     ``start_position`` is the run position of the point's first request;
     ``end_position()`` is read on exit: one past the position of its last request.
-    ``interval_s`` None: no ``during`` samples, only the two counter readings."""
+    ``interval_s`` None: no ``during`` samples, only the two counter readings. A start
+    or end reading that fails (a timeout, an error status; at the start, not a refused
+    connection: nothing listens there) is written all the same, without samples and
+    with its ``error``, so the point's checks name why they did not run."""
 
     def __init__(self, base_url: str, path: Path, clock: RunClock, *, mode: str,
                  capacity: int, load: str | None, start_position: int,
@@ -120,6 +123,7 @@ class GaugeRecorder:
         self.problem: str | None = None  # the last answer that was not Prometheus text
         # the last read that failed (timeout, refused, an error status); None: none
         self.failure: str | None = None
+        self._refused = False  # that failure was a refused connection
         self._client: httpx.AsyncClient | None = None
         self._out: TextIO | None = None
         self._task: asyncio.Task[None] | None = None
@@ -127,7 +131,8 @@ class GaugeRecorder:
     async def __aenter__(self) -> GaugeRecorder:
         self._client = httpx.AsyncClient(timeout=2.0, headers=self.headers)
         first = await self._settled()
-        if first is None and self.failure is None:  # no /metrics here: nothing to record
+        if first is None and (self.failure is None or self._refused):
+            # no /metrics here (404, or nothing listens): nothing to record
             await self._client.aclose()
             self._client = None
             return self
@@ -190,6 +195,7 @@ class GaugeRecorder:
             response = await self._client.get(self.url)
         except httpx.HTTPError as exc:
             self.failure = f"GET {self.url}: {type(exc).__name__} {exc}".strip()[:300]
+            self._refused = isinstance(exc, httpx.ConnectError)
             return None
         if response.status_code not in (200, 404):  # 404: the server has no /metrics
             self.failure = f"GET {self.url} answered HTTP {response.status_code}"
