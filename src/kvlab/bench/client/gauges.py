@@ -197,7 +197,8 @@ class GaugeRecorder:
             self.failure = f"GET {self.url}: {type(exc).__name__} {exc}".strip()[:300]
             self._refused = isinstance(exc, httpx.ConnectError)
             return None
-        if response.status_code not in (200, 404):  # 404: the server has no /metrics
+        if response.status_code >= 500 or response.status_code in (408, 429):
+            # a server that has /metrics but did not answer it (404, 401: none for us)
             self.failure = f"GET {self.url} answered HTTP {response.status_code}"
         if response.status_code != 200 or "text/plain" not in response.headers.get(
                 "content-type", ""):
