@@ -7,10 +7,15 @@ group of measured rows, from the rows' own facts (:class:`ClientError`):
 - **send lag p99**: when a request left (its connection set-up's start, else written)
   minus when its schedule wanted it (ms). In a closed loop it is the client's own
   overhead between a user being free and its next request leaving.
-- **event-loop lag p99**: how long a callback queued as a request was written waited
-  for the client's event loop (``Record.loop_lag_ns``, ms).
-- **read lag p99**: how long a read of an answer waited in the socket before the loop
-  took it (``Record.read_lag_ns``, ms; kernel-stamped reads only).
+- **event-loop lag p50**: how long a callback queued as a request was written waited
+  for the client's event loop (``Record.loop_lag_ns``, ms). The median, as the TTFT
+  it is set against: a closed loop's first N requests leave in one burst, and the
+  burst's last callbacks wait for the others' sends (ms at c=8) though each request
+  was stamped as it was written.
+- **read lag p50**: how long a read of an answer waited in the socket before the loop
+  took it (``Record.read_lag_ns``, ms; kernel-stamped reads only: their stamps do not
+  include it, so it is the error a client stamping reads as it handles them would
+  have).
 - **set-up**: the mean connection set-up per measured request (ms; 0 on a connection
   opened before it, by the point's warm-up or kept alive). It is not in TTFT; it is
   the client's cost all the same, and when a server closes its connection after each
@@ -47,9 +52,9 @@ DEFAULT_LIMIT = 0.05  # the share of a point's median TTFT its client error may 
 _NS_PER_MS = 1e6
 
 
-def _p99_ms(values_ns: Sequence[int | None]) -> float | None:
+def _pct_ms(values_ns: Sequence[int | None], q: float) -> float | None:
     present = [v / _NS_PER_MS for v in values_ns if v is not None]
-    return percentile(present, 99.0) if present else None
+    return percentile(present, q) if present else None
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,8 @@ class ClientError:
     rows: int
     ttft_p50_ms: float | None  # of its valid rows
     send_lag_p99_ms: float | None
-    loop_lag_p99_ms: float | None
-    read_lag_p99_ms: float | None
+    loop_lag_p50_ms: float | None
+    read_lag_p50_ms: float | None
     setup_mean_ms: float | None  # per measured row, 0 for a connection opened before it
     setup_paid: int  # rows that opened their own connection
     setup_paid_p50_ms: float | None  # the median set-up of those rows
@@ -76,9 +81,9 @@ class ClientError:
 
     @property
     def bound_ms(self) -> float | None:
-        """Send lag p99 + loop lag p99 + read lag p99 + mean set-up (those observed)."""
-        parts = [x for x in (self.send_lag_p99_ms, self.loop_lag_p99_ms,
-                             self.read_lag_p99_ms, self.setup_mean_ms) if x is not None]
+        """Send lag p99 + loop lag p50 + read lag p50 + mean set-up (those observed)."""
+        parts = [x for x in (self.send_lag_p99_ms, self.loop_lag_p50_ms,
+                             self.read_lag_p50_ms, self.setup_mean_ms) if x is not None]
         return sum(parts) if parts else None
 
     @property
@@ -109,14 +114,14 @@ class ClientError:
         return out
 
     def describe(self) -> str:
-        """``send lag p99 0.120 + loop 0.030 + read 0.050 + set-up 0.000 = 0.200 ms,
-        1.0 % of TTFT p50 20.1 ms``."""
+        """``send lag p99 0.120 + loop lag p50 0.030 + read lag p50 0.050 + set-up
+        0.000 = 0.200 ms, 1.0% of TTFT p50 20.100 ms``."""
         def ms(x: float | None) -> str:
             return "—" if x is None else f"{x:.3f}"
 
         share = "—" if self.share is None else f"{self.share:.1%}"
-        return (f"send lag p99 {ms(self.send_lag_p99_ms)} + loop lag p99 "
-                f"{ms(self.loop_lag_p99_ms)} + read lag p99 {ms(self.read_lag_p99_ms)} + "
+        return (f"send lag p99 {ms(self.send_lag_p99_ms)} + loop lag p50 "
+                f"{ms(self.loop_lag_p50_ms)} + read lag p50 {ms(self.read_lag_p50_ms)} + "
                 f"set-up {ms(self.setup_mean_ms)} = {ms(self.bound_ms)} ms, {share} of "
                 f"TTFT p50 {ms(self.ttft_p50_ms)} ms")
 
@@ -174,8 +179,9 @@ def client_error(group: ValidRows, calibration: Calibration | None = None,
     positions = [r.position for r in sent]
     return ClientError(
         first.mode, first.capacity, first.load, (min(positions), max(positions) + 1),
-        len(sent), ttft, _p99_ms(lags) if lags else None,
-        _p99_ms([r.loop_lag_ns for r in sent]), _p99_ms([r.read_lag_ns for r in sent]),
+        len(sent), ttft, _pct_ms(lags, 99.0) if lags else None,
+        _pct_ms([r.loop_lag_ns for r in sent], 50.0),
+        _pct_ms([r.read_lag_ns for r in sent], 50.0),
         sum(setups) / len(setups) if setups else None, len(paid),
         describe(paid).p50 if paid else None, _shortfall(sent), ingest, limit)
 

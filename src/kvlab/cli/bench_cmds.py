@@ -97,8 +97,10 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                           f"{group.load or 'sequential'}: {group.count.describe()}",
                           highlight=False, markup=False)
     for verdict in evaluation.verdicts:
-        console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by the server's "
-                      f"counters: {verdict.describe()}", highlight=False, markup=False,
+        by = ("the client's error budget" if str(verdict.reason) == "client_error"
+              else "the server's counters")
+        console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by {by}: "
+                      f"{verdict.describe()}", highlight=False, markup=False,
                       style=None if verdict.refuses else "bold yellow")
     console.print(f"validation: {evaluation.valid.count.describe(flags=False)}, {pairs} pair "
                   f"refusals (details in {run_dir / 'report.md'})", highlight=False,

@@ -9,6 +9,7 @@ from html import escape
 
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.analysis.validate import Violation
+from kvlab.labels import load_order
 from kvlab.report.html_blocks import markdown_block, section, table
 from kvlab.report.markdown import md_table
 from kvlab.report.section import ReportInput, Section
@@ -22,11 +23,12 @@ def verdicts_lines(evaluation: Evaluation) -> list[str]:
     """The point verdicts of the server counters, as Markdown lines ([] without any)."""
     if not evaluation.verdicts:
         return []
-    mode = ("--strict: counters that disagree with the records refuse their point"
-            if evaluation.strict else "counters that disagree with the records flag "
-            "their point; kvlab evaluate --strict refuses it")
-    lines = [f"Verdicts of the server's own counters (/metrics) on whole points ({mode}):",
-             ""]
+    mode = ("--strict: counters that disagree with the records, or could not be read, and "
+            "a client error over its share refuse their point" if evaluation.strict else
+            "counters that disagree with the records, or could not be read, and a client "
+            "error over its share flag their point; kvlab evaluate --strict refuses it")
+    lines = ["Verdicts on whole points, of the server's own counters (/metrics) and the "
+             f"client's error budget ({mode}):", ""]
     lines += [f"- {'REFUSED' if v.refuses else 'FLAGGED'} ({v.reason}): {v.describe()}"
               for v in evaluation.verdicts]
     return [*lines, ""]
@@ -72,10 +74,11 @@ class Validation(Section):
                  f"{counts['measured']} measured, {len(refused)} rows refused "
                  "(left out of every aggregate): "
                  f"{escape(evaluation.valid.count.describe(flags=False))}.</p>"]
-        per_point = Counter(load or "sequential" for *_, load in refused)
-        if any(load is not None for *_, load in refused):
+        per_point = Counter(load for *_, load in refused)
+        if any(load is not None for load in per_point):
             parts.append("<p>Refused rows per load point: " + escape(", ".join(
-                f"{load} × {n}" for load, n in per_point.items())) + "</p>")
+                f"{load or 'sequential'} × {per_point[load]}"
+                for load in sorted(per_point, key=load_order))) + "</p>")
         verdicts = verdicts_lines(evaluation)
         if verdicts:
             parts.append(markdown_block("\n".join(verdicts)))
