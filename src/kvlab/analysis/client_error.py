@@ -43,8 +43,8 @@ from kvlab.analysis import metrics
 from kvlab.analysis.point_verdicts import PointVerdict
 from kvlab.analysis.saturation import DEFAULT_THRESHOLD, Calibration, busiest_rate
 from kvlab.analysis.stats import describe, percentile
-from kvlab.analysis.validate import Reason
 from kvlab.analysis.valid_rows import ValidRows
+from kvlab.analysis.validate import Reason
 from kvlab.labels import read_label
 from kvlab.records import Outcome, Record
 

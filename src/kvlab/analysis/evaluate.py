@@ -35,6 +35,8 @@ from kvlab.analysis.capacity import (
     SearchPlan,
     capacity_search,
 )
+from kvlab.analysis.client_error import DEFAULT_LIMIT as DEFAULT_CLIENT_ERROR_LIMIT
+from kvlab.analysis.client_error import ClientError, client_error_verdicts, client_errors
 from kvlab.analysis.comparisons import (
     COMPARED_METRICS,
     MetricComparison,
@@ -49,8 +51,6 @@ from kvlab.analysis.load import (
     Slo,
     load_summaries,
 )
-from kvlab.analysis.client_error import DEFAULT_LIMIT as DEFAULT_CLIENT_ERROR_LIMIT
-from kvlab.analysis.client_error import ClientError, client_error_verdicts, client_errors
 from kvlab.analysis.point_verdicts import PointVerdict, point_verdicts
 from kvlab.analysis.prefix_reuse import PrefixReuse, prefix_reuse
 from kvlab.analysis.process_memory import PointMemory, point_memory

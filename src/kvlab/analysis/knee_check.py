@@ -25,8 +25,8 @@ manifest by the server kind that launched it):
   sweep). Within one step when they are at most one point apart; else a miss, stated
   with both numbers. When the knee is predicted beyond the sweep and no point went
   past it, the verdict is "agrees: none in the sweep": the two agree, but no knee was
-  seen, so it is not a confirmed knee. Not judged when the budget, a point's readings or its rows are
-  missing.
+  seen, so it is not a confirmed knee. Not judged when the budget, a point's readings
+  or its rows are missing.
 """
 
 from __future__ import annotations

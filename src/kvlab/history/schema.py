@@ -46,7 +46,8 @@ LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 # records.jsonl's fields and their column types (Record's fields, in its order);
 # ``prompt`` is left out: ``body`` holds what was sent and ``prompt_sha256`` names it.
 RECORD_COLUMNS: dict[str, str] = {
-    "schema_version": "INTEGER", "run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER", "query_id": "VARCHAR",
+    "schema_version": "INTEGER",
+    "run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER", "query_id": "VARCHAR",
     "repetition": "INTEGER", "position": "INTEGER", "warmup": "BOOLEAN", "load": "VARCHAR",
     "worker": "INTEGER", "session": "VARCHAR", "turn": "INTEGER", "api": "VARCHAR",
     "path": "VARCHAR", "stream": "BOOLEAN",

@@ -12,8 +12,8 @@ from __future__ import annotations
 from kvlab.analysis.embedding_metrics import INPUT_TOKENS_PER_SECOND, INPUTS_PER_SECOND
 from kvlab.analysis.metric import VALUE
 from kvlab.analysis.summary_metrics import E2E
-from kvlab.report.section import ReportInput, Section
 from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section
 
 
 def _n(value: float | None, digits: int = 1) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
 from kvlab.servers.kvlog import KvCheck, log_mib
-from kvlab.markdown import row
 
 
 def _cell(value: Any) -> str:

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from kvlab.analysis.percentiles import Distribution
 from kvlab.analysis.reasoning import ReasoningCell
-from kvlab.report.section import ReportInput, Section
 from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section
 
 TITLE = "Reasoning streams"
 

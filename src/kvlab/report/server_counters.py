@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvlab.analysis.server_counters import Check, PointCounters
-from kvlab.report.section import ReportInput, Section
 from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section
 
 TITLE = "Server counters (/metrics)"
 

@@ -8,8 +8,8 @@ computes nothing.
 from __future__ import annotations
 
 from kvlab.analysis.process_memory import PointMemory
-from kvlab.report.section import ReportInput, Section
 from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section
 
 MIB = 1024 * 1024
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from kvlab.analysis.sessions import SessionsCell
 from kvlab.analysis.stats import Distribution
+from kvlab.markdown import row
 from kvlab.report import plots
 from kvlab.report.html_blocks import img, markdown_block, section
 from kvlab.report.section import ReportInput, Section
-from kvlab.markdown import row
 
 MAX_LINES = 12  # turns named per list; every turn is in evaluation.json
 

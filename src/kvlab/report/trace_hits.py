@@ -8,8 +8,8 @@ computes nothing.
 from __future__ import annotations
 
 from kvlab.analysis.trace_hits import PointHits
-from kvlab.report.section import ReportInput, Section
 from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section
 
 
 def _n(value: float | int | None) -> str:

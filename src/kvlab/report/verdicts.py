@@ -15,9 +15,9 @@ from typing import Any
 from kvlab.analysis.comparisons import MetricComparison, PairComparison, compare_run
 from kvlab.analysis.stats import MIN_BOOTSTRAP_VALUES
 from kvlab.analysis.valid_rows import ValidRows
+from kvlab.markdown import row
 from kvlab.report.html_blocks import section
 from kvlab.report.section import ReportInput, Section
-from kvlab.markdown import row
 
 
 def fmt_num(x: float | None, digits: int = 2) -> str:

@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from kvlab.markdown import row
 from kvlab.records import Record
 from kvlab.report.section import ReportInput, Section
-from kvlab.markdown import row
 
 TITLE = "Load workers and clocks"
 

@@ -14,8 +14,8 @@ from kvlab.analysis.capacity import GOODPUT, CapacityResult
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.analysis.stats import Distribution
 from kvlab.analysis.turns import ConversationCheck
-from kvlab.report.section import ReportInput, Section
 from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section
 
 CAPACITY_TITLE = "Capacity search"
 CACHE_TITLE = "Prefix cache"

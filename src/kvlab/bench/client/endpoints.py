@@ -65,7 +65,8 @@ from kvlab.api.dialect import Dialect, Message
 from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.answers import AiohttpAnswer, read_answer
 from kvlab.bench.client.connstamps import SetupStamps, setup_trace
-from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError, RawPool
+from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError
+from kvlab.bench.client.rawpool import RawPool
 from kvlab.bench.client.responses import MalformedResponse, ResponseFacts, WrongApi
 from kvlab.records import RECORD_SCHEMA, ApiKind, Outcome, Record, RunClock
 
@@ -234,7 +235,7 @@ class HarnessClient:
     @property
     def read_lags_ns(self) -> array[int] | None:
         """Per kernel-stamped read, how late the loop handled it (ns); None unless kept
-        by kvlab's own client (see :class:`~kvlab.bench.client.rawhttp.RawPool`)."""
+        by kvlab's own client (see :class:`~kvlab.bench.client.rawpool.RawPool`)."""
         return self._raw.read_lags_ns if self._raw is not None else None
 
     @property
