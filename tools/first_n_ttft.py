@@ -8,9 +8,9 @@ connection set-up the records show.
 
     flock /tmp/kvlab-measure.lock python tools/first_n_ttft.py [--runs 3] [--out DIR]
 
-``--base-url`` measures another endpoint (e.g. a llama-server kvlab launched) with the
-same points instead of starting the synthetic server; ``--api`` and ``--model`` then
-name it.
+``--llamacpp`` measures a llama-server kvlab launches (the bundled Gemma 3 270M, 8
+slots, ``cache_prompt = false``) with the same workload and points; ``--base-url``
+another endpoint (``--api`` and ``--model`` then name it).
 """
 
 from __future__ import annotations
@@ -56,6 +56,21 @@ stream_options = {{ include_usage = true }}
 """
 
 
+LLAMACPP_MODE = """\
+[protocol]
+cache_prompt = false
+
+[[modes]]
+name = "llama-server"
+server = "llamacpp"
+api = "llamacpp-completion"
+stream = true
+[modes.llamacpp]
+threads = 2
+slots = 8
+"""
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -92,13 +107,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--base-url", default=None)
     ap.add_argument("--api", default="openai-chat")
     ap.add_argument("--model", default="synthetic")
+    ap.add_argument("--llamacpp", action="store_true",
+                    help="measure a llama-server kvlab launches (bundled Gemma 3 270M, 8 "
+                         "slots) instead of the synthetic server")
     args = ap.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="first-n-"))
     out.mkdir(parents=True, exist_ok=True)
 
     def one(base_url: str, k: int) -> list[dict[str, object]]:
         exp = out / f"first-n-{k}.toml"
-        exp.write_text(EXPERIMENT.format(api=args.api, base_url=base_url, model=args.model))
+        text = EXPERIMENT.format(api=args.api, base_url=base_url, model=args.model)
+        if args.llamacpp:  # the same workload and points, on a launched llama-server
+            text = text[: text.index("[[modes]]")] + LLAMACPP_MODE
+        exp.write_text(text)
         run_out = out / f"run-{k}"
         subprocess.run([sys.executable, "-m", "kvlab", "run", str(exp), "--out",
                         str(run_out), "--quiet"], check=True)
@@ -106,8 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         return point_table(run_dir)
 
     results = []
-    if args.base_url:
-        results = [one(args.base_url, k) for k in range(args.runs)]
+    if args.base_url or args.llamacpp:
+        results = [one(args.base_url or "", k) for k in range(args.runs)]
     else:
         with synthetic_process(options=["--ttft-ms", "20", "--itl-ms", "5",
                                         "--tokens", "8"]) as url:
