@@ -102,6 +102,12 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
         console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by {by}: "
                       f"{verdict.describe()}", highlight=False, markup=False,
                       style=None if verdict.refuses else "bold yellow")
+    for e in evaluation.client_errors:
+        if e.closes_each_answer:
+            console.print(f"connection set-up: {e.mode} @ {e.capacity} {e.load}: the server "
+                          "closed its connection after each answer, so every request paid "
+                          f"the set-up (median {e.setup_paid_p50_ms or 0:.3f} ms, apart from "
+                          "TTFT)", highlight=False, markup=False)
     console.print(f"validation: {evaluation.valid.count.describe(flags=False)}, {pairs} pair "
                   f"refusals (details in {run_dir / 'report.md'})", highlight=False,
                   markup=False)
