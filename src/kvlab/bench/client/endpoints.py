@@ -188,6 +188,9 @@ def record_of(endpoint: Endpoint, spec: RequestSpec, path: str, body: dict[str, 
 
 
 HTTP_CLIENTS = ("auto", "aiohttp")
+# the most connections a point's warm-up opens (an open loop without a cap could have
+# every request in flight: the requests past these open their own, and say so)
+MAX_WARM = 512
 
 
 class HarnessClient:
@@ -285,13 +288,14 @@ class HarnessClient:
         return record_of(endpoint, spec, path, body, facts, t_sent, t_end)
 
     async def warm(self, endpoint: Endpoint, count: int) -> int:
-        """Open ``count`` connections to ``endpoint`` before a point's measured requests,
-        so none of them pays the set-up (kvlab's own client; through aiohttp nothing is
-        opened ahead). Returns the connections open and idle (0 through aiohttp)."""
+        """Open ``count`` (at most ``MAX_WARM``) connections to ``endpoint`` before a
+        point's measured requests, so none of them pays the set-up (kvlab's own client;
+        through aiohttp nothing is opened ahead). Returns the connections open and idle
+        (0 through aiohttp)."""
         url = endpoint.url(endpoint.dialect.path)
         if self._raw is None or not url.startswith("http://"):
             return 0
-        return await self._raw.warm(url, count)
+        return await self._raw.warm(url, min(count, MAX_WARM))
 
     async def _exchange(
         self,
