@@ -7,6 +7,7 @@ call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
 from kvlab.analysis.client_error import DEFAULT_LIMIT, client_error_verdicts, client_errors
