@@ -60,3 +60,15 @@ def test_a_server_that_closes_after_each_answer_shows_the_set_up_every_request_p
     assert e.closes_each_answer and e.setup_paid == 4
     assert e.setup_paid_p50_ms == 0.3 and e.setup_mean_ms == 0.3
     assert e.send_lag_p99_ms == 0.05  # lag counts to the set-up's start, not past it
+
+
+def test_a_warmed_point_whose_server_closes_after_each_answer_is_named() -> None:
+    """llama-server: the first N requests go on the warm-up's connections, every later
+    one opens its own; a server that keeps them has every request on a reused one."""
+    rows = _point("c=1", 4, reused=False)
+    rows[0] = rows[0].model_copy(update={"connection_reused": True, "t_connect_start": None,
+                                         "t_connected": None})  # the warm-up's connection
+    (e,) = client_errors(judge(rows))
+    assert (e.setup_paid, e.in_flight) == (3, 1) and e.closes_each_answer
+    (kept,) = client_errors(judge(_point("c=1", 4)))
+    assert not kept.closes_each_answer

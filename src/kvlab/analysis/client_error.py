@@ -75,6 +75,7 @@ class ClientError:
     setup_paid_p50_ms: float | None  # the median set-up of those rows
     load_shortfall: float | None  # 1 - achieved / configured (0: all of it kept)
     ingest_share: float | None  # busiest second of events / the calibrated limit
+    in_flight: int = 1  # the most requests in flight at once (the connections it needed)
     limit: float = DEFAULT_LIMIT
     ingest_limit: float = DEFAULT_THRESHOLD
     reasons: tuple[str, ...] = field(default=())
@@ -94,9 +95,10 @@ class ClientError:
 
     @property
     def closes_each_answer(self) -> bool:
-        """Every measured row opened its own connection although the point's warm-up
-        opened them ahead: the server closed its connection after each answer."""
-        return self.rows > 1 and self.setup_paid == self.rows
+        """No connection carried two of the point's answers: requests opened their own
+        connection, and at most as many as it had in flight went on one opened before
+        them (its warm-up's): the server closed its connection after each answer."""
+        return self.setup_paid > 0 and self.rows - self.setup_paid <= self.in_flight
 
     @property
     def over(self) -> list[str]:
@@ -183,7 +185,8 @@ def client_error(group: ValidRows, calibration: Calibration | None = None,
         _pct_ms([r.loop_lag_ns for r in sent], 50.0),
         _pct_ms([r.read_lag_ns for r in sent], 50.0),
         sum(setups) / len(setups) if setups else None, len(paid),
-        describe(paid).p50 if paid else None, _shortfall(sent), ingest, limit)
+        describe(paid).p50 if paid else None, _shortfall(sent), ingest,
+        _max_in_flight(sent), limit)
 
 
 def client_errors(valid: ValidRows, calibration: Calibration | Mapping[str, Any] | None
