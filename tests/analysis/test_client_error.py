@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kvlab.analysis.client_error import client_errors
 from kvlab.analysis.evaluate import evaluate
+from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.valid_rows import judge
 from kvlab.analysis.validate import Reason
 from kvlab.records import Record
@@ -41,16 +42,16 @@ def test_a_quiet_client_is_within_its_share_and_its_parts_are_named() -> None:
 
 def test_a_point_over_five_percent_is_flagged_everywhere_and_refused_under_strict() -> None:
     rows = _point("c=1", 8, loop_lag_us=6000)  # 6 ms of loop lag on a 100 ms TTFT
-    evaluation = evaluate(rows, [], resamples=10)
+    evaluation = evaluate(RunView(rows), options=EvaluateOptions(resamples=10))
     (e,) = evaluation.client_errors
     assert e.over and "6.0" in e.over[0] and "limit 5%" in e.over[0]
     (verdict,) = [v for v in evaluation.verdicts if v.reason == Reason.CLIENT_ERROR]
     assert not verdict.refuses
     assert evaluation.summaries[0].count.flags  # the star on every figure of the point
-    strict = evaluate(rows, [], resamples=10, strict=True)
+    strict = evaluate(RunView(rows), options=EvaluateOptions(resamples=10, strict=True))
     assert strict.valid.count.valid == 0
     assert strict.valid.count.refused == {"client_error": 8}
-    looser = evaluate(rows, [], resamples=10, client_error_limit=0.1)
+    looser = evaluate(RunView(rows, client_error_limit=0.1), options=EvaluateOptions(resamples=10))
     assert looser.client_errors[0].over == []
 
 

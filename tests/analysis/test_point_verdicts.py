@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.point_verdicts import point_verdicts
+from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.valid_rows import judge
 from kvlab.analysis.validate import Reason
@@ -77,7 +78,7 @@ def test_a_generation_counter_that_differs_flags_the_point_and_strict_refuses_it
 def test_every_output_of_the_evaluation_carries_the_verdicts() -> None:
     reused, g1 = _point("c=1", 0, hits=64.0)
     differs, g2 = _point("c=2", 2, generated=130.0)
-    ev = evaluate(reused + differs, [], gauges=g1 + g2)
+    ev = evaluate(RunView(reused + differs, [], gauges=g1 + g2))
     doc = ev.to_json()
     assert [(v["load"], v["reason"], v["refuses"]) for v in doc["point_verdicts"]] == [
         ("c=1", "prefix_reuse", True), ("c=2", "counters_differ", False)]
@@ -85,7 +86,8 @@ def test_every_output_of_the_evaluation_carries_the_verdicts() -> None:
     c1, c2 = ev.summaries
     assert (c1.queries, c2.queries) == (0, 2) and c2.count.flags and not c1.count.flags
     assert doc["load"][1]["count"]["flags"] == list(c2.count.flags)
-    strict = evaluate(reused + differs, [], gauges=g1 + g2, strict=True)
+    strict = evaluate(RunView(reused + differs, [], gauges=g1 + g2),
+                      options=EvaluateOptions(strict=True))
     assert strict.valid.count.refused == {"prefix_reuse": 2, "counters_differ": 2}
     assert strict.to_json()["strict"] is True
 

@@ -4,12 +4,14 @@ closed after each answer named with the set-up every request paid."""
 from __future__ import annotations
 
 from kvlab.analysis.evaluate import evaluate
+from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.report.client_error import section_body
 from tests.analysis.test_client_error import _point
 
 
 def test_the_section_shows_the_budget_and_names_a_server_closing_after_each_answer() -> None:
-    evaluation = evaluate(_point("c=1", 4, reused=False, setup_us=300), [], resamples=10)
+    evaluation = evaluate(RunView(_point("c=1", 4, reused=False, setup_us=300)),
+                          options=EvaluateOptions(resamples=10))
     text = section_body(evaluation.client_errors)
     row = next(line for line in text.splitlines() if line.startswith("| a |"))
     assert "| c=1 | 4 | 100.000 | 0.050 | 0.020 | 0.030 | 0.300 | 0.400 | 0.4% |" in row

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from kvlab.analysis.checks import REASONING, SERVER_HISTOGRAMS
 from kvlab.cli._app import app, console, err_console, print_json
 
 if TYPE_CHECKING:
@@ -117,12 +118,12 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
         style = "bold yellow" if client.status == "saturated" else None
         console.print(("warning: " if style else "") + client.text, style=style,
                       highlight=False, markup=False)
-    reasoned = sum(c.reasoning_rows for c in evaluation.reasoning)
+    reasoned = sum(c.reasoning_rows for c in evaluation.found(REASONING))
     if reasoned:
         console.print(f"reasoning: {reasoned} rows streamed reasoning first; TTFT is to "
                       "their first token of any kind, the first answer token apart "
                       "(report.md, Reasoning streams)", highlight=False, markup=False)
-    for flag in (f for p in evaluation.server_histograms for f in p.flags):
+    for flag in (f for p in evaluation.found(SERVER_HISTOGRAMS) for f in p.flags):
         console.print(f"warning: {flag}", style="bold yellow", highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
     html = run_dir / HTML_FILE

@@ -48,7 +48,7 @@ class Embeddings(Section):
         ]
         for s in cells:
             lines.append(row([s.mode, batch.get(s.mode, '—'), s.capacity, s.load or 'sequential',
-                              f"{s.count.valid} of {s.count.measured}", _n(s.stat(E2E, 'mean')),
+                              f"{s.count.valid} of {s.count.of}", _n(s.stat(E2E, 'mean')),
                               _n(s.stat(E2E, 'p95')), _n(s.stat(INPUTS_PER_SECOND, VALUE)),
                               _n(s.stat(INPUT_TOKENS_PER_SECOND, VALUE), 0)]))
         return "\n".join(lines) + "\n"

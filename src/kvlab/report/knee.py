@@ -8,11 +8,12 @@ computes nothing.
 
 from __future__ import annotations
 
+from kvlab.analysis.checks import KNEE
 from kvlab.analysis.knee_check import KneeCheck, KneePoint
 from kvlab.markdown import row
 from kvlab.report import plots
 from kvlab.report.html_blocks import img, markdown_block, section
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 INTRO = (
     "The knee is the most sequences the server's KV budget holds at their longest "
@@ -100,12 +101,12 @@ class KneeSection(Section):
     heading = "KV knee: predicted against measured"
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.knees)
+        return checked(report, KNEE, section_body)
 
     def html(self, report: ReportInput) -> str:
-        checks = report.evaluation.knees
-        if not checks:
-            return ""
+        checks = report.evaluation.found(KNEE)
+        if not checks:  # the not-measured lines, if any
+            return super().html(report)
         parts = [markdown_block("\n".join([INTRO, "", *summary_table(checks)]) + "\n")]
         for check in checks:
             parts.append(markdown_block("\n".join(check_body(check)) + "\n"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import SERVER_HISTOGRAMS
 from kvlab.analysis.server_histograms import (
     QUANTILES,
     BucketQuantile,
@@ -16,7 +17,7 @@ from kvlab.analysis.server_histograms import (
     PointHistograms,
 )
 from kvlab.markdown import row
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 TITLE = "Server histograms (/metrics)"
 
@@ -88,4 +89,4 @@ class ServerHistograms(Section):
     heading = TITLE
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.server_histograms)
+        return checked(report, SERVER_HISTOGRAMS, section_body)

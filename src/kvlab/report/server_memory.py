@@ -7,9 +7,10 @@ computes nothing.
 
 from __future__ import annotations
 
+from kvlab.analysis.checks import PROCESS_MEMORY
 from kvlab.analysis.process_memory import PointMemory
 from kvlab.markdown import row
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 MIB = 1024 * 1024
 
@@ -48,4 +49,4 @@ class ServerMemory(Section):
     heading = "Server memory"
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.process_memory)
+        return checked(report, PROCESS_MEMORY, section_body)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import SESSIONS
 from kvlab.analysis.sessions import SessionsCell
 from kvlab.analysis.stats import Distribution
 from kvlab.markdown import row
 from kvlab.report import plots
 from kvlab.report.html_blocks import img, markdown_block, section
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 MAX_LINES = 12  # turns named per list; every turn is in evaluation.json
 
@@ -95,12 +96,12 @@ class Sessions(Section):
     heading = "Sessions"
 
     def body(self, report: ReportInput) -> str:
-        return sessions_body(report.evaluation.sessions)
+        return checked(report, SESSIONS, sessions_body)
 
     def html(self, report: ReportInput) -> str:
         body = self.body(report)
         if not body:
             return ""
-        png = plots.sessions_by_turn(report.evaluation.sessions)
+        png = plots.sessions_by_turn(report.evaluation.found(SESSIONS))
         figure = img(png, "TTFT and cached share by turn") if png is not None else ""
         return section(self.title(report), figure + markdown_block(body))

@@ -7,9 +7,10 @@ computes nothing.
 
 from __future__ import annotations
 
+from kvlab.analysis.checks import TRACE_HITS
 from kvlab.analysis.trace_hits import PointHits
 from kvlab.markdown import row
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 
 def _n(value: float | int | None) -> str:
@@ -49,4 +50,4 @@ class TraceHits(Section):
     heading = "Trace prefix-cache hits: predicted against counted"
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.trace_hits)
+        return checked(report, TRACE_HITS, section_body)

@@ -74,7 +74,7 @@ def capacity_body(results: Sequence[CapacityResult]) -> str:
             if p.refused_miss:
                 verdict += " (refused rows)"
             lines.append(row([f"{p.rate:g}", len(p.points), len(p.slipped),
-                              f"{p.count.valid} of {p.count.measured}",
+                              f"{p.count.valid} of {p.count.of}",
                               p.count.refused_text(), *values, verdict]))
         lines += [f"- {n}" for n in r.notes]
         lines.append("")
