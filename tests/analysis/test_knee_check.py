@@ -152,3 +152,11 @@ def test_budgets_come_from_the_launched_servers_facts() -> None:
                (("c", 512), {})]
     budgets, weights = recorded_budgets(entries)
     assert budgets == {("a", 512): KVLAB} and weights == {("a", 512): 100}
+
+
+def test_a_knee_beyond_the_sweep_never_seen_is_its_own_verdict_not_a_confirmed_knee() -> None:
+    check = _check({2: (2, 0), 3: (3, 0), 4: (4, 0)})  # predicted first past: 7
+    assert (check.expected_first_past, check.measured_first_past) == (None, None)
+    assert check.verdict == "agrees: none in the sweep"
+    assert "within one step" not in check.describe()
+    assert "not confirmed" in check.describe()

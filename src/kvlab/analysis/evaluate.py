@@ -31,6 +31,7 @@ from kvlab.analysis.cache_hits import CacheSplit, cache_splits
 from kvlab.analysis.capacity import CapacityResult, capacity_search
 from kvlab.analysis.check import Check, Finding, Judged
 from kvlab.analysis.checks import CHECKS
+from kvlab.analysis.client_error import ClientError, client_error_verdicts, client_errors
 from kvlab.analysis.comparisons import (
     COMPARED_METRICS,
     MetricComparison,
@@ -171,6 +172,7 @@ class Evaluation:
     # found(); not_measured: per key, the parts of the run it could not measure
     checks: dict[str, list[Finding]] = field(default_factory=dict)
     not_measured: dict[str, list[str]] = field(default_factory=dict)
+    client_errors: list[ClientError] = field(default_factory=list)  # per point's budget
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -199,6 +201,7 @@ class Evaluation:
             "prefix_cache": [c.to_dict() for c in self.prefix_cache],
             "turns": [t.to_dict() for t in self.turns],
             "capacity_search": [c.to_dict() for c in self.capacity],
+            "client_errors": [e.to_dict() for e in self.client_errors],
             **{c.key: [f.to_dict() for f in self.checks.get(c.key, [])] for c in CHECKS},
         }}
 
@@ -238,7 +241,9 @@ def evaluate(view: RunView, *, options: EvaluateOptions | None = None) -> Evalua
     the records flag it, and refuse it with ``options.strict``); where reuse was
     allowed, the cached tokens of each row and TTFT split by cache hit; the growth of
     multi-turn prompts against the plan; with a ``[search]``, the highest rate meeting
-    its objectives. Then every registered check (:data:`~kvlab.analysis.checks.CHECKS`:
+    its objectives; each load point's client error budget against its median TTFT (over
+    the view's ``client_error_limit``: flagged, refused with ``options.strict``). Then
+    every registered check (:data:`~kvlab.analysis.checks.CHECKS`:
     server histograms, reasoning, the KV knee, process memory, trace hits, sessions)
     adds its findings, and says what it could not measure.
     """
@@ -247,6 +252,9 @@ def evaluate(view: RunView, *, options: EvaluateOptions | None = None) -> Evalua
     compare_pairs, search = view.compare_pairs, view.search
     counters = point_counters(records, view.gauges)
     verdicts = point_verdicts(counters, strict=strict)
+    errors = client_errors(judge(records, verdicts, view.plan or None), view.calibration,
+                           view.client_error_limit, view.workers)
+    verdicts += client_error_verdicts(errors, strict=strict)
     valid = judge(records, verdicts, view.plan or None)
     rows = list(valid.sent)
     rank = {m: i for i, m in enumerate(view.mode_order)}
@@ -299,6 +307,7 @@ def evaluate(view: RunView, *, options: EvaluateOptions | None = None) -> Evalua
         verdicts=verdicts, strict=strict,
         checks={c.key: list(c.run(judged)) for c in CHECKS},
         not_measured={c.key: lines for c in CHECKS if (lines := c.not_measured(judged))},
+        client_errors=errors,
     )
 
 

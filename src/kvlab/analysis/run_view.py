@@ -53,6 +53,8 @@ class RunView:
     mode_order: Sequence[str] = ()
     slo: Slo | None = None
     slip_threshold_ms: float = DEFAULT_SLIP_THRESHOLD_MS
+    # the share of a point's median TTFT its client error may take (analysis.client_error)
+    client_error_limit: float = 0.05
     calibration: Calibration | Mapping[str, Any] | None = None
     definition_sets: Sequence[str] = ()
     order: Mapping[str, Any] | None = None

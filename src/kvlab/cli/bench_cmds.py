@@ -99,9 +99,17 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                           f"{group.load or 'sequential'}: {group.count.describe()}",
                           highlight=False, markup=False)
     for verdict in evaluation.verdicts:
-        console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by the server's "
-                      f"counters: {verdict.describe()}", highlight=False, markup=False,
+        by = ("the client's error budget" if str(verdict.reason) == "client_error"
+              else "the server's counters")
+        console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by {by}: "
+                      f"{verdict.describe()}", highlight=False, markup=False,
                       style=None if verdict.refuses else "bold yellow")
+    for e in evaluation.client_errors:
+        if e.closes_each_answer:
+            console.print(f"connection set-up: {e.mode} @ {e.capacity} {e.load}: the server "
+                          "closed its connection after each answer, so every request paid "
+                          f"the set-up (median {e.setup_paid_p50_ms or 0:.3f} ms, apart from "
+                          "TTFT)", highlight=False, markup=False)
     console.print(f"validation: {evaluation.valid.count.describe(flags=False)}, {pairs} pair "
                   f"refusals (details in {run_dir / REPORT_FILE})", highlight=False,
                   markup=False)

@@ -16,6 +16,7 @@ from kvlab.analysis.server_histograms import (
     Histogram,
     PointHistograms,
 )
+from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section, checked
 
 TITLE = "Server histograms (/metrics)"
@@ -34,12 +35,12 @@ def _server(b: BucketQuantile | None) -> str:
 
 
 def _row(h: Histogram) -> str:
-    server = " | ".join(_server(h.quantiles[q]) for q in QUANTILES)
+    server = [_server(h.quantiles[q]) for q in QUANTILES]
     if h.quantity.client is None:
-        client = " | ".join(["—"] * (len(QUANTILES) + 1))
+        client = ["—"] * (len(QUANTILES) + 1)
     else:
-        client = " | ".join([str(h.client_values), *(_ms(h.client[q]) for q in QUANTILES)])
-    return f"| {h.quantity.label} | {h.count} | {_ms(h.mean_ms)} | {server} | {client} |"
+        client = [str(h.client_values), *(_ms(h.client[q]) for q in QUANTILES)]
+    return row([h.quantity.label, h.count, _ms(h.mean_ms), *server, *client])
 
 
 def section_body(points: Sequence[PointHistograms]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kvlab.analysis.checks import TRACE_HITS
 from kvlab.analysis.trace_hits import PointHits
+from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section, checked
 
 
@@ -31,10 +32,9 @@ def section_body(points: list[PointHits]) -> str:
         "| mode | capacity | load | requests | pool (blocks × tokens) | predicted | "
         "counted (Δ counter) | cached (records) | drift |", "|" + "---|" * 9]
     for p in points:
-        lines.append(
-            f"| {p.mode} | {p.capacity} | {p.load or 'sequential'} | {p.requests} "
-            f"| {p.pool} × {p.block} | {p.predicted} | {_n(p.counted)} | {_n(p.cached)} "
-            f"| {'**drift**' if p.drift else 'none'} |")
+        lines.append(row([p.mode, p.capacity, p.load or 'sequential', p.requests,
+                          f"{p.pool} × {p.block}", p.predicted, _n(p.counted), _n(p.cached),
+                          '**drift**' if p.drift else 'none']))
     for p in points:
         if p.differing:
             lines += ["", f"{p.mode} @ {p.capacity} {p.load or 'sequential'}: rows whose "

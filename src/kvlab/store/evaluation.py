@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
+from kvlab.analysis.client_error import DEFAULT_LIMIT, client_error_verdicts, client_errors
 from kvlab.analysis.evaluate import Evaluation, evaluate
 from kvlab.analysis.knee_check import recorded_budgets
 from kvlab.analysis.load import Slo
@@ -111,6 +113,7 @@ def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
         mode_order=[m.name for m in experiment.modes],
         slo=Slo(**experiment.slo.model_dump()),
         slip_threshold_ms=experiment.load.slip_threshold_ms,
+        client_error_limit=experiment.load.client_error_limit,
         turns=turn_plans(run.prepared), sessions=session_plans(run.prepared),
         search=search_of(experiment))
 
@@ -124,8 +127,22 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                     options=EvaluateOptions(resamples=resamples, strict=strict))
 
 
+def _client_limits(run: RunDir) -> tuple[int | None, Any]:
+    """The run's load workers and the client limits it began with (else this machine's,
+    from ``kvlab calibrate``, of as many load workers)."""
+    workers = run.state.load_workers()
+    if workers is None:
+        return workers, run.state.calibration or load_calibration()
+    return workers, run.state.worker_calibration or load_calibration(workers=workers)
+
+
 def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
     """The validated rows of ``run``, as its evaluation judges them: row checks and the
     point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
     verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
-    return judge(run.records, verdicts, cell_plans(run))
+    workers, calibration = _client_limits(run)
+    experiment = run.known_experiment
+    limit = DEFAULT_LIMIT if experiment is None else experiment.load.client_error_limit
+    plan = cell_plans(run)
+    errors = client_errors(judge(run.records, verdicts, plan), calibration, limit, workers)
+    return judge(run.records, verdicts + client_error_verdicts(errors, strict=strict), plan)
