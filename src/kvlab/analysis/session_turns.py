@@ -197,4 +197,6 @@ def _think(f: TurnFacts, row: Record, p: PlannedTurn, prev: Record | None,
            by_id: dict[str, Record]) -> None:
     waited = [by_id[a] for a in p.after if a in by_id] + ([prev] if prev is not None else [])
     if waited:
-        f.think_ms = (row.t_sent - max(r.t_end for r in waited)) / 1e6
+        # from when the turn left the client: a connection's set-up is the turn's, not
+        # think time the client overslept (llama-server closes after each answer)
+        f.think_ms = (metrics.started_ns(row) - max(r.t_end for r in waited)) / 1e6
