@@ -56,6 +56,7 @@ from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.analysis.server_counters import PointCounters, point_counters
 from kvlab.analysis.server_histograms import PointHistograms, point_histograms
+from kvlab.analysis.step_floor import PointStep, point_steps
 from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.sessions import SessionsCell, session_cells
 from kvlab.analysis.summaries import Summary, summarize
@@ -182,6 +183,7 @@ class Evaluation:
     verdicts: list[PointVerdict] = field(default_factory=list)  # on whole points
     strict: bool = False  # counters that disagree with the records refuse their point
     server_histograms: list[PointHistograms] = field(default_factory=list)  # vLLM's own
+    steps: list[PointStep] = field(default_factory=list)  # served ITL, step, floor
     reasoning: list[ReasoningCell] = field(default_factory=list)  # cells that reasoned
     knees: list[KneeCheck] = field(default_factory=list)  # predicted vs measured knee
     process_memory: list[PointMemory] = field(default_factory=list)  # server RSS per point
@@ -216,6 +218,7 @@ class Evaluation:
             "turns": [t.to_dict() for t in self.turns],
             "capacity_search": [c.to_dict() for c in self.capacity],
             "server_histograms": [p.to_dict() for p in self.server_histograms],
+            "step_floor": [p.to_dict() for p in self.steps],
             "reasoning": [c.to_dict() for c in self.reasoning],
             "knee": [k.to_dict() for k in self.knees],
             "process_memory": [m.to_dict() for m in self.process_memory],
@@ -343,6 +346,7 @@ def evaluate(
                                  resamples=min(resamples, 1000)) if search else [],
         verdicts=verdicts, strict=strict,
         server_histograms=point_histograms(records, gauges),
+        steps=point_steps(records, gauges),
         reasoning=reasoning_cells(valid),
         knees=knee_checks(budgets or {}, valid, summaries, loads, counters, gauges),
         process_memory=point_memory(memory, budgets or {}, weights or {}, gauges),

@@ -31,6 +31,7 @@ from kvlab.engine.cache import KVStore
 from kvlab.engine.gemma_config import GemmaConfig
 from kvlab.engine.lm import new_positions
 from kvlab.engine.masks import contiguous_mask
+from kvlab.engine.phases import NO_CLOCK, layer_group
 
 
 class RMSNorm(nn.Module):
@@ -154,6 +155,7 @@ class Gemma3(nn.Module):
         self.head.weight = self.embed.weight  # tied: one (V, C) matrix for both
         self.positions: torch.Tensor  # (max_len,) 0, 1, 2, ...
         self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
+        self._groups = [layer_group(i, config.n_layers) for i in range(config.n_layers)]
 
     def num_parameters(self) -> int:
         """Number of weights (the tied head is counted once, as the embeddings)."""
@@ -171,6 +173,8 @@ class Gemma3(nn.Module):
         the last position only; ``logits_at`` (K,): of those token indices only,
         (B, K, V). The head is a 640 x 262,144 product, the largest in the model.
         """
+        clock = getattr(cache, "clock", None) or NO_CLOCK  # a step's phases, if timed
+        clock.phase("embed")
         T = ids.shape[1]  # ids: (B, T)
         positions = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
         x = self.embed(ids)  # (B, T, C)
@@ -179,7 +183,9 @@ class Gemma3(nn.Module):
         rope = {base: rope_angles(positions, c.head_dim, base, x.dtype)
                 for base in (c.rope_base_local, c.rope_base_global)}
         for layer, block in enumerate(self.blocks):
+            clock.phase(self._groups[layer])
             x = block(x, layer, cache, rope[c.rope_base(layer)])  # (B, T, C)
+        clock.phase("head")
         if logits_at is not None:
             x = x[:, logits_at]  # (B, K, C): the tokens that sample
         elif last_only:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -218,6 +219,23 @@ def weight_nbytes(model: nn.Module) -> int:
         elif isinstance(module, nn.Linear):
             total += module.weight.numel() * module.weight.element_size()
     return total
+
+
+COPY_BYTES = 256 * 2**20  # per array: far beyond any CPU cache
+
+
+def copy_bandwidth(nbytes: int = COPY_BYTES, repeats: int = 5) -> float:
+    """STREAM-like copy on this thread count: (read + written) bytes / s, best run. The
+    floor of a decode step is :func:`weight_nbytes` / this."""
+    a = torch.ones(nbytes // 4, dtype=torch.float32)
+    b = torch.empty_like(a)
+    b.copy_(a)  # pages touched before the clock
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        b.copy_(a)
+        best = min(best, time.perf_counter() - start)
+    return 2 * a.numel() * 4 / best
 
 
 @dataclass(frozen=True)

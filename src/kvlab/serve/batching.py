@@ -32,7 +32,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.serve.api_errors import invalid_request
-from kvlab.serve.generator import Finished, Gauges, PoolGauges, TokenEvent, finish, relay
+from kvlab.serve.generator import (
+    Finished,
+    Gauges,
+    PoolGauges,
+    StepGauges,
+    TokenEvent,
+    finish,
+    relay,
+)
 from kvlab.serve.params import GenParams
 from kvlab.serve.source import ModelSource
 
@@ -72,7 +80,7 @@ class _Job:
             return  # the stop token is counted, not streamed
         text = self.decoder.push(token_id)
         self.pieces.append(text)
-        self.put(TokenEvent(token_id, text))
+        self.put(TokenEvent(token_id, text, self.t_last))
 
     def finished(self) -> Finished:
         """The request's Finished record, once the scheduler ended it."""
@@ -105,17 +113,25 @@ class BatchingSlot:
         self.load_error: BaseException | None = None
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
+        self.delivery: Any = None  # kvlab.engine.phases.Histograms of a token's way out
+        self.weight_bytes = 0  # what a decode step reads of the weights
+        self.copy_bandwidth = 0.0  # bytes/s, measured at load
 
     def load(self) -> None:
         """Load the model, allocate the pool, start the worker. Sets ``ready``."""
         import torch
 
         from kvlab.engine.paged import BlockPool
+        from kvlab.engine.phases import Histograms
         from kvlab.engine.scheduler import Scheduler
+        from kvlab.engine.weights import copy_bandwidth, weight_nbytes
 
         torch.set_num_threads(self.threads)
         served = self.source.load()
         self.model, self.tokenizer, self.chat = served.model, served.tokenizer, served.chat
+        self.delivery = Histograms()
+        self.weight_bytes = weight_nbytes(self.model)
+        self.copy_bandwidth = copy_bandwidth()  # the floor: weight_bytes / this
         pool = BlockPool(self.model.config, self.batch.n_blocks, self.batch.block_size,
                          prefix_caching=self.batch.prefix_caching)
         # The scheduler allocates the pool's K/V tensors in the model's dtype.
@@ -163,7 +179,13 @@ class BatchingSlot:
         self._inbox.put(job)
         try:
             async for item in relay(events):
-                yield item
+                if not isinstance(item, TokenEvent):
+                    yield item
+                    continue
+                taken = time.perf_counter_ns()
+                self.delivery.observe("seam", (taken - item.made_ns) / 1e9)
+                yield item  # resumed once the handler wrote it and wants the next
+                self.delivery.observe("write", (time.perf_counter_ns() - taken) / 1e9)
         finally:
             job.request.cancelled = True  # a no-op once it ended
 
@@ -197,6 +219,10 @@ class BatchingSlot:
                 if stats.blocks_cached is not None else None),
             prefix_cache_queries=counters.prefix_queries if caching else None,
             prefix_cache_hits=counters.prefix_hits if caching else None,
+            steps=StepGauges(
+                phases=self.scheduler.clock.snapshot(), delivery=self.delivery.snapshot(),
+                rows=self.scheduler.clock.rows, weight_bytes=self.weight_bytes,
+                copy_bandwidth=self.copy_bandwidth),
         )
 
     def concurrency(self) -> dict[str, Any]:

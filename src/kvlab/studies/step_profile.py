@@ -1,0 +1,175 @@
+"""Where a decode step's time goes, phase by phase, checked against torch.profiler.
+
+:func:`profile_steps` runs the serving scheduler itself (:class:`kvlab.engine.scheduler
+.Scheduler`, the one ``kvlab serve --slots`` steps) on B sequences of ``context``
+random tokens, once they all decode, and reads its step clock
+(:mod:`kvlab.engine.phases`): the median time per step of each phase, at each batch
+size, beside the memory floor (bytes of weights a step reads / the copy bandwidth).
+
+:func:`trace_step` runs one more step with each phase also opened as a
+``torch.profiler.record_function`` range, under ``torch.profiler``: per phase, the
+clock's time, the profiler's time of the same range, and the time of the torch
+operators inside it (the rest of the range is Python between operators). The two
+clocks must agree within :data:`AGREEMENT` (relative) or :data:`AGREEMENT_MS`
+(absolute), whichever is larger. A benchmark, never a test of speed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kvlab.engine.generate import make_sampler
+from kvlab.engine.lm import LanguageModel
+from kvlab.engine.paged import BlockPool
+from kvlab.engine.phases import STEP, StepClock
+from kvlab.engine.scheduler import Request, Scheduler
+
+AGREEMENT = 0.05  # the profiler's range and the clock's phase, relative
+AGREEMENT_MS = 0.25  # ... or absolute, whichever is larger
+PREFIX = "phase:"  # the profiler's name of a phase's range
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """The median step at one batch size and its phases (ms per step)."""
+
+    batch: int
+    step_ms: float
+    phases_ms: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.batch, "step_ms": self.step_ms, "phases_ms": self.phases_ms}
+
+
+@dataclass(frozen=True)
+class TracedPhase:
+    """One phase of a traced step: the clock's ms, the profiler range's ms, and the ms
+    of the operators inside the range."""
+
+    name: str
+    clock_ms: float
+    profiler_ms: float
+    ops_ms: float
+
+    @property
+    def agrees(self) -> bool:
+        """Within :data:`AGREEMENT` or :data:`AGREEMENT_MS` of each other."""
+        bound = max(AGREEMENT * max(self.clock_ms, self.profiler_ms), AGREEMENT_MS)
+        return abs(self.clock_ms - self.profiler_ms) <= bound
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.name, "clock_ms": self.clock_ms,
+                "profiler_ms": self.profiler_ms, "ops_ms": self.ops_ms,
+                "agrees": self.agrees}
+
+
+@dataclass
+class Trace:
+    """One step under torch.profiler, phase by phase (``step``: the whole step)."""
+
+    batch: int
+    phases: list[TracedPhase] = field(default_factory=list)
+
+    @property
+    def agrees(self) -> bool:
+        return all(p.agrees for p in self.phases)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.batch, "agrees": self.agrees,
+                "agreement": {"relative": AGREEMENT, "absolute_ms": AGREEMENT_MS},
+                "phases": [p.to_dict() for p in self.phases]}
+
+
+class TracedClock(StepClock):
+    """A step clock whose phases are also ``record_function`` ranges of the profiler."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._range: Any = None
+
+    def begin(self, first: str, continued: bool = False) -> None:
+        super().begin(first, continued)
+        self._open(first)
+
+    def phase(self, name: str) -> str:
+        previous = super().phase(name)
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
+            self._range = None
+        if name:
+            self._open(name)
+        return previous
+
+    def _open(self, name: str) -> None:
+        self._range = torch.profiler.record_function(PREFIX + name)
+        self._range.__enter__()
+
+
+def decoding(model: LanguageModel, batch: int, context: int, seed: int = 0) -> Scheduler:
+    """A scheduler whose ``batch`` sequences of ``context`` random tokens all decode
+    (their prompts computed), with room for many more steps."""
+    config = model.config
+    bs = 16
+    per_seq = -(-(context + 512) // bs) + 1
+    pool = BlockPool(config, n_blocks=batch * per_seq, block_size=bs)
+    scheduler = Scheduler(model, pool, max_running=batch, token_budget=context)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(batch):
+        prompt = torch.randint(0, config.vocab_size, (context,), generator=gen).tolist()
+        scheduler.submit(Request(prompt, 512, make_sampler(0.0, None), cache_prompt=False))
+    while any(len(r.token_ids) - r.cached > 1 for r in scheduler.running) \
+            or scheduler.waiting:
+        scheduler.step()
+    return scheduler
+
+
+def profile_steps(model: LanguageModel, batch_sizes: list[int], context: int = 64,
+                  steps: int = 5) -> list[StepProfile]:
+    """The median step and median phases (ms) over ``steps`` decode steps at each batch
+    size, after one step of warm-up."""
+    out = []
+    with torch.inference_mode():
+        for b in batch_sizes:
+            scheduler = decoding(model, b, context)
+            scheduler.step()  # warm-up
+            runs: list[dict[str, int]] = []
+            for _ in range(steps):
+                scheduler.step()
+                runs.append(dict(scheduler.clock.last))
+            names = list(dict.fromkeys(n for r in runs for n in r))
+            totals = [sum(v for k, v in r.items() if k != "between") for r in runs]
+            phases = {n: statistics.median(r.get(n, 0) for r in runs) / 1e6 for n in names}
+            out.append(StepProfile(b, statistics.median(totals) / 1e6, phases))
+    return out
+
+
+def trace_step(model: LanguageModel, batch: int, context: int = 64) -> Trace:
+    """One decode step of ``batch`` rows under torch.profiler, the clock beside it."""
+    with torch.inference_mode():
+        scheduler = decoding(model, batch, context)
+        scheduler.step()  # warm-up
+        clock = TracedClock()
+        scheduler.clock = clock
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            scheduler.step()
+    ranges: dict[str, float] = {}
+    ops: dict[str, float] = {}
+    for event in prof.events():
+        if not event.name.startswith(PREFIX):
+            continue
+        name = event.name[len(PREFIX):]
+        ranges[name] = ranges.get(name, 0.0) + event.cpu_time_range.elapsed_us() / 1e3
+        ops[name] = ops.get(name, 0.0) + sum(
+            c.cpu_time_range.elapsed_us() for c in event.cpu_children) / 1e3
+    trace = Trace(batch)
+    for name, ns in clock.last.items():
+        if name in ranges:
+            trace.phases.append(TracedPhase(name, ns / 1e6, ranges[name], ops[name]))
+    trace.phases.append(TracedPhase(
+        STEP, sum(p.clock_ms for p in trace.phases), sum(ranges.values()),
+        sum(ops.values())))
+    return trace
