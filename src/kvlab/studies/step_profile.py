@@ -114,13 +114,14 @@ def decoding(model: LanguageModel, batch: int, context: int, seed: int = 0) -> S
     (their prompts computed), with room for many more steps."""
     config = model.config
     bs = 16
-    per_seq = -(-(context + 512) // bs) + 1
+    room = min(512, config.max_len - context)  # new tokens each sequence may take
+    per_seq = -(-(context + room) // bs) + 1
     pool = BlockPool(config, n_blocks=batch * per_seq, block_size=bs)
     scheduler = Scheduler(model, pool, max_running=batch, token_budget=context)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(batch):
         prompt = torch.randint(0, config.vocab_size, (context,), generator=gen).tolist()
-        scheduler.submit(Request(prompt, 512, make_sampler(0.0, None), cache_prompt=False))
+        scheduler.submit(Request(prompt, room, make_sampler(0.0, None), cache_prompt=False))
     while any(len(r.token_ids) - r.cached > 1 for r in scheduler.running) \
             or scheduler.waiting:
         scheduler.step()
@@ -162,9 +163,9 @@ def trace_step(model: LanguageModel, batch: int, context: int = 64) -> Trace:
         if not event.name.startswith(PREFIX):
             continue
         name = event.name[len(PREFIX):]
-        ranges[name] = ranges.get(name, 0.0) + event.cpu_time_range.elapsed_us() / 1e3
+        ranges[name] = ranges.get(name, 0.0) + event.cpu_time_total / 1e3
         ops[name] = ops.get(name, 0.0) + sum(
-            c.cpu_time_range.elapsed_us() for c in event.cpu_children) / 1e3
+            c.cpu_time_total for c in event.cpu_children) / 1e3
     trace = Trace(batch)
     for name, ns in clock.last.items():
         if name in ranges:
