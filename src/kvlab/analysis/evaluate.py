@@ -56,9 +56,9 @@ from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.analysis.saturation import Calibration, ClientCheck, client_check
 from kvlab.analysis.server_counters import PointCounters, point_counters
 from kvlab.analysis.server_histograms import PointHistograms, point_histograms
-from kvlab.analysis.step_floor import PointStep, point_steps
 from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.sessions import SessionsCell, session_cells
+from kvlab.analysis.step_floor import PointStep, point_steps
 from kvlab.analysis.summaries import Summary, summarize
 from kvlab.analysis.summary_metrics import metric_definitions
 from kvlab.analysis.trace_hits import PointHits, TraceBlocks, trace_hits

@@ -33,7 +33,7 @@ from kvlab.engine.attention import attend
 from kvlab.engine.masks import contiguous_mask, position_mask
 from kvlab.engine.paged import BlockPool, first_kept_block
 from kvlab.engine.paged_kv import PagedKV
-from kvlab.engine.phases import NO_CLOCK, StepClock, NoClock
+from kvlab.engine.phases import NO_CLOCK, NoClock, StepClock
 from kvlab.errors import EngineError, PromptTooLongError
 
 
