@@ -148,29 +148,41 @@ def profile_steps(model: LanguageModel, batch_sizes: list[int], context: int = 6
     return out
 
 
-def trace_step(model: LanguageModel, batch: int, context: int = 64) -> Trace:
-    """One decode step of ``batch`` rows under torch.profiler, the clock beside it."""
+def trace_step(model: LanguageModel, batch: int, context: int = 64, steps: int = 3
+               ) -> Trace:
+    """Decode steps of ``batch`` rows, each under torch.profiler, the clock beside it:
+    per phase, the median over ``steps`` of each side (a step the OS preempted between
+    the two clocks' readings stays out of the median)."""
+    clocks: list[dict[str, float]] = []
+    ranges: list[dict[str, float]] = []
+    ops: list[dict[str, float]] = []
     with torch.inference_mode():
         scheduler = decoding(model, batch, context)
         scheduler.step()  # warm-up
-        clock = TracedClock()
-        scheduler.clock = clock
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            scheduler.step()
-    ranges: dict[str, float] = {}
-    ops: dict[str, float] = {}
-    for event in prof.events():
-        if not event.name.startswith(PREFIX):
-            continue
-        name = event.name[len(PREFIX):]
-        ranges[name] = ranges.get(name, 0.0) + event.cpu_time_total / 1e3
-        ops[name] = ops.get(name, 0.0) + sum(
-            c.cpu_time_total for c in event.cpu_children) / 1e3
+        for _ in range(steps):
+            clock = TracedClock()
+            scheduler.clock = clock
+            with torch.profiler.profile(
+                    activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                scheduler.step()
+            clocks.append({k: v / 1e6 for k, v in clock.last.items()})
+            ranges.append({})
+            ops.append({})
+            for event in prof.events():
+                if not event.name.startswith(PREFIX):
+                    continue
+                name = event.name[len(PREFIX):]
+                ranges[-1][name] = ranges[-1].get(name, 0.0) + event.cpu_time_total / 1e3
+                ops[-1][name] = ops[-1].get(name, 0.0) + sum(
+                    c.cpu_time_total for c in event.cpu_children) / 1e3
+    for side in (clocks, ranges, ops):  # the whole step, on each side
+        for one in side:
+            one[STEP] = sum(v for k, v in one.items() if k != "between")
     trace = Trace(batch)
-    for name, ns in clock.last.items():
-        if name in ranges:
-            trace.phases.append(TracedPhase(name, ns / 1e6, ranges[name], ops[name]))
-    trace.phases.append(TracedPhase(
-        STEP, sum(p.clock_ms for p in trace.phases), sum(ranges.values()),
-        sum(ops.values())))
+    for name in clocks[0]:
+        if all(name in r for r in ranges):
+            trace.phases.append(TracedPhase(
+                name, statistics.median(c[name] for c in clocks),
+                statistics.median(r[name] for r in ranges),
+                statistics.median(o.get(name, 0.0) for o in ops)))
     return trace
