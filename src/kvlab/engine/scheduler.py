@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvlab.engine.generate import Sampler, check_request
+from kvlab.engine.generate import Greedy, Sampler, check_request, greedy_tokens
 from kvlab.engine.lm import LanguageModel, model_dtype
 from kvlab.engine.paged import BlockPool, blocks_needed
 from kvlab.engine.paged_kv import PagedKV
@@ -305,13 +305,18 @@ class Scheduler:
         for req, n in plan:
             self.counters.prompt_tokens += max(0, min(n, len(req.prompt) - req.cached))
             req.cached += n
-        for row, (req, _) in enumerate(due):
-            self._sample(req, logits[0, row])
+        greedy = all(isinstance(req.sample, Greedy) for req, _ in due)
+        tokens = greedy_tokens(logits[0]) if greedy else [None] * len(due)  # one pass
+        for row, ((req, _), token) in enumerate(zip(due, tokens, strict=True)):
+            self._sample(req, logits[0, row], token)
         return len(due)
 
-    def _sample(self, req: Request, logits: torch.Tensor) -> None:
-        with torch.inference_mode():
-            token = req.sample(logits)
+    def _sample(self, req: Request, logits: torch.Tensor, token: int | None = None
+                ) -> None:
+        """Take ``token`` (None: ``req``'s sampler picks it from ``logits``)."""
+        if token is None:
+            with torch.inference_mode():
+                token = req.sample(logits)
         req.token_ids.append(token)
         if req.keep_logits:
             req.logits.append(logits.clone())
