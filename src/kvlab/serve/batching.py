@@ -113,6 +113,8 @@ class BatchingSlot:
         self.load_error: BaseException | None = None
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
+        # what the worker hands to handlers, sent to their loop in one call per step
+        self._outbox: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any], Any]] = []
         self.delivery: Any = None  # kvlab.engine.phases.Histograms of a token's way out
         self.weight_bytes = 0  # what a decode step reads of the weights
         self.copy_bandwidth = 0.0  # bytes/s, measured at load
@@ -166,7 +168,7 @@ class BatchingSlot:
         events: asyncio.Queue[TokenEvent | Finished | BaseException] = asyncio.Queue()
 
         def put(item: TokenEvent | Finished | BaseException) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, item)
+            self._outbox.append((loop, events, item))  # on the worker; sent once a step
 
         limit = self.limit(len(prompt_ids), params)
         job = _Job(params, self.n_ctx - len(prompt_ids), put,
@@ -241,6 +243,7 @@ class BatchingSlot:
         """The worker: take new jobs, step the scheduler, hand out what ended."""
         jobs: dict[int, _Job] = {}
         while True:
+            self._send()
             block = self.scheduler.idle
             try:
                 while True:
@@ -251,6 +254,7 @@ class BatchingSlot:
                     self._admit(job, jobs)
             except queue.Empty:
                 pass
+            self._send()
             try:
                 ended = self.scheduler.step()
             except Exception as exc:  # every request in flight fails with it
@@ -260,6 +264,17 @@ class BatchingSlot:
                 job = jobs.pop(req.id)
                 if req.stop_type != "cancelled":
                     job.put(job.finished())
+
+    def _send(self) -> None:
+        """Hand what the worker posted to the handlers: one wake-up of each event loop
+        per step, not one per token (16 streams: 16 self-pipe writes and loop turns
+        become one)."""
+        if not self._outbox:
+            return
+        posted, self._outbox = self._outbox, []
+        for loop in {id(lp): lp for lp, _, _ in posted}.values():
+            items = [(q, item) for lp, q, item in posted if lp is loop]
+            loop.call_soon_threadsafe(_deliver, items)
 
     def _admit(self, job: _Job, jobs: dict[int, _Job]) -> None:
         if job.request.cancelled:
@@ -280,3 +295,9 @@ class BatchingSlot:
         for job in jobs.values():
             job.put(exc)
         jobs.clear()
+
+
+def _deliver(items: list[tuple[asyncio.Queue[Any], Any]]) -> None:
+    """On the event loop: put each item in its handler's queue, in order."""
+    for events, item in items:
+        events.put_nowait(item)
