@@ -88,15 +88,30 @@ class Attention(nn.Module):
         self.o = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
         self.q_norm = RMSNorm(config.head_dim, config.norm_eps)
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps)
+        self.qkv: nn.Linear | None = None  # q, k and v in one product, once fused
+
+    def fuse(self) -> None:
+        """Stack q, k and v into one (nh + 2 kvh) * hd x C matrix: one product reads
+        the same weights in one call (vLLM's QKVParallelLinear); each output keeps its
+        own row of weights, so its value is the same."""
+        if self.qkv is not None:
+            return
+        self.qkv = _stacked(self.q, self.k, self.v)
+        del self.q, self.k, self.v
 
     def forward(
         self, x: torch.Tensor, layer: int, cache: KVStore | None,
         rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         B, T, _ = x.shape
-        q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
-        k = self.k(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
-        v = self.v(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
+        nh, kvh, hd = self.n_heads, self.n_kv_heads, self.head_dim
+        if self.qkv is not None:  # (B, T, (nh + 2 kvh) * hd), split without a copy
+            q, k, v = self.qkv(x).split([nh * hd, kvh * hd, kvh * hd], dim=-1)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        q = q.view(B, T, nh, hd).transpose(1, 2)  # (B, nh, T, hd)
+        k = k.view(B, T, kvh, hd).transpose(1, 2)  # (B, kvh, T, hd)
+        v = v.view(B, T, kvh, hd).transpose(1, 2)  # (B, kvh, T, hd)
         cos, sin = rope  # (T, hd) or (B, 1, T, hd): this layer's base at the new positions
         q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
         k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
@@ -116,10 +131,31 @@ class GeGLU(nn.Module):
         self.gate = nn.Linear(config.d_model, config.ffn_dim, bias=False)
         self.up = nn.Linear(config.d_model, config.ffn_dim, bias=False)
         self.down = nn.Linear(config.ffn_dim, config.d_model, bias=False)
+        self.gate_up: nn.Linear | None = None  # gate and up in one product, once fused
+
+    def fuse(self) -> None:
+        """Stack gate and up into one 2F x C matrix (vLLM's MergedColumnParallelLinear)."""
+        if self.gate_up is not None:
+            return
+        self.gate_up = _stacked(self.gate, self.up)
+        del self.gate, self.up
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = F.gelu(self.gate(x), approximate="tanh") * self.up(x)  # (B, T, F)
+        if self.gate_up is not None:
+            gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, F) each
+        else:
+            gate, up = self.gate(x), self.up(x)
+        hidden = F.gelu(gate, approximate="tanh") * up  # (B, T, F)
         return self.down(hidden)  # (B, T, C)
+
+
+def _stacked(*linears: nn.Linear) -> nn.Linear:
+    """One bias-free linear whose output is the outputs of ``linears``, in order."""
+    weight = torch.cat([lin.weight.detach() for lin in linears])  # (sum of outs, in)
+    fused = nn.Linear(weight.shape[1], weight.shape[0], bias=False,
+                      dtype=weight.dtype, device=weight.device)
+    fused.weight = nn.Parameter(weight, requires_grad=False)
+    return fused
 
 
 class Block(nn.Module):
