@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from kvlab.engine.generate import make_sampler
+from kvlab.engine.generate import Sampler, make_sampler
 from kvlab.engine.lm import LanguageModel
 from kvlab.engine.paged import BlockPool
 from kvlab.engine.phases import STEP, StepClock
@@ -109,9 +109,11 @@ class TracedClock(StepClock):
         self._range.__enter__()
 
 
-def decoding(model: LanguageModel, batch: int, context: int, seed: int = 0) -> Scheduler:
+def decoding(model: LanguageModel, batch: int, context: int, seed: int = 0,
+             sampler: Sampler | None = None) -> Scheduler:
     """A scheduler whose ``batch`` sequences of ``context`` random tokens all decode
-    (their prompts computed), with room for many more steps."""
+    (their prompts computed), with room for many more steps; greedy unless
+    ``sampler`` is given (one for every sequence)."""
     config = model.config
     bs = 16
     room = min(512, config.max_len - context)  # new tokens each sequence may take
@@ -121,7 +123,8 @@ def decoding(model: LanguageModel, batch: int, context: int, seed: int = 0) -> S
     gen = torch.Generator().manual_seed(seed)
     for _ in range(batch):
         prompt = torch.randint(0, config.vocab_size, (context,), generator=gen).tolist()
-        scheduler.submit(Request(prompt, room, make_sampler(0.0, None), cache_prompt=False))
+        scheduler.submit(Request(prompt, room, sampler or make_sampler(0.0, None),
+                                 cache_prompt=False))
     while any(len(r.token_ids) - r.cached > 1 for r in scheduler.running) \
             or scheduler.waiting:
         scheduler.step()
