@@ -47,9 +47,10 @@ def test_engine_profile_breaks_each_step_down_and_agrees_with_torch_profiler(
         assert groups | {"schedule", "batch", "embed", "gather", "head", "sample"} \
             <= set(step["phases_ms"])
     trace = fmt["trace"]
-    assert trace["batch"] == 4 and trace["agreement"] == {"relative": 0.05,
-                                                          "absolute_ms": 0.25}
-    # each phase's clock time within 5 % or 0.25 ms of the profiler's range, medians of 3
+    assert trace["batch"] == 4 and trace["agreement"] == {
+        "relative": 0.05, "absolute_ms": 0.25, "per_range_ms": 0.02}
+    # each phase's clock time within 5 % or 0.25 ms (+ 0.02 ms per range of it) of the
+    # profiler's range, medians of 3 traced steps
     assert trace["agrees"], trace["phases"]
     head = next(p for p in trace["phases"] if p["phase"] == "head")
     assert head["ops_ms"] > 0.5 * head["profiler_ms"]  # the head is its matrix product
