@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,8,16")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--variants", default="base,fused,greedy,both",
+                        help="Which variants, comma-separated.")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -61,8 +63,9 @@ def main() -> None:
     models = {"separate": to_format(_unfused(copy.deepcopy(base)), args.dtype),
               "fused": to_format(copy.deepcopy(base), args.dtype)}
     del base
-    variants = {"base": ("separate", _argmax), "fused": ("fused", _argmax),
-                "greedy": ("separate", None), "both": ("fused", None)}
+    known = {"base": ("separate", _argmax), "fused": ("fused", _argmax),
+             "greedy": ("separate", None), "both": ("fused", None)}
+    variants = {v: known[v] for v in args.variants.split(",")}
     load_before = os.getloadavg()
     samples: dict[str, dict[int, list[dict[str, int]]]] = {v: {b: [] for b in sizes}
                                                           for v in variants}
