@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_weights import load_gemma
 from kvlab.engine.weights import to_format
 from kvlab.servers.fetch import model_file
@@ -34,10 +35,10 @@ def _argmax(logits: torch.Tensor) -> int:
     return int(torch.argmax(logits))
 
 
-def _unfused(model: torch.nn.Module) -> torch.nn.Module:
+def _unfused(model: Gemma3) -> Gemma3:
     for module in model.modules():
         if hasattr(module, "fuse"):
-            module.fuse = lambda: None  # type: ignore[method-assign]
+            setattr(module, "fuse", lambda: None)  # noqa: B010  (the separate products)
     return model
 
 
