@@ -207,4 +207,5 @@ def test_each_step_is_timed_by_phase_on_metrics(batched_url: str) -> None:
     assert seam - _family(before, "kvlab:token_delivery_seconds_count", "stage").get(
         "seam", 0.0) == 12
     assert after[f"kvlab:weight_bytes_per_step{{{toy}}}"] > 0
-    assert after[f"kvlab:copy_bandwidth_bytes_per_second{{{toy}}}"] > 1e8
+    # a toy's weights fit in cache: no bandwidth measured, no floor (Gemma's: measured)
+    assert after[f"kvlab:copy_bandwidth_bytes_per_second{{{toy}}}"] == 0

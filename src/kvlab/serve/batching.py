@@ -45,6 +45,9 @@ from kvlab.serve.params import GenParams
 from kvlab.serve.source import ModelSource
 
 
+FLOOR_MIN_BYTES = 64 * 2**20  # weights below this (toy models) measure no copy bandwidth
+
+
 @dataclass(frozen=True)
 class BatchSettings:
     """The scheduler's limits: sequences in flight, KV blocks, prefill tokens per step;
@@ -133,7 +136,8 @@ class BatchingSlot:
         self.model, self.tokenizer, self.chat = served.model, served.tokenizer, served.chat
         self.delivery = Histograms()
         self.weight_bytes = weight_nbytes(self.model)
-        self.copy_bandwidth = copy_bandwidth()  # the floor: weight_bytes / this
+        if self.weight_bytes >= FLOOR_MIN_BYTES:  # a toy's floor would say nothing
+            self.copy_bandwidth = copy_bandwidth()  # the floor: weight_bytes / this
         pool = BlockPool(self.model.config, self.batch.n_blocks, self.batch.block_size,
                          prefix_caching=self.batch.prefix_caching)
         # The scheduler allocates the pool's K/V tensors in the model's dtype.

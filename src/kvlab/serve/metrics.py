@@ -29,7 +29,8 @@ Continuous batching also says where its time goes (:mod:`kvlab.engine.phases`):
   to taken by its handler on the event loop, ``write`` the handler's SSE write;
 - ``step_rows_total`` (counter): tokens sampled by steps (rows per step: over the
   step count); ``weight_bytes_per_step`` and ``copy_bandwidth_bytes_per_second``
-  (gauges, the latter measured at load): the memory floor of a step is their ratio.
+  (gauges, the latter measured at load, 0 for a toy model under 64 MiB of weights):
+  the memory floor of a step is their ratio.
 
 The one-request slot has no blocks: it reports the request gauges and counters only.
 """
