@@ -4,7 +4,7 @@ floor) and ``evaluation.json`` of ``kvlab run`` (served ITL, output tokens/s, an
 step-and-floor rows read from each server's /metrics), before and after issue 41.
 
     python tools/roofline_table.py --batch-before b0.json --batch-after b1.json \\
-        --served-before e0.json --served-after e1.json > docs/lessons/roofline-runs/table.md
+        --served-before e0.json --served-after e1.json > docs/lessons/roofline-runs/table-run1.txt
 
 Nothing is measured here: every figure is read from those files.
 """
