@@ -21,12 +21,15 @@ def _load(path: Path | None) -> dict[str, Any]:
     return json.loads(path.read_text()) if path else {}
 
 
-def _step(batch: dict[str, Any], dtype: str, n: int) -> tuple[float, float] | None:
-    """(step ms, floor ms) of ``dtype`` at batch ``n`` in an engine-batch document."""
-    for row in batch.get("rows", []):
-        if row["dtype"] == dtype and row["batch"] == n:
-            return row["step_ms"], row["bytes_per_step"] / batch["copy_gb_per_s"] / 1e6
-    return None
+def _step(batches: list[dict[str, Any]], dtype: str, n: int) -> tuple[float, float] | None:
+    """(step ms, floor ms) of ``dtype`` at batch ``n``: the mean over the engine-batch
+    documents given (runs of the same code, e.g. the two halves of an ABBA order)."""
+    found = [(row["step_ms"], row["bytes_per_step"] / batch["copy_gb_per_s"] / 1e6)
+             for batch in batches for row in batch.get("rows", [])
+             if row["dtype"] == dtype and row["batch"] == n]
+    if not found:
+        return None
+    return (sum(f[0] for f in found) / len(found), sum(f[1] for f in found) / len(found))
 
 
 def _served(evaluation: dict[str, Any], mode: str, n: int) -> tuple[float, float] | None:
@@ -46,7 +49,8 @@ def _pair(before: float | None, after: float | None, fmt: str = ".1f") -> str:
 
 
 def table(args: argparse.Namespace) -> str:
-    b0, b1 = _load(args.batch_before), _load(args.batch_after)
+    b0 = [_load(p) for p in args.batch_before or []]
+    b1 = [_load(p) for p in args.batch_after or []]
     e0, e1 = _load(args.served_before), _load(args.served_after)
     out = []
     for dtype in ("bfloat16", "int8"):
@@ -90,7 +94,10 @@ def table(args: argparse.Namespace) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name in ("batch-before", "batch-after", "served-before", "served-after"):
+    for name in ("batch-before", "batch-after"):
+        parser.add_argument(f"--{name}", type=Path, nargs="+",
+                            help="engine-batch --json documents (several: their mean)")
+    for name in ("served-before", "served-after"):
         parser.add_argument(f"--{name}", type=Path)
     parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 16])
     print(table(parser.parse_args()))
