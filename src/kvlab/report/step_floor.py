@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import STEP_FLOOR
 from kvlab.analysis.step_floor import PointStep
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 TITLE = "Step and floor (/metrics)"
 
@@ -69,4 +70,4 @@ class StepFloor(Section):
     heading = TITLE
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.steps)
+        return checked(report, STEP_FLOOR, section_body)

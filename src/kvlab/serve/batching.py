@@ -44,7 +44,6 @@ from kvlab.serve.generator import (
 from kvlab.serve.params import GenParams
 from kvlab.serve.source import ModelSource
 
-
 FLOOR_MIN_BYTES = 64 * 2**20  # weights below this (toy models) measure no copy bandwidth
 
 
