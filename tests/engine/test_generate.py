@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.engine import EOS_ID, KVCache, ModelConfig, build_model, generate, iter_generate
+from kvlab.engine.generate import greedy_tokens
 from kvlab.errors import CacheOverflowError, EngineError, PromptTooLongError
 from tests.rounding import assert_same_generation
 
@@ -135,3 +136,15 @@ def test_a_reuse_prefix_the_cache_cannot_serve_is_refused() -> None:
         iter_generate(model, [1, 2, 3], 2, cache=cache, reuse_prefix=3)
     with pytest.raises(EngineError, match="reuse_prefix"):
         iter_generate(model, [1, 2, 3], 2, reuse_prefix=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("vocab", [262_144, 4096, 1000])  # blocks of 1024, or the fallback
+def test_greedy_tokens_are_argmax_with_the_first_of_ties(dtype: torch.dtype, vocab: int
+                                                         ) -> None:
+    logits = torch.randn(5, vocab, generator=torch.Generator().manual_seed(3)).to(dtype)
+    logits[1, :] = 0.0  # all tied: index 0
+    logits[2, [vocab - 1, 7, vocab // 2]] = 50.0  # tied maxima in different blocks
+    logits[3, [min(1030, vocab - 1), 1025 % vocab]] = 50.0  # tied inside one block
+    assert greedy_tokens(logits) == logits.argmax(-1).tolist()
+    assert greedy_tokens(logits)[1:4] == [0, 7, 1025 % vocab]

@@ -138,3 +138,24 @@ def test_fidelity_counts_agreement_and_divergence() -> None:
 def test_an_unknown_format_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="float32, bfloat16, int8, w8a8"):
         weight_format("fp8")
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "int8"])
+def test_stacked_projections_give_the_same_logits(name: str) -> None:
+    """to_format stacks q, k, v and gate, up into one product each: the same numbers
+    as the separate products, bit for bit (each output keeps its own row of weights)."""
+    import copy
+
+    from tests.engine.test_gemma import TINY
+
+    base = build_gemma(TINY)
+    fused = to_format(copy.deepcopy(base), name)
+    assert all(b.attn.qkv is not None and b.mlp.gate_up is not None for b in fused.blocks)
+    separate = copy.deepcopy(base)
+    for module in separate.modules():
+        if hasattr(module, "fuse"):
+            module.fuse = lambda: None  # type: ignore[method-assign]
+    separate = to_format(separate, name)
+    ids = torch.randint(0, TINY.vocab_size, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        assert torch.equal(fused(ids), separate(ids))

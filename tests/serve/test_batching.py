@@ -161,3 +161,51 @@ def test_no_prefix_cache_reuses_nothing_and_counts_nothing() -> None:
     assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     assert "prefix_cache_hits_total" not in metrics and metrics["prompt_tokens_total"] == 80
     assert props["kvlab"]["prompt_reuse"] is False
+
+
+def _exposition(base_url: str) -> dict[str, float]:
+    response = httpx.get(base_url + "/metrics")
+    assert response.status_code == 200
+    return parse_prometheus(response.text).samples
+
+
+def _family(samples: dict[str, float], name: str, label: str) -> dict[str, float]:
+    """``name``'s samples by the value of ``label``."""
+    out = {}
+    for key, value in samples.items():
+        if key.split("{")[0] == name:
+            labels = dict(pair.split("=", 1) for pair in key.split("{")[1][:-1].split(","))
+            out[labels[label].strip('"')] = value
+    return out
+
+
+def test_each_step_is_timed_by_phase_on_metrics(batched_url: str) -> None:
+    before = _exposition(batched_url)
+    assert len(_tokens(batched_url, [5, 6, 7, 8], 12)) == 12
+    after = _exposition(batched_url)
+
+    def grew(key: str) -> float:
+        return after[key] - before.get(key, 0.0)
+
+    toy = 'model_name="toy"'
+    steps = grew(f"kvlab:step_duration_seconds_count{{{toy}}}")
+    assert steps >= 12  # the prompt's step samples the first token, one step per other
+    assert grew(f"kvlab:step_rows_total{{{toy}}}") == 12
+    counts = _family(after, "kvlab:step_phase_seconds_count", "phase")
+    sums = _family(after, "kvlab:step_phase_seconds_sum", "phase")
+    assert {"schedule", "batch", "forward", "sample", "stream", "finish"} <= set(counts)
+    for phase in ("schedule", "batch", "forward", "sample", "finish"):  # in every step
+        assert counts[phase] == after[f"kvlab:step_duration_seconds_count{{{toy}}}"]
+    # the phases partition each step: their sums add up to the steps' sum
+    step_sum = after[f"kvlab:step_duration_seconds_sum{{{toy}}}"]
+    phase_sum = sum(v for k, v in sums.items() if k != "between")
+    assert phase_sum == pytest.approx(step_sum, rel=1e-6)
+    buckets = _family(after, "kvlab:step_duration_seconds_bucket", "le")
+    assert buckets["+Inf"] == after[f"kvlab:step_duration_seconds_count{{{toy}}}"]
+    assert list(buckets.values()) == sorted(buckets.values())  # cumulative
+    seam = _family(after, "kvlab:token_delivery_seconds_count", "stage")["seam"]
+    assert seam - _family(before, "kvlab:token_delivery_seconds_count", "stage").get(
+        "seam", 0.0) == 12
+    assert after[f"kvlab:weight_bytes_per_step{{{toy}}}"] > 0
+    # a toy's weights fit in cache: no bandwidth measured, no floor (Gemma's: measured)
+    assert after[f"kvlab:copy_bandwidth_bytes_per_second{{{toy}}}"] == 0

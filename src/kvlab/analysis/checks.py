@@ -18,11 +18,12 @@ from kvlab.analysis.process_memory import PointMemory, point_memory
 from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
 from kvlab.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.analysis.sessions import SessionsCell, session_cells
+from kvlab.analysis.step_floor import PointStep, point_steps
 from kvlab.analysis.trace_hits import PointHits, trace_hits
 from kvlab.records import point_spans
 
 __all__ = ["CHECKS", "KNEE", "PROCESS_MEMORY", "REASONING", "SERVER_HISTOGRAMS",
-           "SESSIONS", "TRACE_HITS"]
+           "SESSIONS", "STEP_FLOOR", "TRACE_HITS"]
 
 
 def _at(cell: CellKey) -> str:
@@ -64,6 +65,24 @@ class ServerHistograms:
     def not_measured(self, judged: Judged) -> list[str]:
         found = {(p.mode, p.capacity, p.load) for p in self.run(judged)}
         return _by_kind(judged, "request histograms",
+                        (((s.mode, s.capacity), f"{_at((s.mode, s.capacity))} {s.load}")
+                         for s, _ in point_spans(judged.view.gauges)
+                         if s.load is not None and (s.mode, s.capacity) in judged.view.servers
+                         and (s.mode, s.capacity, s.load) not in found))
+
+
+@dataclass(frozen=True)
+class StepFloor:
+    """Per load point, the served ITL beside the server's own step and the floor."""
+
+    key: str = "step_floor"
+
+    def run(self, judged: Judged) -> list[PointStep]:
+        return point_steps(judged.view.records, judged.view.gauges)
+
+    def not_measured(self, judged: Judged) -> list[str]:
+        found = {(p.mode, p.capacity, p.load) for p in self.run(judged)}
+        return _by_kind(judged, "step or inter-token histograms",
                         (((s.mode, s.capacity), f"{_at((s.mode, s.capacity))} {s.load}")
                          for s, _ in point_spans(judged.view.gauges)
                          if s.load is not None and (s.mode, s.capacity) in judged.view.servers
@@ -146,6 +165,7 @@ class Sessions:
 
 
 SERVER_HISTOGRAMS = ServerHistograms()
+STEP_FLOOR = StepFloor()
 REASONING = Reasoning()
 KNEE = Knee()
 PROCESS_MEMORY = ProcessMemory()
@@ -154,6 +174,7 @@ SESSIONS = Sessions()
 
 CHECKS: tuple[Check[Finding], ...] = (
     SERVER_HISTOGRAMS,
+    STEP_FLOOR,
     REASONING,
     KNEE,
     PROCESS_MEMORY,

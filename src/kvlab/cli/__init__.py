@@ -16,6 +16,7 @@ from kvlab.errors import KvlabError
 # Command modules register themselves on import.
 from kvlab.cli import engine_cmds  # noqa: F401  isort: skip
 from kvlab.cli import speed_cmds  # noqa: F401  isort: skip
+from kvlab.cli import profile_cmd  # noqa: F401  isort: skip
 from kvlab.cli import memory_cmd  # noqa: F401  isort: skip
 from kvlab.cli import serve_cmd  # noqa: F401  isort: skip
 from kvlab.cli import llamacpp_cmds  # noqa: F401  isort: skip

@@ -31,6 +31,7 @@ from kvlab.engine.cache import KVStore
 from kvlab.engine.gemma_config import GemmaConfig
 from kvlab.engine.lm import new_positions
 from kvlab.engine.masks import contiguous_mask
+from kvlab.engine.phases import NO_CLOCK, layer_group
 
 
 class RMSNorm(nn.Module):
@@ -87,15 +88,30 @@ class Attention(nn.Module):
         self.o = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
         self.q_norm = RMSNorm(config.head_dim, config.norm_eps)
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps)
+        self.qkv: nn.Linear | None = None  # q, k and v in one product, once fused
+
+    def fuse(self) -> None:
+        """Stack q, k and v into one (nh + 2 kvh) * hd x C matrix: one product reads
+        the same weights in one call (vLLM's QKVParallelLinear); each output keeps its
+        own row of weights, so its value is the same."""
+        if self.qkv is not None:
+            return
+        self.qkv = _stacked(self.q, self.k, self.v)
+        del self.q, self.k, self.v
 
     def forward(
         self, x: torch.Tensor, layer: int, cache: KVStore | None,
         rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         B, T, _ = x.shape
-        q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
-        k = self.k(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
-        v = self.v(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, kvh,T,hd)
+        nh, kvh, hd = self.n_heads, self.n_kv_heads, self.head_dim
+        if self.qkv is not None:  # (B, T, (nh + 2 kvh) * hd), split without a copy
+            q, k, v = self.qkv(x).split([nh * hd, kvh * hd, kvh * hd], dim=-1)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        q = q.view(B, T, nh, hd).transpose(1, 2)  # (B, nh, T, hd)
+        k = k.view(B, T, kvh, hd).transpose(1, 2)  # (B, kvh, T, hd)
+        v = v.view(B, T, kvh, hd).transpose(1, 2)  # (B, kvh, T, hd)
         cos, sin = rope  # (T, hd) or (B, 1, T, hd): this layer's base at the new positions
         q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
         k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
@@ -115,10 +131,31 @@ class GeGLU(nn.Module):
         self.gate = nn.Linear(config.d_model, config.ffn_dim, bias=False)
         self.up = nn.Linear(config.d_model, config.ffn_dim, bias=False)
         self.down = nn.Linear(config.ffn_dim, config.d_model, bias=False)
+        self.gate_up: nn.Linear | None = None  # gate and up in one product, once fused
+
+    def fuse(self) -> None:
+        """Stack gate and up into one 2F x C matrix (vLLM's MergedColumnParallelLinear)."""
+        if self.gate_up is not None:
+            return
+        self.gate_up = _stacked(self.gate, self.up)
+        del self.gate, self.up
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = F.gelu(self.gate(x), approximate="tanh") * self.up(x)  # (B, T, F)
+        if self.gate_up is not None:
+            gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, F) each
+        else:
+            gate, up = self.gate(x), self.up(x)
+        hidden = F.gelu(gate, approximate="tanh") * up  # (B, T, F)
         return self.down(hidden)  # (B, T, C)
+
+
+def _stacked(*linears: nn.Linear) -> nn.Linear:
+    """One bias-free linear whose output is the outputs of ``linears``, in order."""
+    weight = torch.cat([lin.weight.detach() for lin in linears])  # (sum of outs, in)
+    fused = nn.Linear(weight.shape[1], weight.shape[0], bias=False,
+                      dtype=weight.dtype, device=weight.device)
+    fused.weight = nn.Parameter(weight, requires_grad=False)
+    return fused
 
 
 class Block(nn.Module):
@@ -154,6 +191,7 @@ class Gemma3(nn.Module):
         self.head.weight = self.embed.weight  # tied: one (V, C) matrix for both
         self.positions: torch.Tensor  # (max_len,) 0, 1, 2, ...
         self.register_buffer("positions", torch.arange(config.max_len), persistent=False)
+        self._groups = [layer_group(i, config.n_layers) for i in range(config.n_layers)]
 
     def num_parameters(self) -> int:
         """Number of weights (the tied head is counted once, as the embeddings)."""
@@ -171,6 +209,8 @@ class Gemma3(nn.Module):
         the last position only; ``logits_at`` (K,): of those token indices only,
         (B, K, V). The head is a 640 x 262,144 product, the largest in the model.
         """
+        clock = getattr(cache, "clock", None) or NO_CLOCK  # a step's phases, if timed
+        clock.phase("embed")
         T = ids.shape[1]  # ids: (B, T)
         positions = new_positions(cache, start_pos, T, self.positions)  # (T,) or (B, T)
         x = self.embed(ids)  # (B, T, C)
@@ -179,7 +219,9 @@ class Gemma3(nn.Module):
         rope = {base: rope_angles(positions, c.head_dim, base, x.dtype)
                 for base in (c.rope_base_local, c.rope_base_global)}
         for layer, block in enumerate(self.blocks):
+            clock.phase(self._groups[layer])
             x = block(x, layer, cache, rope[c.rope_base(layer)])  # (B, T, C)
+        clock.phase("head")
         if logits_at is not None:
             x = x[:, logits_at]  # (B, K, C): the tokens that sample
         elif last_only:

@@ -33,6 +33,7 @@ from kvlab.engine.attention import attend
 from kvlab.engine.masks import contiguous_mask, position_mask
 from kvlab.engine.paged import BlockPool, first_kept_block
 from kvlab.engine.paged_kv import PagedKV
+from kvlab.engine.phases import NO_CLOCK, NoClock, StepClock
 from kvlab.errors import EngineError, PromptTooLongError
 
 
@@ -68,12 +69,14 @@ class RaggedBatch:
     The blocks for the new tokens must be taken first (:meth:`BlockPool.grow`);
     :meth:`advance` commits them after the forward."""
 
-    def __init__(self, pool: BlockPool, kv: PagedKV, work: list[tuple[int, int]]) -> None:
+    def __init__(self, pool: BlockPool, kv: PagedKV, work: list[tuple[int, int]],
+                 clock: StepClock | None = None) -> None:
         if not work or any(n < 1 for _, n in work):
             raise EngineError(f"a ragged batch needs at least one token per sequence: {work}")
         kv.check_fits(pool)
         self.pool = pool
         self.kv = kv
+        self.clock: StepClock | NoClock = clock or NO_CLOCK  # the step's phases, if timed
         self.segments: list[Segment] = []
         offset = 0
         for seq_id, n_new in work:
@@ -145,14 +148,18 @@ class RaggedBatch:
             R, S = plan.rows_read.shape
             q_rows = q[0, :, self.row_index].transpose(0, 1)[:, :, None]  # (R, nh, 1, hd)
             cells = plan.rows_read.view(-1)  # (R*S,)
+            running = self.clock.phase("gather")  # the copy out of the paged pool
             keys = pool_k.index_select(0, cells).view(R, S, *pool_k.shape[1:])  # (R,S,kvh,hd)
             values = pool_v.index_select(0, cells).view(R, S, *pool_v.shape[1:])
+            self.clock.phase(running)
             out = attend(q_rows, keys.transpose(1, 2), values.transpose(1, 2),
                          plan.rows_mask, scale)  # (R, nh, 1, hd)
             y[0, :, self.row_index] = out[:, :, 0].transpose(0, 1)  # (nh, R, hd)
         for s, (cells, mask) in zip(self.chunks, plan.chunks, strict=True):
+            running = self.clock.phase("gather")
             keys = pool_k.index_select(0, cells).transpose(0, 1)[None]  # (1, kvh, S, hd)
             values = pool_v.index_select(0, cells).transpose(0, 1)[None]  # (1, kvh, S, hd)
+            self.clock.phase(running)
             part = q[:, :, s.offset:s.offset + s.n_new]  # (1, nh, T, hd)
             y[:, :, s.offset:s.offset + s.n_new] = attend(part, keys, values, mask, scale)
         return y

@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvlab.engine.generate import Sampler, check_request
+from kvlab.engine.generate import Greedy, Sampler, check_request, greedy_tokens
 from kvlab.engine.lm import LanguageModel, model_dtype
 from kvlab.engine.paged import BlockPool, blocks_needed
 from kvlab.engine.paged_kv import PagedKV
+from kvlab.engine.phases import StepClock
 from kvlab.engine.ragged import RaggedBatch
 from kvlab.errors import EngineError
 
@@ -155,6 +156,8 @@ class Scheduler:
         self.counters = Counters()
         self._ids = itertools.count()
         self._admissions = itertools.count()
+        self.clock = StepClock()  # each step's phases (kvlab.engine.phases)
+        self._busy = False  # the last step left work: the next one follows at once
 
     def blocks_for(self, n_prompt: int, max_new_tokens: int) -> int:
         """The most blocks (on its largest group) a request holds at once."""
@@ -215,15 +218,20 @@ class Scheduler:
         return ended
 
     def step(self) -> list[Request]:
-        """Run one scheduling step; the requests that finished in it."""
+        """Run one scheduling step; the requests that finished in it. Its phases are
+        timed by ``clock`` (a step that computed nothing is not recorded)."""
+        self.clock.begin("schedule", continued=self._busy)
         ended = self._drop_cancelled()
         plan = self._schedule()
-        if plan:
-            self._forward(plan)
+        sampled = self._forward(plan) if plan else 0
+        self.clock.phase("finish")
         for req, _ in plan:
             if req.done:
                 self._finish(req)
                 ended.append(req)
+        self._busy = not self.idle
+        if plan:
+            self.clock.end(sampled)
         return ended
 
     def _schedule(self) -> list[tuple[Request, int]]:
@@ -278,32 +286,45 @@ class Scheduler:
         if req.prompt_hit < 0:
             req.prompt_hit = min(hit, len(req.prompt))
 
-    def _forward(self, plan: list[tuple[Request, int]]) -> None:
-        """One forward over every row and chunk of ``plan``; sample where due."""
+    def _forward(self, plan: list[tuple[Request, int]]) -> int:
+        """One forward over every row and chunk of ``plan``; sample where due; the
+        number of tokens sampled."""
+        self.clock.phase("batch")
         ids = torch.tensor([[t for req, n in plan
                              for t in req.token_ids[req.cached:req.cached + n]]])  # (1, N)
-        batch = RaggedBatch(self.pool, self.kv, [(req.id, n) for req, n in plan])
+        batch = RaggedBatch(self.pool, self.kv, [(req.id, n) for req, n in plan],
+                            clock=self.clock)
         due = [(req, seg.last) for (req, n), seg in zip(plan, batch.segments, strict=True)
                if req.cached + n == len(req.token_ids)]  # all in the cache after this
         logits_at = torch.tensor([last for _, last in due], dtype=torch.long)  # (K,)
+        self.clock.phase("forward")  # a model that times its own parts splits it further
         with torch.inference_mode():
             logits = self.model(ids, batch, logits_at=logits_at)  # (1, K, V)
+        self.clock.phase("sample")
         batch.advance()
         for req, n in plan:
             self.counters.prompt_tokens += max(0, min(n, len(req.prompt) - req.cached))
             req.cached += n
-        for row, (req, _) in enumerate(due):
-            self._sample(req, logits[0, row])
+        greedy = all(isinstance(req.sample, Greedy) for req, _ in due)
+        tokens = greedy_tokens(logits[0]) if greedy else [None] * len(due)  # one pass
+        for row, ((req, _), token) in enumerate(zip(due, tokens, strict=True)):
+            self._sample(req, logits[0, row], token)
+        return len(due)
 
-    def _sample(self, req: Request, logits: torch.Tensor) -> None:
-        with torch.inference_mode():
-            token = req.sample(logits)
+    def _sample(self, req: Request, logits: torch.Tensor, token: int | None = None
+                ) -> None:
+        """Take ``token`` (None: ``req``'s sampler picks it from ``logits``)."""
+        if token is None:
+            with torch.inference_mode():
+                token = req.sample(logits)
         req.token_ids.append(token)
         if req.keep_logits:
             req.logits.append(logits.clone())
         self.counters.generation_tokens += 1
-        if req.on_token is not None:
+        if req.on_token is not None:  # the server's: detokenize, hand to the event loop
+            self.clock.phase("stream")
             req.on_token(token)
+            self.clock.phase("sample")
         if token in req.stop_ids:
             req.stop_type = "eos"
         elif req.n_out >= req.max_new_tokens:

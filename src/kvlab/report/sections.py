@@ -25,6 +25,7 @@ from kvlab.report.server_counters import ServerCounters
 from kvlab.report.server_histograms import ServerHistograms
 from kvlab.report.server_memory import ServerMemory
 from kvlab.report.sessions import Sessions
+from kvlab.report.step_floor import StepFloor
 from kvlab.report.summary_table import Summaries
 from kvlab.report.trace_hits import TraceHits
 from kvlab.report.validation import Validation
@@ -52,6 +53,7 @@ SECTIONS: tuple[Section, ...] = (
     Embeddings(),
     ServerCounters(),
     ServerHistograms(),
+    StepFloor(),
     KneeSection(),
     ServerMemory(),
     CapacitySearch(),

@@ -32,9 +32,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.serve.api_errors import invalid_request
-from kvlab.serve.generator import Finished, Gauges, PoolGauges, TokenEvent, finish, relay
+from kvlab.serve.generator import (
+    Finished,
+    Gauges,
+    PoolGauges,
+    StepGauges,
+    TokenEvent,
+    finish,
+    relay,
+)
 from kvlab.serve.params import GenParams
 from kvlab.serve.source import ModelSource
+
+FLOOR_MIN_BYTES = 64 * 2**20  # weights below this (toy models) measure no copy bandwidth
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ class _Job:
             return  # the stop token is counted, not streamed
         text = self.decoder.push(token_id)
         self.pieces.append(text)
-        self.put(TokenEvent(token_id, text))
+        self.put(TokenEvent(token_id, text, self.t_last))
 
     def finished(self) -> Finished:
         """The request's Finished record, once the scheduler ended it."""
@@ -105,17 +115,28 @@ class BatchingSlot:
         self.load_error: BaseException | None = None
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
+        # what the worker hands to handlers, sent to their loop in one call per step
+        self._outbox: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any], Any]] = []
+        self.delivery: Any = None  # kvlab.engine.phases.Histograms of a token's way out
+        self.weight_bytes = 0  # what a decode step reads of the weights
+        self.copy_bandwidth = 0.0  # bytes/s, measured at load
 
     def load(self) -> None:
         """Load the model, allocate the pool, start the worker. Sets ``ready``."""
         import torch
 
         from kvlab.engine.paged import BlockPool
+        from kvlab.engine.phases import Histograms
         from kvlab.engine.scheduler import Scheduler
+        from kvlab.engine.weights import copy_bandwidth, weight_nbytes
 
         torch.set_num_threads(self.threads)
         served = self.source.load()
         self.model, self.tokenizer, self.chat = served.model, served.tokenizer, served.chat
+        self.delivery = Histograms()
+        self.weight_bytes = weight_nbytes(self.model)
+        if self.weight_bytes >= FLOOR_MIN_BYTES:  # a toy's floor would say nothing
+            self.copy_bandwidth = copy_bandwidth()  # the floor: weight_bytes / this
         pool = BlockPool(self.model.config, self.batch.n_blocks, self.batch.block_size,
                          prefix_caching=self.batch.prefix_caching)
         # The scheduler allocates the pool's K/V tensors in the model's dtype.
@@ -150,7 +171,7 @@ class BatchingSlot:
         events: asyncio.Queue[TokenEvent | Finished | BaseException] = asyncio.Queue()
 
         def put(item: TokenEvent | Finished | BaseException) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, item)
+            self._outbox.append((loop, events, item))  # on the worker; sent once a step
 
         limit = self.limit(len(prompt_ids), params)
         job = _Job(params, self.n_ctx - len(prompt_ids), put,
@@ -163,7 +184,13 @@ class BatchingSlot:
         self._inbox.put(job)
         try:
             async for item in relay(events):
-                yield item
+                if not isinstance(item, TokenEvent):
+                    yield item
+                    continue
+                taken = time.perf_counter_ns()
+                self.delivery.observe("seam", (taken - item.made_ns) / 1e9)
+                yield item  # resumed once the handler wrote it and wants the next
+                self.delivery.observe("write", (time.perf_counter_ns() - taken) / 1e9)
         finally:
             job.request.cancelled = True  # a no-op once it ended
 
@@ -197,6 +224,10 @@ class BatchingSlot:
                 if stats.blocks_cached is not None else None),
             prefix_cache_queries=counters.prefix_queries if caching else None,
             prefix_cache_hits=counters.prefix_hits if caching else None,
+            steps=StepGauges(
+                phases=self.scheduler.clock.snapshot(), delivery=self.delivery.snapshot(),
+                rows=self.scheduler.clock.rows, weight_bytes=self.weight_bytes,
+                copy_bandwidth=self.copy_bandwidth),
         )
 
     def concurrency(self) -> dict[str, Any]:
@@ -215,6 +246,7 @@ class BatchingSlot:
         """The worker: take new jobs, step the scheduler, hand out what ended."""
         jobs: dict[int, _Job] = {}
         while True:
+            self._send()
             block = self.scheduler.idle
             try:
                 while True:
@@ -225,6 +257,7 @@ class BatchingSlot:
                     self._admit(job, jobs)
             except queue.Empty:
                 pass
+            self._send()
             try:
                 ended = self.scheduler.step()
             except Exception as exc:  # every request in flight fails with it
@@ -234,6 +267,17 @@ class BatchingSlot:
                 job = jobs.pop(req.id)
                 if req.stop_type != "cancelled":
                     job.put(job.finished())
+
+    def _send(self) -> None:
+        """Hand what the worker posted to the handlers: one wake-up of each event loop
+        per step, not one per token (16 streams: 16 self-pipe writes and loop turns
+        become one)."""
+        if not self._outbox:
+            return
+        posted, self._outbox = self._outbox, []
+        for loop in {id(lp): lp for lp, _, _ in posted}.values():
+            items = [(q, item) for lp, q, item in posted if lp is loop]
+            loop.call_soon_threadsafe(_deliver, items)
 
     def _admit(self, job: _Job, jobs: dict[int, _Job]) -> None:
         if job.request.cancelled:
@@ -254,3 +298,9 @@ class BatchingSlot:
         for job in jobs.values():
             job.put(exc)
         jobs.clear()
+
+
+def _deliver(items: list[tuple[asyncio.Queue[Any], Any]]) -> None:
+    """On the event loop: put each item in its handler's queue, in order."""
+    for events, item in items:
+        events.put_nowait(item)

@@ -14,9 +14,12 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvlab.serve.params import GenParams
+
+if TYPE_CHECKING:  # the engine (torch) is imported only where a model is loaded
+    from kvlab.engine.phases import Histogram
 
 
 @dataclass
@@ -53,6 +56,7 @@ class TokenEvent:
 
     token_id: int
     text: str
+    made_ns: int = 0  # perf_counter_ns when it was sampled (0: not stamped)
 
 
 @dataclass
@@ -133,6 +137,23 @@ class Gauges:
     # paged pool's cached blocks), and those found there (None: not counted)
     prefix_cache_queries: int | None = None
     prefix_cache_hits: int | None = None
+    steps: StepGauges | None = None  # continuous batching's step clock (None: the slot)
+
+
+@dataclass(frozen=True)
+class StepGauges:
+    """Where continuous batching's time goes (:mod:`kvlab.engine.phases`): per phase
+    of a step, a histogram of its time per step (``step``: whole steps); per stage of
+    a token's way out (``seam``: sampled to taken by its handler on the event loop,
+    ``write``: the handler's SSE write), a histogram per token; decode rows sampled;
+    and the floor's two terms: bytes of weights a step reads, and the copy bandwidth
+    measured at load (bytes/s, 0: not measured)."""
+
+    phases: dict[str, Histogram]
+    delivery: dict[str, Histogram]
+    rows: int
+    weight_bytes: int
+    copy_bandwidth: float
 
 
 class Generator(Protocol):

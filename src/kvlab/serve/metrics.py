@@ -17,15 +17,35 @@ dashboard or a scraper written for vLLM reads it with one prefix changed:
 - kvlab's own: ``kv_blocks_in_use{window=...}``, ``kv_blocks_cached{window=...}``
   (held by no sequence, kept for a prefix hit) and ``kv_blocks_total``.
 
+Continuous batching also says where its time goes (:mod:`kvlab.engine.phases`):
+
+- ``step_duration_seconds`` (histogram): whole scheduler steps that computed tokens;
+- ``step_phase_seconds{phase=...}`` (histogram): each phase's time per step: schedule,
+  batch (the flattened batch built), embed, the layers in three groups, gather (each
+  decode row's K/V copied out of the paged pool), head (final norm and output head),
+  sample, stream (detokenize, hand to the event loop), finish; ``between``: the gap
+  before a step that followed a busy one;
+- ``token_delivery_seconds{stage=...}`` (histogram, per token): ``seam`` from sampled
+  to taken by its handler on the event loop, ``write`` the handler's SSE write;
+- ``step_rows_total`` (counter): tokens sampled by steps (rows per step: over the
+  step count); ``weight_bytes_per_step`` and ``copy_bandwidth_bytes_per_second``
+  (gauges, the latter measured at load, 0 for a toy model under 64 MiB of weights):
+  the memory floor of a step is their ratio.
+
 The one-request slot has no blocks: it reports the request gauges and counters only.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from kvlab.serve.generator import Gauges
+from kvlab.serve.generator import Gauges, StepGauges
+
+if TYPE_CHECKING:
+    from kvlab.engine.phases import Histogram
 
 PREFIX = "kvlab:"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -44,13 +64,21 @@ _HELP = {
     "request_success_total": ("counter", "Requests that finished."),
     "prefix_cache_queries_total": ("counter", "Tokens looked up in the prefix cache."),
     "prefix_cache_hits_total": ("counter", "Tokens found in the prefix cache (reused)."),
+    "step_duration_seconds": ("histogram", "Scheduler steps that computed tokens."),
+    "step_phase_seconds": ("histogram", "Time per step in each phase of it."),
+    "token_delivery_seconds": ("histogram", "A token's way out: seam (worker to event "
+                               "loop) and write (the SSE write)."),
+    "step_rows_total": ("counter", "Tokens sampled by scheduler steps."),
+    "weight_bytes_per_step": ("gauge", "Bytes of weights one decode step reads."),
+    "copy_bandwidth_bytes_per_second": ("gauge", "STREAM-like copy bandwidth measured "
+                                        "at load (read + written bytes/s)."),
 }
 
 
 def _line(name: str, value: float, model: str, **labels: str) -> str:
     pairs = {"model_name": model, **labels}
     text = ",".join(f'{k}="{v}"' for k, v in pairs.items())
-    return f"{PREFIX}{name}{{{text}}} {value:g}"
+    return f"{PREFIX}{name}{{{text}}} {value:.10g}"
 
 
 def render_metrics(gauges: Gauges, model: str) -> str:
@@ -82,12 +110,42 @@ def render_metrics(gauges: Gauges, model: str) -> str:
                         (gauges.prefix_cache_hits, "prefix_cache_hits_total")):
         if value is not None:
             samples[name].append(_line(name, value, model))
+    if gauges.steps is not None:
+        _step_samples(samples, gauges.steps, model)
     out = []
     for name, lines in samples.items():
         if lines:
             kind, text = _HELP[name]
             out += [f"# HELP {PREFIX}{name} {text}", f"# TYPE {PREFIX}{name} {kind}", *lines]
     return "\n".join(out) + "\n"
+
+
+def _step_samples(samples: dict[str, list[str]], steps: StepGauges, model: str) -> None:
+    """The step clock's histograms, counters and the floor's gauges."""
+    for phase, hist in steps.phases.items():
+        if phase == "step":
+            samples["step_duration_seconds"] += _histogram("step_duration_seconds", hist,
+                                                           model)
+        else:
+            samples["step_phase_seconds"] += _histogram("step_phase_seconds", hist, model,
+                                                        phase=phase)
+    for stage, hist in steps.delivery.items():
+        samples["token_delivery_seconds"] += _histogram("token_delivery_seconds", hist,
+                                                        model, stage=stage)
+    samples["step_rows_total"].append(_line("step_rows_total", steps.rows, model))
+    samples["weight_bytes_per_step"].append(
+        _line("weight_bytes_per_step", steps.weight_bytes, model))
+    samples["copy_bandwidth_bytes_per_second"].append(
+        _line("copy_bandwidth_bytes_per_second", steps.copy_bandwidth, model))
+
+
+def _histogram(name: str, hist: Histogram, model: str, **labels: str) -> list[str]:
+    """A histogram's ``_bucket`` lines (cumulative, +Inf last), ``_sum`` and ``_count``."""
+    lines = [_line(f"{name}_bucket", n, model, **labels, le=le)
+             for le, n in hist.cumulative()]
+    lines.append(_line(f"{name}_sum", hist.sum, model, **labels))
+    lines.append(_line(f"{name}_count", hist.count, model, **labels))
+    return lines
 
 
 router = APIRouter()

@@ -24,22 +24,9 @@ from kvlab.engine.lm import LanguageModel, model_dtype
 from kvlab.engine.paged import BlockPool
 from kvlab.engine.paged_kv import PagedKV
 from kvlab.engine.ragged import RaggedBatch
-from kvlab.engine.weights import weight_nbytes
+from kvlab.engine.weights import COPY_BYTES, copy_bandwidth, weight_nbytes
 
-COPY_BYTES = 256 * 2**20  # per array: far beyond any CPU cache
-
-
-def copy_bandwidth(nbytes: int = COPY_BYTES, repeats: int = 5) -> float:
-    """STREAM-like copy on this thread count: (read + written) bytes / s, best run."""
-    a = torch.ones(nbytes // 4, dtype=torch.float32)
-    b = torch.empty_like(a)
-    b.copy_(a)  # pages touched before the clock
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        b.copy_(a)
-        best = min(best, time.perf_counter() - start)
-    return 2 * a.numel() * 4 / best
+__all__ = ["COPY_BYTES", "StepTime", "copy_bandwidth", "kv_nbytes_read", "time_steps"]
 
 
 def kv_nbytes_read(model: LanguageModel, context: int) -> int:

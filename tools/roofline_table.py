@@ -1,0 +1,107 @@
+"""The roofline lesson's tables (docs/lessons/roofline.md), generated from the files
+the runs wrote: ``kvlab engine-batch --json`` documents (the engine's own step and the
+floor) and ``evaluation.json`` of ``kvlab run`` (served ITL, output tokens/s, and the
+step-and-floor rows read from each server's /metrics), before and after issue 41.
+
+    python tools/roofline_table.py --batch-before b0.json --batch-after b1.json \\
+        --served-before e0.json --served-after e1.json > docs/lessons/roofline-runs/table-run1.txt
+
+Nothing is measured here: every figure is read from those files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _load(path: Path | None) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path else {}
+
+
+def _step(batches: list[dict[str, Any]], dtype: str, n: int) -> tuple[float, float] | None:
+    """(step ms, floor ms) of ``dtype`` at batch ``n``: the mean over the engine-batch
+    documents given (runs of the same code, e.g. the two halves of an ABBA order)."""
+    found = [(row["step_ms"], row["bytes_per_step"] / batch["copy_gb_per_s"] / 1e6)
+             for batch in batches for row in batch.get("rows", [])
+             if row["dtype"] == dtype and row["batch"] == n]
+    if not found:
+        return None
+    return (sum(f[0] for f in found) / len(found), sum(f[1] for f in found) / len(found))
+
+
+def _served(evaluation: dict[str, Any], mode: str, n: int) -> tuple[float, float] | None:
+    """(mean effective ITL ms, output tokens/s) of ``mode`` at c=n."""
+    for s in evaluation.get("summaries", []):
+        if s["mode"] == mode and s["load"] == f"c={n}":
+            return s["itl_effective_ms"]["mean"], s["system_tokens_per_s"]
+    return None
+
+
+def _f(value: float | None, fmt: str = ".1f") -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def _pair(before: float | None, after: float | None, fmt: str = ".1f") -> str:
+    return f"{_f(before, fmt)} → {_f(after, fmt)}"
+
+
+def table(args: argparse.Namespace) -> str:
+    b0 = [_load(p) for p in args.batch_before or []]
+    b1 = [_load(p) for p in args.batch_after or []]
+    e0, e1 = _load(args.served_before), _load(args.served_after)
+    out = []
+    for dtype in ("bfloat16", "int8"):
+        mode = f"kvlab-{dtype}"
+        out += [f"**{dtype}** (ms; before → after issue 41; vLLM serves bf16 in both):", "",
+                "| N | floor | engine step | × floor | kvlab served ITL | vLLM served ITL | "
+                "kvlab tok/s | vLLM tok/s | kvlab / vLLM |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for n in args.n:
+            s0, s1 = _step(b0, dtype, n), _step(b1, dtype, n)
+            floor = s1[1] if s1 else (s0[1] if s0 else None)
+            k0, k1 = _served(e0, mode, n), _served(e1, mode, n)
+            v = _served(e1, "vllm", n)
+            ratio = k1[1] / v[1] if k1 and v else None
+            out.append(
+                f"| {n} | {_f(floor)} | {_pair(s0 and s0[0], s1 and s1[0])} | "
+                f"{_pair(s0 and s0[0] / s0[1], s1 and s1[0] / s1[1], '.2f')} | "
+                f"{_pair(k0 and k0[0], k1 and k1[0])} | {_f(v and v[0])} | "
+                f"{_pair(k0 and k0[1], k1 and k1[1])} | {_f(v and v[1])} | "
+                f"{_f(ratio, '.2f')}× |")
+        itl = {m: [_served(e1, m, n) for n in (min(args.n), max(args.n))]
+               for m in (mode, "vllm")}
+        growth = {m: (x[1][0] / x[0][0] if x[0] and x[1] else None) for m, x in itl.items()}
+        out += ["", f"ITL at N = {max(args.n)} over N = {min(args.n)} (after): kvlab "
+                f"{_f(growth[mode], '.2f')}, vLLM {_f(growth['vllm'], '.2f')}.", ""]
+    rows = [p for p in e1.get("step_floor", []) if p["load"] in {f"c={n}" for n in args.n}]
+    if rows:
+        out += ["Each server's own view, read from its /metrics during the run after "
+                "(ms; served/step: the client's ITL over the server's mean step; "
+                "kvlab's step includes sampling and streaming):", "",
+                "| mode | point | served ITL | server step | rows/step | floor | served/step | "
+                "step/floor | vLLM's own ITL |", "|---|---|---|---|---|---|---|---|---|"]
+        for p in rows:
+            out.append(f"| {p['mode']} | {p['load']} | {_f(p['served_itl_ms'])} | "
+                       f"{_f(p['step_ms'])} | {_f(p['rows_per_step'])} | "
+                       f"{_f(p['floor_ms'])} | {_f(p['served_over_step'], '.2f')} | "
+                       f"{_f(p['step_over_floor'], '.2f')} | {_f(p['server_itl_ms'])} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name in ("batch-before", "batch-after"):
+        parser.add_argument(f"--{name}", type=Path, nargs="+",
+                            help="engine-batch --json documents (several: their mean)")
+    for name in ("served-before", "served-after"):
+        parser.add_argument(f"--{name}", type=Path)
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 16])
+    print(table(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
