@@ -27,6 +27,7 @@ average before and after, the CPU flags).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -144,7 +145,7 @@ class Bench:
         start = time.monotonic()
         if pairing == "consecutive" and a == b:
             series = [self.run(section, *a) for _ in range(n + 1)]
-            judged = list(zip(series, series[1:], strict=False))
+            judged = list(itertools.pairwise(series))
         else:
             judged = [(self.run(section, *a), self.run(section, *b)) for _ in range(n)]
         for run_a, run_b in judged:

@@ -76,7 +76,7 @@ def make_pair(baseline: Path, candidate: Path | None, mode_a: str | None, mode_b
               capacity: int | None = None, settings: Sequence[Setting] = ()) -> AbPair:
     """The one experiment of an A/B (see the module's docstring); ConfigError or
     ExperimentError in one line for what cannot be paired."""
-    text_a, data_a = _read(baseline, settings)
+    _, data_a = _read(baseline, settings)
     if candidate is None:
         if mode_a is None or mode_b is None:
             raise ConfigError("with one experiment file, name both sides: --a MODE --b MODE "
