@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,14 +81,15 @@ class Section:
     exits: list[int] = field(default_factory=list)
     pairs: list[list[str]] = field(default_factory=list)
     floor: str | None = None
-    load_before: list[float] = field(default_factory=load_average)
+    floor_runs: int = 0
+    load_before: list[float] = field(default_factory=list)  # while the runs were made
     load_after: list[float] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float = 0.0  # making the runs
 
     def summary(self) -> dict[str, Any]:
         k, n = sum(1 for e in self.exits if e == 1), len(self.exits)
         low, high = wilson(k, n)
-        return {"pairs": n, "exit_1": k, "rate_exit_1": k / n if n else None,
+        return {"n_pairs": n, "exit_1": k, "rate_exit_1": k / n if n else None,
                 "wilson95": [round(low, 4), round(high, 4)],
                 "exit_codes": dict(sorted(Counter(self.exits).items()))}
 
@@ -127,32 +129,81 @@ class Bench:
               flush=True)
         return done.returncode
 
-    def floor(self, section: Section, experiment: Path, extra: list[str], times: int) -> None:
-        """The baseline's noise floor, as a user measures it: ``times`` runs, then
-        ``kvlab floor`` on them."""
+    def ledger(self, name: str) -> Path:
+        """Where a section's runs are listed as they are made (a later ``--phase
+        judge`` reads them back)."""
+        return self.runs.parent / f"{name}.runs.json"
+
+    def make_runs(self, section: Section, a: tuple[Path, list[str]],
+                  b: tuple[Path, list[str]], n: int, pairing: str, floor_runs: int,
+                  stop_at: float | None) -> None:
+        """The floor's runs of A, then ``n`` pairs (fresh runs, or a series of A/A runs
+        paired i, i+1), listed in the ledger after each run; none started after
+        ``stop_at`` (time.time())."""
+        kept: dict[str, Any] = {"floor": [], "series": [], "pairs": [], "commands": [],
+                                "load_before": load_average(), "load_after": None,
+                                "seconds": 0.0}
+        begun = time.monotonic()
+        path = self.ledger(section.name)
+
+        def one(side: tuple[Path, list[str]]) -> str | None:
+            if stop_at is not None and time.time() > stop_at:
+                return None
+            made = str(self.run(section, *side))
+            kept["commands"] = section.commands
+            return made
+
+        def save() -> None:
+            kept["load_after"] = load_average()
+            kept["seconds"] = round(time.monotonic() - begun, 1)
+            path.write_text(json.dumps(kept, indent=1) + "\n")
+
+        for _ in range(floor_runs if self.has_floor else 0):
+            if (made := one(a)) is None:
+                break
+            kept["floor"].append(made)
+            save()
+        if pairing == "consecutive" and a == b:
+            for _ in range(n + 1):
+                if (made := one(a)) is None:
+                    break
+                kept["series"].append(made)
+                kept["pairs"] = [list(p) for p in itertools.pairwise(kept["series"])]
+                save()
+        else:
+            for _ in range(n):
+                run_a = one(a)
+                run_b = one(b) if run_a is not None else None
+                if run_a is None or run_b is None:
+                    break
+                kept["pairs"].append([run_a, run_b])
+                save()
+        save()
+
+    def judge(self, section: Section, floor_of: str | None, write: Callable[[], None]
+              ) -> None:
+        """``kvlab floor`` on the ledger's floor runs (or ``floor_of``'s, a section
+        sharing the baseline), then the default gate on each pair."""
+        kept = json.loads(self.ledger(section.name).read_text())
+        section.commands = list(kept["commands"])
+        section.load_before, section.load_after = kept["load_before"], kept["load_after"]
+        section.seconds = kept["seconds"]
+        floor_runs = kept["floor"] or (json.loads(self.ledger(floor_of).read_text())["floor"]
+                                       if floor_of else [])
         if not self.has_floor:
             section.floor = "this kvlab has no kvlab floor: the gate uses the rows alone"
-            return
-        runs = [self.run(section, experiment, extra) for _ in range(times)]
-        done = self.call(section, [*KVLAB, "floor", ",".join(str(r) for r in runs)])
-        if done.returncode != 0:
-            raise SystemExit(f"kvlab floor failed: {done.stderr[-2000:]}")
-        section.floor = done.stdout.strip().splitlines()[-1]
-
-    def pairs(self, section: Section, a: tuple[Path, list[str]], b: tuple[Path, list[str]],
-              n: int, pairing: str) -> None:
-        """``n`` pairs of runs of A and B, each judged by the default gate."""
-        start = time.monotonic()
-        if pairing == "consecutive" and a == b:
-            series = [self.run(section, *a) for _ in range(n + 1)]
-            judged = list(itertools.pairwise(series))
-        else:
-            judged = [(self.run(section, *a), self.run(section, *b)) for _ in range(n)]
-        for run_a, run_b in judged:
-            section.exits.append(self.gate(section, run_a, run_b))
-            section.pairs.append([run_a.name, run_b.name])
-        section.seconds = round(time.monotonic() - start, 1)
-        section.load_after = load_average()
+        elif not kept["floor"] and floor_of:
+            section.floor = f"the floor measured in section {floor_of}"
+        elif floor_runs:
+            done = self.call(section, [*KVLAB, "floor", ",".join(floor_runs)])
+            if done.returncode != 0:
+                raise SystemExit(f"kvlab floor failed: {done.stderr[-2000:]}")
+            section.floor = done.stdout.strip().splitlines()[-1]
+            section.floor_runs = len(floor_runs)
+        for run_a, run_b in kept["pairs"]:
+            section.exits.append(self.gate(section, Path(run_a), Path(run_b)))
+            section.pairs.append([Path(run_a).name, Path(run_b).name])
+            write()
 
 
 def synthetic_file(folder: Path, url: str, itl_ms: float, queries: int) -> Path:
@@ -197,9 +248,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="results folder (JSON)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/gate-rates"),
-                        help="the runs, the experiment files and this tool's history")
+                        help="the runs, their ledgers, the experiment files and this "
+                        "tool's history")
     parser.add_argument("--sections", default="synthetic-aa,synthetic-10pct,synthetic-40pct,"
                         "real-aa", help="comma-separated sections")
+    parser.add_argument("--phase", choices=("all", "runs", "judge"), default="all",
+                        help="make the runs, judge the runs listed, or both")
     parser.add_argument("--aa-pairs", type=int, default=40)
     parser.add_argument("--power-pairs", type=int, default=20)
     parser.add_argument("--real-pairs", type=int, default=20)
@@ -207,6 +261,8 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=8, help="rows per synthetic run")
     parser.add_argument("--pairing", choices=("disjoint", "consecutive"), default="disjoint",
                         help="A/A pairs: two fresh runs each, or runs i and i+1 of a series")
+    parser.add_argument("--stop-at", type=float, default=None,
+                        help="start no run after this time (seconds since the epoch)")
     parser.add_argument("--port", type=int, default=18231, help="the synthetic server's")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -216,37 +272,42 @@ def main() -> int:
     url = f"http://127.0.0.1:{args.port}"
     server: subprocess.Popen[bytes] | None = None
     started: list[str] = []
+    base = synthetic_file(args.work, url, 10.0, args.queries)
+    quick = (REPO / "experiments" / "quickstart.toml", QUICKSTART)
     try:
-        if any(s.startswith("synthetic") for s in wanted):
+        if args.phase != "judge" and any(s.startswith("synthetic") for s in wanted):
             server = start_synthetic(started, args.port)
-        base = synthetic_file(args.work, url, 10.0, args.queries)
-        floored: str | None = None
+        first_synthetic: str | None = None
         for name in wanted:
             if name == "real-aa":
-                quick = (REPO / "experiments" / "quickstart.toml", QUICKSTART)
                 section = Section(name, "A/A on kvlab serve (toy model), quickstart at make "
                                   "run's quick sizes", "1")
-                bench.floor(section, *quick, times=args.floor_runs)
-                bench.pairs(section, quick, quick, args.real_pairs, args.pairing)
-            elif name.startswith("synthetic"):
+                sides, n, floor_of = (quick, quick), args.real_pairs, None
+            elif name in ("synthetic-aa", "synthetic-10pct", "synthetic-40pct"):
                 itl = {"synthetic-aa": 10.0, "synthetic-10pct": 11.0,
                        "synthetic-40pct": 14.0}[name]
                 section = Section(name, f"kvlab serve-synthetic, A ITL 10 ms, B ITL "
                                   f"{itl:g} ms", "1")
-                section.commands += started
-                if floored is None:
-                    bench.floor(section, base, [], times=args.floor_runs)
-                    floored = f"{section.floor} (measured in section {name})"
-                else:
-                    section.floor = floored
-                n = args.aa_pairs if name == "synthetic-aa" else args.power_pairs
                 candidate = synthetic_file(args.work, url, itl, args.queries)
-                bench.pairs(section, (base, []), (candidate, []), n, args.pairing)
+                sides = ((base, []), (candidate, []))
+                n = args.aa_pairs if name == "synthetic-aa" else args.power_pairs
+                floor_of, first_synthetic = first_synthetic, first_synthetic or name
             else:
                 raise SystemExit(f"unknown section {name!r}")
-            data = {**asdict(section), **section.summary(), "cpu_flags": cpu_flags(),
-                    "gate": shlex.join(["kvlab", "compare", "A", "B", *GATE])}
-            (args.out / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+            if args.phase != "judge":
+                section.commands += started
+                bench.make_runs(section, *sides, n, args.pairing,
+                                0 if floor_of else args.floor_runs, args.stop_at)
+            if args.phase == "runs":
+                continue
+
+            def write(section: Section = section, name: str = name) -> None:
+                data = {**asdict(section), **section.summary(), "cpu_flags": cpu_flags(),
+                        "gate": shlex.join(["kvlab", "compare", "A", "B", *GATE])}
+                (args.out / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+
+            bench.judge(section, floor_of, write)
+            write()
             print(f"{name}: {json.dumps(section.summary())}", flush=True)
     finally:
         if server is not None:
