@@ -75,15 +75,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="the JSON file written")
     parser.add_argument("--runs", type=Path, default=Path("/tmp/ab-trials"),
                         help="where kvlab ab keeps each trial's run directory")
-    parser.add_argument("--deadline-s", type=float, default=None,
-                        help="start no trial after this many seconds (count stated)")
+    parser.add_argument("--stop-at", type=float, default=None,
+                        help="start no trial after this time (seconds since the epoch); "
+                        "the trials made are counted")
     parser.add_argument("ab", nargs=argparse.REMAINDER, help="-- then kvlab ab's arguments")
     args = parser.parse_args()
     ab = args.ab[1:] if args.ab[:1] == ["--"] else args.ab
     before, start = load_average(), time.monotonic()
     trials: list[dict[str, Any]] = []
     for _ in range(args.trials):
-        if args.deadline_s is not None and time.monotonic() - start > args.deadline_s:
+        if args.stop_at is not None and time.time() > args.stop_at:
             break
         trials.append(trial(ab, args.runs))
         args.out.parent.mkdir(parents=True, exist_ok=True)
