@@ -97,9 +97,9 @@ class Section:
 class Bench:
     """Runs the commands, echoing each, with this tool's own history and run folder."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, history: str = "history.duckdb") -> None:
         self.runs = work / "runs"
-        self.env = {**os.environ, "KVLAB_HISTORY": str(work / "history.duckdb")}
+        self.env = {**os.environ, "KVLAB_HISTORY": str(work / history)}
         self.has_floor = subprocess.run([*KVLAB, "floor", "--help"], capture_output=True,
                                         env=self.env).returncode == 0
 
@@ -267,7 +267,10 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    bench = Bench(args.work)
+    # judging alone keeps its floors in a history of its own (the runs may come from an
+    # older kvlab, whose history schema the gate's kvlab would not share)
+    bench = Bench(args.work, "history-judge.duckdb" if args.phase == "judge"
+                  else "history.duckdb")
     wanted = args.sections.split(",")
     url = f"http://127.0.0.1:{args.port}"
     server: subprocess.Popen[bytes] | None = None
