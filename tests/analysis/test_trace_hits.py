@@ -1,4 +1,4 @@
-"""A trace row's server blocks named from its hash ids, prepared.json's blocks read, and
+"""A trace row's server blocks named from its hash ids, and
 the hits a trace predicts set against those the server counted: drift flagged."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from kvlab.analysis.trace_hits import (
     PointHits,
     TraceBlocks,
     server_block_names,
-    trace_blocks,
     trace_hits,
 )
 from kvlab.memory.presets import shape_from_preset
@@ -29,14 +28,6 @@ def test_server_blocks_are_named_by_the_trace_blocks_they_end_in() -> None:
     assert names_a[4] == (("1", "2", "0~2"), 14)  # the last block of the prompt
     assert names_a[5] == (("a", 0), 5)  # reaches into the output: the row's own
     assert server_block_names(row(prompt_tokens=40, position=7), None, 16)[0] == (("a", 7), 0)
-
-
-def test_prepared_json_gives_each_trace_rows_blocks() -> None:
-    prepared = {"prompts": {"512": [
-        {"query_id": "line1", "tokens": 130, "blocks": ["1", "2"], "block_tokens": 32},
-        {"query_id": "q", "tokens": 10}]}}
-    assert trace_blocks(prepared) == {(512, "line1"): TraceBlocks(("1", "2"), 32, 130)}
-    assert trace_blocks(None) == {}
 
 
 def _replay(cached_b: int, counted: float) -> PointHits:

@@ -63,3 +63,21 @@ def test_llamacpp_is_its_command_line() -> None:
     assert served.kv_bytes() == knee.budget_bytes
     with pytest.raises(ConfigError, match="-c is not recorded"):
         ServedKv("llamacpp", GEMMA, "f16", max_seqs=6).knee(WORK)
+
+
+def test_each_server_names_where_its_budget_comes_from_and_its_prefix_pool() -> None:
+    toy = shape_from_preset("toy")  # no sliding-window layers: one block group
+    vllm = ServedKv("vllm", toy, "bf16", max_seqs=8, prefix_caching=True)
+    kvlab = ServedKv("kvlab", toy, "bf16", max_seqs=8, kv_blocks=60, prefix_caching=True)
+    llama = ServedKv("llamacpp", GEMMA, "f16", max_seqs=4, n_ctx=2048)
+    assert "cache_config_info" in vllm.budget_source(VLLM_METRICS)
+    assert kvlab.budget_source() == "its launch (--kv-blocks); no /metrics reading"
+    assert llama.budget_source().startswith("its command line (-c, -np)")
+    assert vllm.prefix_pool(VLLM_METRICS) == (78, 128)  # the null block aside
+    assert kvlab.prefix_pool() == (60, 16)
+    with pytest.raises(ConfigError, match="not an LRU of blocks"):
+        llama.prefix_pool()
+    with pytest.raises(ConfigError, match="launched without prefix caching"):
+        ServedKv("kvlab", toy, "bf16", max_seqs=8, kv_blocks=60).prefix_pool()
+    with pytest.raises(ConfigError, match="from its /metrics"):
+        vllm.kv_bytes()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kvlab.analysis.evaluation_file import StoredEvaluation
 from kvlab.report.across_runs import (
     ParetoPoint,
     Series,
@@ -13,7 +14,6 @@ from kvlab.report.across_runs import (
     overlay,
     pareto,
     pareto_points,
-    points_of_json,
 )
 from kvlab.run.runner import evaluate_run
 from tests.history.runs import write_load_run
@@ -91,7 +91,6 @@ def test_report_html_of_a_load_run_has_the_pareto_plot(tmp_path: Path) -> None:
 
 
 def test_the_results_page_draws_every_load_run_s_points(tmp_path: Path) -> None:
-    import json
 
     from kvlab.report.results_html import write_index
     from kvlab.report.results_page import results_page
@@ -101,9 +100,9 @@ def test_the_results_page_draws_every_load_run_s_points(tmp_path: Path) -> None:
     page = write_index(results_page(root)).read_text()
     assert "<h3>Throughput against latency (Pareto)</h3>" in page
     assert page.count("data:image/png;base64,") == 1
-    evaluation = json.loads((root / "runs" / "synthetic-20260101-100000" /
-                             "evaluation.json").read_text())
-    points = {(p.line, p.load): p for p in points_of_json(evaluation, "synthetic · ")}
+    evaluation = StoredEvaluation.read(root / "runs" / "synthetic-20260101-100000" /
+                                       "evaluation.json")
+    points = {(p.line, p.load): p for p in pareto_points(evaluation, "synthetic · ")}
     assert sorted(points) == [("synthetic · fast", "c=1"), ("synthetic · fast", "c=2"),
                               ("synthetic · slow", "c=1"), ("synthetic · slow", "c=2")]
     from kvlab.run.runner import evaluate_run

@@ -137,7 +137,8 @@ def test_a_file_of_another_shape_is_a_line_not_a_traceback(tmp_path: Path) -> No
     (tmp_path / "kv-bench" / "kv-bench.json").write_text('{"rows": [{"context": 2048}]}')
     kv = results_page(tmp_path).headlines[0]
     assert kv.step.startswith("KV cache in the engine")
-    assert "lacks what this page reads (KeyError: 'naive_decode_s_per_token')" in kv.text
+    assert ("lacks what this page reads (rows.0.naive_decode_s_per_token: Field required)"
+            in kv.text and kv.source == "kv-bench/kv-bench.json")
 
 
 def test_a_run_evaluated_before_valid_row_figures_is_named_not_read(results: Path) -> None:

@@ -56,18 +56,6 @@ class TraceBlocks:
     text_tokens: int
 
 
-def trace_blocks(prepared: Mapping[str, Any] | None) -> dict[tuple[int, str], TraceBlocks]:
-    """(capacity, query id) -> its blocks, for every trace row of prepared.json."""
-    out = {}
-    for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
-        for p in prompts:
-            if p.get("blocks") and p.get("block_tokens"):
-                out[(int(capacity), str(p["query_id"]))] = TraceBlocks(
-                    tuple(str(b) for b in p["blocks"]), int(p["block_tokens"]),
-                    int(p["tokens"]))
-    return out
-
-
 def server_block_names(row: Record, trace: TraceBlocks | None, block: int
                        ) -> list[Hashable]:
     """The names of ``row``'s full server blocks over its prompt and output (a block

@@ -54,6 +54,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
 
     from kvlab.report.comparisons import comparison_header, comparison_rows
     from kvlab.report.summary_table import summary_header, summary_rows
+    from kvlab.store.files import HTML_FILE, REPORT_FILE
 
     # Short headers so the table fits 100 columns; report.md has every column. The load
     # column only when the run has load points.
@@ -101,7 +102,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                       f"counters: {verdict.describe()}", highlight=False, markup=False,
                       style=None if verdict.refuses else "bold yellow")
     console.print(f"validation: {evaluation.valid.count.describe(flags=False)}, {pairs} pair "
-                  f"refusals (details in {run_dir / 'report.md'})", highlight=False,
+                  f"refusals (details in {run_dir / REPORT_FILE})", highlight=False,
                   markup=False)
     client = evaluation.client
     if client is not None:
@@ -116,8 +117,8 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
     for flag in (f for p in evaluation.server_histograms for f in p.flags):
         console.print(f"warning: {flag}", style="bold yellow", highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
-    html = run_dir / "report.html"
-    console.print(f"report: {run_dir / 'report.md'}"
+    html = run_dir / HTML_FILE
+    console.print(f"report: {run_dir / REPORT_FILE}"
                   + (f" and {html} (opens offline)" if html.exists() else ""),
                   highlight=False, markup=False)
 

@@ -50,9 +50,10 @@ def preflight(
     settings = None
     if experiment is not None:
         from kvlab.experiment import load_experiment
+        from kvlab.servers.llamacpp import LlamaCppSettings
 
         modes = load_experiment(experiment).modes
-        settings = [m.llamacpp_settings() for m in modes if m.server == "llamacpp"]
+        settings = [m.settings for m in modes if isinstance(m.settings, LlamaCppSettings)]
     report = run_preflight(settings, smoke=smoke)
     if json_out:
         print_json(report.to_json())

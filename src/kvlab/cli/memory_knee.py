@@ -28,8 +28,6 @@ from kvlab.memory.knee import (
 )
 from kvlab.memory.vllm_blocks import kv_space_bytes, vllm_blocks_for_bytes
 
-SERVERS = ("vllm", "llamacpp", "kvlab")
-
 
 @dataclass(frozen=True)
 class KneeArgs:
@@ -54,13 +52,11 @@ class KneeArgs:
     dtype: str | None = None
 
     def __post_init__(self) -> None:
-        if self.server not in SERVERS:
-            raise ConfigError(f"--knee {self.server!r}: give one of {', '.join(SERVERS)}")
+        if self.server not in _SERVERS:
+            raise ConfigError(f"--knee {self.server!r}: give one of {', '.join(_SERVERS)}")
         budgets = {"--kv-blocks": self.kv_blocks, "--kv-space-gib": self.kv_space_gib,
                    "--metrics": self.metrics, "-L/--context (-c)": self.contexts}
-        allowed = {"vllm": {"--kv-blocks", "--kv-space-gib", "--metrics"},
-                   "kvlab": {"--kv-blocks", "--metrics"},
-                   "llamacpp": {"-L/--context (-c)"}}[self.server]
+        allowed = _SERVERS[self.server].budgets
         given = [name for name, value in budgets.items() if value]
         wrong = [name for name in given if name not in allowed]
         if wrong:
@@ -69,7 +65,7 @@ class KneeArgs:
         if len(given) != 1:
             raise ConfigError(f"--knee {self.server} needs one KV budget: "
                               f"{' or '.join(sorted(allowed))}")
-        if self.server == "llamacpp" and (self.block_size or self.prefill_budget):
+        if not _SERVERS[self.server].paged and (self.block_size or self.prefill_budget):
             raise ConfigError("llama-server has no blocks: drop --block-size and "
                               "--prefill-budget (its budget is -L as -c, and --slots as -np)")
 
@@ -92,31 +88,33 @@ def read_metrics(source: str) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-def knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
-    """(the budget as given, the knee) per budget."""
-    if args.server == "llamacpp":
-        slots = args.slots or 1
-        return [(f"-c {c} -np {slots}" + (" -kvu" if args.unified else ""),
-                 llamacpp_knee(shape, args.work, c, slots, kv_unified=args.unified,
-                               type_k=args.dtype or "f16", type_v=args.dtype or "f16",
-                               n_ubatch=args.ubatch, n_batch=args.batch))
-                for c in args.contexts]
+def _llamacpp_knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
+    slots = args.slots or 1
+    return [(f"-c {c} -np {slots}" + (" -kvu" if args.unified else ""),
+             llamacpp_knee(shape, args.work, c, slots, kv_unified=args.unified,
+                           type_k=args.dtype or "f16", type_v=args.dtype or "f16",
+                           n_ubatch=args.ubatch, n_batch=args.batch))
+            for c in args.contexts]
+
+
+def _kvlab_knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
+    budgets = [(f"{b} blocks", b) for b in args.kv_blocks]
+    if args.metrics:
+        blocks = kvlab_blocks(read_metrics(args.metrics))
+        budgets.insert(0, (f"{blocks} blocks ({args.metrics})", blocks))
+    return [(label, kvlab_knee(shape, args.work, blocks, args.block_size or 16,
+                               slots=args.slots or 16,
+                               prefill_budget=args.prefill_budget or 256,
+                               dtype=args.dtype or "f32"))
+            for label, blocks in budgets]
+
+
+def _vllm_knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
     budgets: list[tuple[str, int, int | None]] = []  # (label, blocks, block size read)
     if args.metrics:
-        text = read_metrics(args.metrics)
-        if args.server == "vllm":
-            blocks, size = vllm_blocks(text)
-            budgets.append((f"{blocks} blocks ({args.metrics})", blocks, size))
-        else:
-            blocks = kvlab_blocks(text)
-            budgets.append((f"{blocks} blocks ({args.metrics})", blocks, None))
+        blocks, size = vllm_blocks(read_metrics(args.metrics))
+        budgets.append((f"{blocks} blocks ({args.metrics})", blocks, size))
     budgets += [(f"{b} blocks", b, None) for b in args.kv_blocks]
-    if args.server == "kvlab":
-        return [(label, kvlab_knee(shape, args.work, blocks, args.block_size or 16,
-                                   slots=args.slots or 16,
-                                   prefill_budget=args.prefill_budget or 256,
-                                   dtype=args.dtype or "f32"))
-                for label, blocks, _ in budgets]
     dtype = args.dtype or "bf16"
     block = args.block_size or VLLM_CPU_BLOCK_SIZE
     for gib in args.kv_space_gib:
@@ -133,6 +131,29 @@ def knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
             max_num_batched_tokens=args.prefill_budget or VLLM_CPU_MAX_BATCHED_TOKENS,
             dtype=dtype)))
     return out
+
+
+@dataclass(frozen=True)
+class _Server:
+    """What ``--knee SERVER`` means for one server: where its budget may come from,
+    whether it has blocks, and its knee per budget."""
+
+    budgets: frozenset[str]
+    paged: bool
+    knees: Callable[[ModelShape, KneeArgs], list[tuple[str, Knee]]]
+
+
+_SERVERS: dict[str, _Server] = {
+    "vllm": _Server(frozenset({"--kv-blocks", "--kv-space-gib", "--metrics"}), True,
+                    _vllm_knees),
+    "llamacpp": _Server(frozenset({"-L/--context (-c)"}), False, _llamacpp_knees),
+    "kvlab": _Server(frozenset({"--kv-blocks", "--metrics"}), True, _kvlab_knees),
+}
+
+
+def knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
+    """(the budget as given, the knee) per budget."""
+    return _SERVERS[args.server].knees(shape, args)
 
 
 def knee_view(shape: ModelShape, args: KneeArgs, title: str) -> dict[str, Any]:

@@ -19,15 +19,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kvlab.analysis.evaluate import SCHEMA_VERSION as EVALUATION_SCHEMA
+from kvlab.analysis.evaluation_file import EvaluationFileError, StoredEvaluation
+from kvlab.analysis.load import LoadSummary
+from kvlab.analysis.summaries import Summary
 from kvlab.history.schema import DISTRIBUTIONS, STATS, SUMMARY_FIGURES
 from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.files import (
+    EVALUATION_FILE,
+    EXPERIMENT_FILE,
+    GAUGES_FILE,
+    MANIFEST_FILE,
+    RECORDS_FILE,
+)
 from kvlab.store.rundir import RunDir
+from kvlab.store.state import ServerFacts
 
 # The files whose size and modification time make a run directory's fingerprint.
-WATCHED = ("records.jsonl", "manifest.json", "evaluation.json", "gauges.jsonl",
-           "experiment.toml")
-STORED = "evaluation.json"  # the evaluation column when the run's own file was read
+WATCHED = (RECORDS_FILE, MANIFEST_FILE, EVALUATION_FILE, GAUGES_FILE, EXPERIMENT_FILE)
+STORED = EVALUATION_FILE  # the evaluation column when the run's own file was read
 EVALUATED = "evaluated on add"  # ... when it was missing or older than the records
 
 ViolationKey = tuple[str, int, str, int, str | None]  # (mode, capacity, query, rep, load)
@@ -80,9 +89,9 @@ def _when(text: str | None) -> datetime | None:
         return None
 
 
-def stored_evaluation(run: RunDir) -> dict[str, Any] | None:
+def stored_evaluation(run: RunDir) -> StoredEvaluation | None:
     """evaluation.json when it is current: written no earlier than records.jsonl and
-    gauges.jsonl, in this kvlab's layout. None otherwise."""
+    gauges.jsonl, in this kvlab's layout. None otherwise (or when it does not read)."""
     path = run.evaluation_path
     try:
         written = path.stat().st_mtime_ns
@@ -90,51 +99,47 @@ def stored_evaluation(run: RunDir) -> dict[str, Any] | None:
                   if p.exists()]
         if any(t > written for t in inputs):
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        stored = StoredEvaluation.read(path)
+    except (OSError, EvaluationFileError):
         return None
-    if not isinstance(data, dict) or data.get("schema_version") != EVALUATION_SCHEMA:
-        return None
-    return data
+    return stored if stored.current else None
 
 
-def _summary_row(run_id: str, s: dict[str, Any]) -> dict[str, Any]:
-    count = s.get("valid") or {}
-    row: dict[str, Any] = {"run_id": run_id, "mode": s["mode"], "capacity": s["capacity"],
-                           "load": s.get("load"), "valid": count.get("valid"),
-                           "measured": count.get("measured"),
-                           "refused": json.dumps(count.get("refused") or {})}
-    intervals = s.get("mean_intervals") or {}
+def _summary_row(run_id: str, s: Summary) -> dict[str, Any]:
+    count = s.count
+    row: dict[str, Any] = {"run_id": run_id, "mode": s.mode, "capacity": s.capacity,
+                           "load": s.load, "valid": count.valid, "measured": count.measured,
+                           "refused": json.dumps(count.refused)}
     for metric in DISTRIBUTIONS:
-        dist = s.get(metric) or {}
+        dist = s.metrics.get(metric, None)  # None: no row had it (n 0, as the file says)
         for stat in STATS:
-            row[f"{metric}_{stat}"] = dist.get("count" if stat == "n" else stat)
-        interval = intervals.get(metric) or {}
-        row[f"{metric}_low"], row[f"{metric}_high"] = interval.get("low"), interval.get("high")
+            row[f"{metric}_{stat}"] = ((dist.count if dist else 0) if stat == "n"
+                                       else getattr(dist, stat) if dist else None)
+        interval = s.mean_intervals.get(metric, None)
+        row[f"{metric}_low"] = interval.low if interval else None
+        row[f"{metric}_high"] = interval.high if interval else None
+    keyed = s.to_json()  # the figures under evaluation.json's own keys
     for figure in SUMMARY_FIGURES:
-        row[figure] = s.get(figure)
+        row[figure] = keyed.get(figure, None)
     return row
 
 
-def _load_row(run_id: str, p: dict[str, Any]) -> dict[str, Any]:
-    count, lag = p.get("count") or {}, p.get("send_lag_ms") or {}
+def _load_row(run_id: str, p: LoadSummary) -> dict[str, Any]:
     keep = ("mode", "capacity", "load", "kind", "requests", "ok", "target_rate",
             "scheduled_rate", "achieved_rate", "late", "slipped", "max_in_flight", "span_s",
             "request_throughput", "output_tokens_per_s", "goodput", "slo_met")
-    return {"run_id": run_id, **{k: p.get(k) for k in keep},
-            "valid": count.get("valid"), "measured": count.get("measured"),
-            "send_lag_p50_ms": lag.get("p50"), "send_lag_p95_ms": lag.get("p95"),
-            "send_lag_p99_ms": lag.get("p99")}
+    lag = p.send_lag_ms
+    return {"run_id": run_id, **{k: getattr(p, k) for k in keep},
+            "valid": p.count.valid, "measured": p.count.measured,
+            **{f"send_lag_{q}_ms": lag.get(q, None) for q in ("p50", "p95", "p99")}}
 
 
-def _refusals(evaluation: dict[str, Any]) -> dict[ViolationKey, list[str]]:
+def _refusals(evaluation: StoredEvaluation) -> dict[ViolationKey, list[str]]:
     """Each refused row's reasons (pair refusals left out: they are no row's verdict)."""
     out: dict[ViolationKey, list[str]] = {}
-    for v in evaluation.get("violations") or []:
-        if v.get("other_mode") is None:
-            key = (v["mode"], int(v["capacity"]), v["query_id"], int(v["repetition"]),
-                   v.get("load"))
-            out.setdefault(key, []).append(str(v["reason"]))
+    for v in evaluation.violations:
+        if v.other_mode is None:
+            out.setdefault(v.row_key, []).append(str(v.reason))
     return out
 
 
@@ -153,12 +158,10 @@ def _modes(run: RunDir) -> list[dict[str, Any]]:
 def _servers(run: RunDir) -> list[dict[str, Any]]:
     rows = []
     for entry in run.state.servers:
-        facts = entry.facts or {}
-        argv = facts.get("argv")
-        rows.append({"mode": entry.mode, "capacity": entry.capacity, "kind": facts.get("kind"),
-                     "argv": [str(a) for a in argv] if isinstance(argv, list) else None,
-                     "version": None if facts.get("version") is None
-                     else str(facts["version"]),
+        facts, known = entry.facts or {}, entry.known or ServerFacts()
+        version = known.version if "version" in facts else None
+        rows.append({"mode": entry.mode, "capacity": entry.capacity, "kind": known.kind,
+                     "argv": known.argv, "version": None if version is None else str(version),
                      "started": _when(entry.started), "stopped": _when(entry.stopped),
                      "facts": json.dumps(facts, default=str) if entry.facts else None})
     return rows
@@ -176,27 +179,24 @@ def _experiment_hash(run: RunDir) -> str | None:
     return hashlib.sha256(data).hexdigest()
 
 
-def _run_row(run: RunDir, run_id: str, path: str, evaluation: dict[str, Any],
+def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
              how: str) -> dict[str, Any]:
-    state, host = run.state, run.state.host
+    state, host = run.state, run.state.machine
     sessions = state.sessions
-    counts, valid = evaluation.get("counts") or {}, evaluation.get("valid") or {}
-    flags = host.get("cpu_flags")
+    records, valid = evaluation.counts["records"], evaluation.valid
     return {
         "run_id": run_id, "path": path, "fingerprint": fingerprint(Path(path)),
         "imported_from": state.imported_from,
-        "experiment": state.experiment_name or evaluation.get("experiment") or None,
+        "experiment": state.experiment_name or evaluation.experiment or None,
         "experiment_hash": _experiment_hash(run), "git_commit": state.git_commit,
-        "kvlab_version": state.kvlab_version, "cpu": host.get("cpu"),
-        "cpu_flags": [str(f) for f in flags] if isinstance(flags, list) else None,
-        "cores": host.get("cores"), "hostname": host.get("hostname"),
-        "platform": host.get("platform"),
-        "started": _when(sessions[0].started if sessions else host.get("recorded_at")),
+        "kvlab_version": state.kvlab_version, "cpu": host.cpu, "cpu_flags": host.cpu_flags,
+        "cores": host.cores, "hostname": host.hostname, "platform": host.platform,
+        "started": _when(sessions[0].started if sessions else host.recorded_at),
         "stopped": _when(sessions[-1].stopped if sessions else None),
         "load_average_started": sessions[0].load_average_started if sessions else None,
         "load_average_stopped": sessions[-1].load_average_stopped if sessions else None,
-        "records": counts.get("records"), "measured": valid.get("measured"),
-        "valid": valid.get("valid"), "evaluation": how, "added_at": datetime.now(UTC),
+        "records": records, "measured": valid.measured,
+        "valid": valid.valid, "evaluation": how, "added_at": datetime.now(UTC),
     }
 
 
@@ -214,11 +214,12 @@ def run_facts(run: RunDir, scratch: Path) -> RunFacts:
         run_id, records_file = run.run_id, run.records_path
     evaluation = stored_evaluation(run) if path.is_dir() else None
     how = STORED
-    if evaluation is None:
-        evaluation, how = evaluate_run_dir(run).to_json(), EVALUATED
+    if evaluation is None:  # the live evaluation, as its evaluation.json would read
+        evaluation = StoredEvaluation.from_dict(evaluate_run_dir(run).to_json())
+        how = EVALUATED
     modes = [{"run_id": run_id, **m} for m in _modes(run)]
     servers = [{"run_id": run_id, **s} for s in _servers(run)]
     return RunFacts(
         run_id, str(path), records_file, _run_row(run, run_id, str(path), evaluation, how),
-        modes, servers, [_summary_row(run_id, s) for s in evaluation.get("summaries") or []],
-        [_load_row(run_id, p) for p in evaluation.get("load") or []], _refusals(evaluation))
+        modes, servers, [_summary_row(run_id, s) for s in evaluation.summaries],
+        [_load_row(run_id, p) for p in evaluation.load], _refusals(evaluation))

@@ -37,6 +37,7 @@ from kvlab.history.schema import (
     recorded_paths,
     version,
 )
+from kvlab.store.files import RECORDS_FILE
 from kvlab.store.rundir import RunDir, load_run_or_import
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 BATCH_RUNS = 100  # runs per transaction (and per read_json of their records)
-RECORDS_FILE = "records.jsonl"
 
 
 @dataclass

@@ -12,6 +12,7 @@ none there; its budget is its command line (``-c``, ``-np``), which ``/props`` e
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -66,84 +67,35 @@ class ServedKv:
             raise ConfigError(f"kv_served: unknown server {self.server!r} (one of "
                               f"{', '.join(SERVERS)})")
 
+    @property
+    def _pool(self) -> _Pool:
+        return _POOLS[self.server]
+
     def knee(self, work: Workload, metrics: str | None = None) -> Knee:
         """The knee of ``work`` under this budget; ``metrics``: the server's /metrics
         text (its reported budget). ConfigError when the budget is not known."""
-        if self.server == "llamacpp":
-            n_ctx = self._n_ctx()
-            return llamacpp_knee(self.shape, work, n_ctx, self.max_seqs,
-                                 kv_unified=self.unified, type_k=self.dtype,
-                                 type_v=self.type_v or self.dtype, n_ubatch=self.ubatch,
-                                 n_batch=self.batch)
-        if self.server == "kvlab":
-            blocks = self._kvlab_blocks(metrics)
-            return kvlab_knee(self.shape, work, blocks, self.block_size or 16,
-                              slots=self.max_seqs, prefill_budget=self.prefill_budget or 256,
-                              dtype=self.dtype)
-        blocks, block_size = self._vllm_pool(metrics)
-        kwargs = {"max_num_batched_tokens": self.prefill_budget} if self.prefill_budget \
-            else {}
-        return vllm_knee(self.shape, work, blocks, block_size, max_num_seqs=self.max_seqs,
-                         dtype=self.dtype, **kwargs)
+        return self._pool.knee(self, work, metrics)
 
     def kv_bytes(self, metrics: str | None = None) -> int:
         """The bytes of the whole KV budget (``metrics``: as in :meth:`knee`)."""
-        if self.server == "llamacpp":
-            n_ctx = self._n_ctx()
-            return predict_llamacpp_kv(
-                self.shape, n_ctx, n_seq=self.max_seqs, kv_unified=self.unified,
-                type_k=self.dtype, type_v=self.type_v or self.dtype, n_ubatch=self.ubatch,
-                n_batch=self.batch).total_bytes
-        if self.server == "kvlab":
-            blocks = self._kvlab_blocks(metrics)
-            return kvlab_budget_bytes(self.shape, blocks, self.block_size or 16, self.dtype)
-        blocks, block_size = self._vllm_pool(metrics)
-        return blocks * vllm_block_bytes(self.shape, block_size, self.dtype)
+        return self._pool.kv_bytes(self, metrics)
 
     def budget_source(self, metrics: str | None = None) -> str:
         """Where :meth:`knee` reads the budget from, in words."""
-        if self.server == "llamacpp":
-            return "its command line (-c, -np), as /props reports it"
-        if self.server == "vllm":
-            return "its /metrics (cache_config_info: num_gpu_blocks, block_size)"
-        return ("its /metrics (kv_blocks_total)" if metrics is not None
-                else "its launch (--kv-blocks); no /metrics reading")
+        return self._pool.budget_source(metrics)
 
     def prefix_pool(self, metrics: str | None = None) -> tuple[int, int]:
         """(blocks a prefix cache can keep, tokens per block) of a paged server with
         prefix caching and one block group (a model without sliding-window layers);
         ConfigError naming what is missing otherwise."""
-        if self.server == "llamacpp":
-            raise ConfigError("llama-server keeps each slot's last prompt, not an LRU of "
-                              "blocks")
+        if self._pool.no_lru:
+            raise ConfigError(self._pool.no_lru)
         if not self.prefix_caching:
             raise ConfigError(f"{self.server} was launched without prefix caching")
         if self.shape.n_swa_layers:
             raise ConfigError("sliding-window layers keep their own blocks; the LRU "
                               "prediction covers one block group")
-        if self.server == "kvlab":
-            return self._kvlab_blocks(metrics), self.block_size or 16
-        blocks, block_size = self._vllm_pool(metrics)
-        return blocks - 1, block_size  # the null block aside
-
-    def _n_ctx(self) -> int:
-        if self.n_ctx is None:
-            raise ConfigError("llama-server's -c is not recorded")
-        return self.n_ctx
-
-    def _kvlab_blocks(self, metrics: str | None) -> int:
-        blocks = kvlab_blocks(metrics) if metrics is not None else self.kv_blocks
-        if blocks is None:
-            raise ConfigError("kvlab serve's kv_blocks: no /metrics reading and none given "
-                              "at launch")
-        return blocks
-
-    @staticmethod
-    def _vllm_pool(metrics: str | None) -> tuple[int, int]:
-        if metrics is None:
-            raise ConfigError("vLLM's num_gpu_blocks comes from its /metrics "
-                              "(cache_config_info); no reading of it")
-        return vllm_blocks(metrics)
+        return self._pool.prefix_pool(self, metrics)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for the manifest."""
@@ -160,3 +112,113 @@ class ServedKv:
             return cls(**{**{k: v for k, v in data.items() if k in names}, "shape": shape})
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"kv_served is not a served KV budget ({exc})") from None
+
+
+class _Pool(ABC):
+    """How one kind of server holds its KV budget: its knee, its bytes, where the budget
+    is read from and the pool its prefix cache keeps. One per :data:`ServerName`."""
+
+    @abstractmethod
+    def knee(self, kv: ServedKv, work: Workload, metrics: str | None) -> Knee: ...
+
+    @abstractmethod
+    def kv_bytes(self, kv: ServedKv, metrics: str | None) -> int: ...
+
+    @abstractmethod
+    def budget_source(self, metrics: str | None) -> str: ...
+
+    no_lru: str | None = None  # why the server keeps no LRU of blocks (None: it does)
+
+    @abstractmethod
+    def prefix_pool(self, kv: ServedKv, metrics: str | None) -> tuple[int, int]: ...
+
+
+class _LlamaCppSlots(_Pool):
+    """llama-server: ``-c`` cells over ``-np`` slots; its budget is its command line."""
+
+    def knee(self, kv: ServedKv, work: Workload, metrics: str | None) -> Knee:
+        return llamacpp_knee(kv.shape, work, self._n_ctx(kv), kv.max_seqs,
+                             kv_unified=kv.unified, type_k=kv.dtype,
+                             type_v=kv.type_v or kv.dtype, n_ubatch=kv.ubatch,
+                             n_batch=kv.batch)
+
+    def kv_bytes(self, kv: ServedKv, metrics: str | None) -> int:
+        return predict_llamacpp_kv(
+            kv.shape, self._n_ctx(kv), n_seq=kv.max_seqs, kv_unified=kv.unified,
+            type_k=kv.dtype, type_v=kv.type_v or kv.dtype, n_ubatch=kv.ubatch,
+            n_batch=kv.batch).total_bytes
+
+    def budget_source(self, metrics: str | None) -> str:
+        return "its command line (-c, -np), as /props reports it"
+
+    no_lru = "llama-server keeps each slot's last prompt, not an LRU of blocks"
+
+    def prefix_pool(self, kv: ServedKv, metrics: str | None) -> tuple[int, int]:
+        raise ConfigError(self.no_lru)
+
+    @staticmethod
+    def _n_ctx(kv: ServedKv) -> int:
+        if kv.n_ctx is None:
+            raise ConfigError("llama-server's -c is not recorded")
+        return kv.n_ctx
+
+
+class _KvlabBlocks(_Pool):
+    """kvlab serve: a pool of blocks, /metrics' ``kv_blocks_total`` or ``--kv-blocks``."""
+
+    def knee(self, kv: ServedKv, work: Workload, metrics: str | None) -> Knee:
+        return kvlab_knee(kv.shape, work, self._blocks(kv, metrics), kv.block_size or 16,
+                          slots=kv.max_seqs, prefill_budget=kv.prefill_budget or 256,
+                          dtype=kv.dtype)
+
+    def kv_bytes(self, kv: ServedKv, metrics: str | None) -> int:
+        return kvlab_budget_bytes(kv.shape, self._blocks(kv, metrics), kv.block_size or 16,
+                                  kv.dtype)
+
+    def budget_source(self, metrics: str | None) -> str:
+        return ("its /metrics (kv_blocks_total)" if metrics is not None
+                else "its launch (--kv-blocks); no /metrics reading")
+
+    def prefix_pool(self, kv: ServedKv, metrics: str | None) -> tuple[int, int]:
+        return self._blocks(kv, metrics), kv.block_size or 16
+
+    @staticmethod
+    def _blocks(kv: ServedKv, metrics: str | None) -> int:
+        blocks = kvlab_blocks(metrics) if metrics is not None else kv.kv_blocks
+        if blocks is None:
+            raise ConfigError("kvlab serve's kv_blocks: no /metrics reading and none given "
+                              "at launch")
+        return blocks
+
+
+class _VllmBlocks(_Pool):
+    """vLLM: the blocks /metrics' ``cache_config_info`` reports, and no other source."""
+
+    def knee(self, kv: ServedKv, work: Workload, metrics: str | None) -> Knee:
+        blocks, block_size = self._pool(metrics)
+        kwargs = {"max_num_batched_tokens": kv.prefill_budget} if kv.prefill_budget else {}
+        return vllm_knee(kv.shape, work, blocks, block_size, max_num_seqs=kv.max_seqs,
+                         dtype=kv.dtype, **kwargs)
+
+    def kv_bytes(self, kv: ServedKv, metrics: str | None) -> int:
+        blocks, block_size = self._pool(metrics)
+        return blocks * vllm_block_bytes(kv.shape, block_size, kv.dtype)
+
+    def budget_source(self, metrics: str | None) -> str:
+        return "its /metrics (cache_config_info: num_gpu_blocks, block_size)"
+
+    def prefix_pool(self, kv: ServedKv, metrics: str | None) -> tuple[int, int]:
+        blocks, block_size = self._pool(metrics)
+        return blocks - 1, block_size  # the null block aside
+
+    @staticmethod
+    def _pool(metrics: str | None) -> tuple[int, int]:
+        if metrics is None:
+            raise ConfigError("vLLM's num_gpu_blocks comes from its /metrics "
+                              "(cache_config_info); no reading of it")
+        return vllm_blocks(metrics)
+
+
+# each server name's budget: the one place its kind decides anything here
+_POOLS: dict[ServerName, _Pool] = {"vllm": _VllmBlocks(), "kvlab": _KvlabBlocks(),
+                                   "llamacpp": _LlamaCppSlots()}

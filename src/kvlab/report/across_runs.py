@@ -8,8 +8,8 @@
 
 Both return PNG bytes (None when there is nothing to draw), like :mod:`kvlab.report.plots`;
 :func:`kvlab.report.figure_page.figure_page` wraps one in a self-contained HTML page.
-The points come from a run's :class:`~kvlab.analysis.evaluate.Evaluation`
-(:func:`pareto_points`), its evaluation.json (:func:`points_of_json`) or the run history
+The points come from a run's :class:`~kvlab.analysis.evaluate.Evaluation` or its
+evaluation.json read back (:func:`pareto_points`), or the run history
 (kvlab.history.queries).
 """
 
@@ -25,6 +25,7 @@ from kvlab.report.plots import _colours, _figure, _png, _style
 
 if TYPE_CHECKING:
     from kvlab.analysis.evaluate import Evaluation
+    from kvlab.analysis.evaluation_file import StoredEvaluation
 
 Latency = Literal["itl", "ttft"]
 LATENCY_LABEL = {"itl": "p95 effective ITL (ms)", "ttft": "p95 TTFT (ms)"}
@@ -53,9 +54,11 @@ class ParetoPoint:
         return latency, self.tokens_per_s
 
 
-def pareto_points(evaluation: Evaluation, prefix: str = "") -> list[ParetoPoint]:
-    """The load points of a run's evaluation (sequential rows left out); ``prefix`` goes
-    before each mode's name (a run's id, to tell runs apart)."""
+def pareto_points(evaluation: Evaluation | StoredEvaluation, prefix: str = ""
+                  ) -> list[ParetoPoint]:
+    """The load points of a run's evaluation, live or read back from its evaluation.json
+    (sequential rows left out); ``prefix`` goes before each mode's name (a run's id, to
+    tell runs apart)."""
     points = []
     for point in evaluation.load:
         if point.load is None:
@@ -69,25 +72,6 @@ def pareto_points(evaluation: Evaluation, prefix: str = "") -> list[ParetoPoint]
         points.append(ParetoPoint(f"{prefix}{point.mode}{capacity}", point.load,
                                   point.output_tokens_per_s, itl.p95 if itl else None,
                                   ttft.p95 if ttft else None))
-    return points
-
-
-def points_of_json(evaluation: dict[str, Any], prefix: str = "") -> list[ParetoPoint]:
-    """:func:`pareto_points` of an evaluation.json (the results page reads files, not
-    runs): its ``load`` points and the p95s of its ``summaries``."""
-    cells = {(s["mode"], s["capacity"], s["load"]): s
-             for s in evaluation.get("summaries") or []}
-    capacities = len({p["capacity"] for p in evaluation.get("load") or []}) > 1
-    points = []
-    for point in evaluation.get("load") or []:
-        cell = cells.get((point["mode"], point["capacity"], point["load"]))
-        if point["load"] is None or cell is None:
-            continue
-        at = f" @ {point['capacity']}" if capacities else ""
-        points.append(ParetoPoint(f"{prefix}{point['mode']}{at}", point["load"],
-                                  point.get("output_tokens_per_s"),
-                                  (cell.get("itl_effective_ms") or {}).get("p95"),
-                                  (cell.get("ttft_ms") or {}).get("p95")))
     return points
 
 

@@ -25,10 +25,8 @@ from kvlab.analysis.summary_metrics import INTERVAL_METRICS, ROW_METRICS, SUMMAR
 from kvlab.analysis.validate import Violation
 from kvlab.records import Record
 from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.files import RECORDS_CSV, SUMMARIES_CSV
 from kvlab.store.rundir import load_run
-
-RECORDS_CSV = "records.csv"
-SUMMARIES_CSV = "summaries.csv"
 
 RECORD_COLUMNS: tuple[str, ...] = (
     "run_id", "mode", "capacity", "load", "query_id", "repetition", "session", "turn",

@@ -17,9 +17,8 @@ from kvlab.report.html_blocks import CSS
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
 from kvlab.store.evaluation import evaluate_run_dir
+from kvlab.store.files import HTML_FILE
 from kvlab.store.rundir import RunDir, load_run
-
-HTML_FILE = "report.html"
 
 
 def render_html(run: RunDir, *, resamples: int = 2000,

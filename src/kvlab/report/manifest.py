@@ -9,6 +9,7 @@ from html import escape
 from kvlab.report.html_blocks import markdown_block, section
 from kvlab.report.markdown import fmt
 from kvlab.report.section import ReportInput, Section
+from kvlab.store.state import RunState
 
 
 class ManifestEssentials(Section):
@@ -17,26 +18,26 @@ class ManifestEssentials(Section):
     heading = "Manifest essentials"
 
     def body(self, report: ReportInput) -> str:
-        manifest = report.manifest
-        host = manifest.get("host", {})
+        state = RunState.model_validate(report.manifest)
+        host = state.machine
         lines = [
-            f"- kvlab {manifest.get('kvlab_version')}, git commit {manifest.get('git_commit')}",
-            f"- host: {host.get('platform')}, {host.get('cpu')}, {host.get('cores')} cores, "
-            f"{fmt((host.get('memory_bytes') or 0) / 2**30, 1)} GiB, Python "
-            f"{host.get('python')}, torch {host.get('torch')}",
+            f"- kvlab {state.kvlab_version}, git commit {state.git_commit}",
+            f"- host: {host.platform}, {host.cpu}, {host.cores} cores, "
+            f"{fmt((host.memory_bytes or 0) / 2**30, 1)} GiB, Python "
+            f"{host.python}, torch {host.torch}",
         ]
-        for session in manifest.get("sessions", []):
-            lines.append(f"- session {session.get('started')} → "
-                         f"{session.get('stopped', 'interrupted')}")
-        for entry in manifest.get("servers", []):
-            facts = entry.get("facts") or {}
-            argv = " ".join(facts.get("argv", [])) if facts else "(external endpoint)"
-            if facts.get("launched") is False:  # kvlab run --no-launch
-                argv = f"not launched by kvlab: {facts.get('base_url')}"
-            lines.append(f"- `{entry.get('mode')}` @ {entry.get('capacity')}: `{argv}` "
-                         f"({facts.get('version', '')}; "
-                         f"log {facts.get('log') or facts.get('log_path') or '—'}; "
-                         f"{entry.get('started')} → {entry.get('stopped')})")
+        for session in state.sessions:
+            lines.append(f"- session {session.started} → "
+                         f"{'interrupted' if session.stopped is None else session.stopped}")
+        for entry in state.servers:
+            facts = entry.known if entry.facts else None
+            argv = " ".join(facts.argv or []) if facts else "(external endpoint)"
+            if facts is not None and facts.launched is False:  # kvlab run --no-launch
+                argv = f"not launched by kvlab: {facts.base_url}"
+            lines.append(f"- `{entry.mode}` @ {entry.capacity}: `{argv}` "
+                         f"({facts.version if facts else ''}; "
+                         f"log {(facts.log or facts.log_path if facts else None) or '—'}; "
+                         f"{entry.started} → {entry.stopped})")
         return "\n".join(lines) + "\n"
 
     def html(self, report: ReportInput) -> str:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import kvlab
 from kvlab.errors import ConfigError
-from kvlab.report.across_runs import pareto, points_of_json
+from kvlab.report.across_runs import pareto, pareto_points
 from kvlab.report.html import CSS
-from kvlab.report.results_page import KV_BENCH_FILE, ResultsPage, _latest_runs
+from kvlab.report.results_page import KV_BENCH_FILE, ResultsPage
+from kvlab.report.results_runs import latest_runs
 
 INDEX_FILE = "index.html"
 
@@ -45,8 +46,8 @@ def _img(png: bytes, alt: str) -> str:
 def _pareto(page: ResultsPage) -> str:
     """Throughput against p95 ITL at every load point of the latest run of each
     experiment, one line per experiment and mode (read from their evaluation.json)."""
-    points = [p for name, run in _latest_runs(page.root).items()
-              for p in points_of_json(run.evaluation, prefix=f"{name} · ")]
+    points = [p for name, run in latest_runs(page.root)[0].items()
+              for p in pareto_points(run.evaluation, prefix=f"{name} · ")]
     png = pareto(points, title="Throughput against p95 effective ITL, every load run")
     if png is None:
         return ""

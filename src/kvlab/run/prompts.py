@@ -16,7 +16,7 @@ from kvlab.bench.plan.workload import Prepared, PreparedPrompt
 from kvlab.run.journal import Journal
 from kvlab.run.runplan import RunPlan
 from kvlab.run.targets import Target
-from kvlab.store.rundir import PREPARED_FILE
+from kvlab.store.files import PREPARED_FILE
 
 
 class PromptBook:

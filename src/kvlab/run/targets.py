@@ -33,12 +33,13 @@ from kvlab.bench.client.urls import redact_url, require_http_url
 from kvlab.bench.plan.sizing import Counter
 from kvlab.errors import ConfigError
 from kvlab.experiment import Experiment
-from kvlab.records import MEMORY_FILE, RunClock
+from kvlab.records import RunClock
 from kvlab.run.attached import AttachedServer
 from kvlab.run.runplan import Launch, ModePlan
 from kvlab.run.tree_memory import TreeMemoryRecorder
 from kvlab.servers.base import Server
 from kvlab.servers.external import ExternalSettings
+from kvlab.store.files import MEMORY_FILE
 
 
 class Target(Protocol):

@@ -7,7 +7,6 @@ call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
 from kvlab.analysis.evaluate import Evaluation, evaluate
@@ -18,9 +17,10 @@ from kvlab.analysis.saturation import load_calibration
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.summaries import modes_in_order
-from kvlab.analysis.trace_hits import trace_blocks
+from kvlab.analysis.trace_hits import TraceBlocks
 from kvlab.analysis.turns import TurnPlan
 from kvlab.analysis.valid_rows import ValidRows, judge
+from kvlab.bench.plan.workload import Prepared
 from kvlab.experiment import Experiment, SearchSettings, SloSettings
 from kvlab.store.rundir import RunDir
 
@@ -43,32 +43,27 @@ def objectives_of(search: SearchSettings, slo_table: SloSettings
                                   search.max_rates, search.max_refused)
 
 
-def turn_plans(prepared: dict[str, Any] | None) -> list[TurnPlan]:
+def turn_plans(prepared: Prepared | None) -> list[TurnPlan]:
     """The multi-turn rows of prepared.json (a conversation and a turn), per capacity."""
-    plans = []
-    for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
-        for p in prompts:
-            if p.get("conversation") is not None and p.get("turn") is not None \
-                    and p.get("session") is None:
-                plans.append(TurnPlan(int(capacity), p["query_id"], p["conversation"],
-                                      int(p["turn"]), int(p["tokens"])))
-    return plans
+    return [TurnPlan(capacity, p.query_id, p.conversation, p.turn, p.tokens)
+            for capacity, prompts in (prepared.prompts if prepared else {}).items()
+            for p in prompts
+            if p.conversation is not None and p.turn is not None and p.session is None]
 
 
-def session_plans(prepared: dict[str, Any] | None) -> list[PlannedTurn]:
+def session_plans(prepared: Prepared | None) -> list[PlannedTurn]:
     """The session turns of prepared.json (a sessions dataset), per capacity."""
-    plans = []
-    for capacity, prompts in ((prepared or {}).get("prompts") or {}).items():
-        for p in prompts:
-            if (turn := p.get("session")) is not None:
-                plans.append(PlannedTurn(
-                    int(capacity), p["query_id"], str(turn["session"]),
-                    str(turn.get("chain", "")), int(turn["index"]),
-                    float(turn.get("think_ms", 0.0)), tuple(turn.get("after", ())),
-                    int(p["tokens"]), tuple(str(m[0]) for m in turn.get("messages", ())),
-                    tuple(int(h) for h in turn.get("hash_ids", ())), turn.get("hash_scope"),
-                    turn.get("block_tokens")))
-    return plans
+    return [PlannedTurn(capacity, p.query_id, t.session, t.chain, t.index, t.think_ms,
+                        t.after, p.tokens, t.roles, t.hash_ids, t.hash_scope, t.block_tokens)
+            for capacity, prompts in (prepared.prompts if prepared else {}).items()
+            for p in prompts if (t := p.session) is not None]
+
+
+def trace_blocks(prepared: Prepared | None) -> dict[tuple[int, str], TraceBlocks]:
+    """(capacity, query id) -> its blocks, for every trace row of prepared.json."""
+    return {(capacity, p.query_id): TraceBlocks(tuple(p.blocks), p.block_tokens, p.tokens)
+            for capacity, prompts in (prepared.prompts if prepared else {}).items()
+            for p in prompts if p.blocks and p.block_tokens}
 
 
 def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,

@@ -26,11 +26,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from kvlab.bench.plan.workload import Prepared
 from kvlab.errors import ConfigError, KvlabError
 from kvlab.experiment import Experiment, load_experiment, parse_experiment
 from kvlab.records import (
-    GAUGES_FILE,
-    MEMORY_FILE,
     GaugeSample,
     MemorySample,
     Record,
@@ -38,13 +37,19 @@ from kvlab.records import (
     read_memory_samples,
     read_records,
 )
-from kvlab.store.state import MANIFEST_FILE, RunState
-from kvlab.store.writer import RECORDS_FILE
-
-EXPERIMENT_FILE = "experiment.toml"
-PREPARED_FILE = "prepared.json"
-EVALUATION_FILE = "evaluation.json"
-REPORT_FILE = "report.md"
+from kvlab.store.files import (
+    EVALUATION_FILE,
+    EXPERIMENT_FILE,
+    GAUGES_FILE,
+    HTML_FILE,
+    LOGS_DIR,
+    MANIFEST_FILE,
+    MEMORY_FILE,
+    PREPARED_FILE,
+    RECORDS_FILE,
+    REPORT_FILE,
+)
+from kvlab.store.state import RunState
 
 
 class RunDir:
@@ -107,8 +112,12 @@ class RunDir:
     def report_path(self) -> Path:
         return self.path / REPORT_FILE
 
+    @property
+    def html_path(self) -> Path:
+        return self.path / HTML_FILE
+
     def log_path(self, mode: str, capacity: int) -> Path:
-        return self.path / "logs" / f"{mode}-{capacity}.log"
+        return self.path / LOGS_DIR / f"{mode}-{capacity}.log"
 
     # -- contents ----------------------------------------------------------------------
 
@@ -144,16 +153,17 @@ class RunDir:
                 from None
 
     @cached_property
-    def prepared(self) -> dict[str, Any] | None:
-        """prepared.json's JSON data (the prompts of each capacity; None when there is
-        none or it does not read as JSON)."""
-        import json
-
-        try:
-            data = json.loads(self.prepared_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+    def prepared(self) -> Prepared | None:
+        """prepared.json (the prompts of each capacity), read by its own type; None when
+        there is none. ConfigError (one line) when it does not read."""
+        if not self.prepared_path.is_file():
             return None
-        return data if isinstance(data, dict) else None
+        try:
+            return Prepared.load(self.prepared_path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{self.prepared_path}: cannot read the prepared prompts "
+                              f"({type(exc).__name__}: {exc}); rerun kvlab prepare or "
+                              "remove the file") from None
 
     @cached_property
     def gauges(self) -> list[GaugeSample]:

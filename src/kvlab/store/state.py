@@ -17,11 +17,45 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvlab.errors import ConfigError
 
-MANIFEST_FILE = "manifest.json"
-
 
 class _Facts(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class Host(_Facts):
+    """The machine a run began on, as ``run.rundir.host_facts()`` records it (None: not
+    recorded, e.g. a peer's file): platform, CPU model and flags, logical cores, memory
+    (bytes), Python and torch versions, host name, when (ISO 8601), clock, time zone."""
+
+    platform: str | None = None
+    cpu: str | None = None
+    cpu_flags: list[str] | None = None
+    cores: int | None = None
+    memory_bytes: int | None = None
+    python: str | None = None
+    torch: str | None = None
+    hostname: str | None = None
+    recorded_at: str | None = None
+
+
+class ServerFacts(_Facts):
+    """What every server kind's ``facts()`` holds in common, read back: its kind, the
+    command line (launched kinds), version (``""``: the kind records none), the log's
+    path, and for a server kvlab did not launch (``launched`` False) its URL."""
+
+    kind: str | None = None
+    argv: list[str] | None = None
+    version: object = ""
+    log: str | None = None
+    log_path: str | None = None
+    launched: bool | None = None
+    base_url: str | None = None
+
+
+class _Workers(_Facts):
+    """Of a session's load workers' facts, what the state reads: how many ran."""
+
+    count: int | None = None
 
 
 class ServerEntry(_Facts):
@@ -32,6 +66,11 @@ class ServerEntry(_Facts):
     started: str | None = None  # local wall-clock time (ISO 8601)
     facts: dict[str, Any] | None = None  # the Server's facts(); None: an external endpoint
     stopped: str | None = None
+
+    @property
+    def known(self) -> ServerFacts | None:
+        """:attr:`facts` read as :class:`ServerFacts` (None: an external endpoint)."""
+        return None if self.facts is None else ServerFacts.model_validate(self.facts)
 
 
 class SessionEntry(_Facts):
@@ -118,9 +157,15 @@ class RunState(_Facts):
         """``manifest.json``'s text."""
         return json.dumps(self.to_json(), indent=2, default=str) + "\n"
 
+    @property
+    def machine(self) -> Host:
+        """:attr:`host` read as :class:`Host`."""
+        return Host.model_validate(self.host)
+
     def load_workers(self) -> int | None:
         """How many load workers the last session that had any ran (None: none did)."""
-        counts = [s.workers.get("count") for s in self.sessions if s.workers]
+        counts = [_Workers.model_validate(s.workers).count for s in self.sessions
+                  if s.workers]
         return int(counts[-1]) if counts and counts[-1] is not None else None
 
     def point_done(self, mode: str, capacity: int, label: str) -> bool:

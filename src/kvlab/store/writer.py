@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import IO
 
 from kvlab.records import Record
-from kvlab.store.state import MANIFEST_FILE, RunState
-
-RECORDS_FILE = "records.jsonl"
+from kvlab.store.files import MANIFEST_FILE, RECORDS_FILE
+from kvlab.store.state import RunState
 
 
 class _Sync:
