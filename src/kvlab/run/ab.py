@@ -45,8 +45,10 @@ from kvlab.run.planner import Done, build_plan
 from kvlab.run.reporter import Reporter, SilentReporter
 from kvlab.run.rundir import create_run
 from kvlab.run.runplan import Launch, MeasureRows, Row, RunPlan, WarmUp
+from kvlab.store.files import AB_FILE
 
-AB_FILE = "ab.json"  # the design, every look and the verdict, beside records.jsonl
+__all__ = ["AB_FILE", "AbRequest", "AbResult", "block_rows", "run_ab"]
+
 AbVerdict = Literal["pass", "regress", "inconclusive", "not judged"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regress": 1, "not judged": 2, "inconclusive": 3}
 ROW_METRICS = {m.name: m for m in SUMMARY_METRICS if m.row is not None and m.compared}
