@@ -82,6 +82,7 @@ class Section:
     pairs: list[list[str]] = field(default_factory=list)
     floor: str | None = None
     floor_runs: int = 0
+    floor_made_after_pairs: bool = False  # the pairs' kvlab had no kvlab floor
     load_before: list[float] = field(default_factory=list)  # while the runs were made
     load_after: list[float] = field(default_factory=list)
     seconds: float = 0.0  # making the runs
@@ -158,7 +159,7 @@ class Bench:
             kept["seconds"] = round(time.monotonic() - begun, 1)
             path.write_text(json.dumps(kept, indent=1) + "\n")
 
-        for _ in range(floor_runs if self.has_floor else 0):
+        for _ in range(floor_runs):
             if (made := one(a)) is None:
                 break
             kept["floor"].append(made)
@@ -180,11 +181,19 @@ class Bench:
                 save()
         save()
 
-    def judge(self, section: Section, floor_of: str | None, write: Callable[[], None]
-              ) -> None:
+    def judge(self, section: Section, floor_of: str | None, write: Callable[[], None],
+              a: tuple[Path, list[str]], floor_runs_wanted: int) -> None:
         """``kvlab floor`` on the ledger's floor runs (or ``floor_of``'s, a section
-        sharing the baseline), then the default gate on each pair."""
-        kept = json.loads(self.ledger(section.name).read_text())
+        sharing the baseline; with none listed, ``floor_runs_wanted`` runs of ``a``
+        made now), then the default gate on each pair."""
+        path = self.ledger(section.name)
+        kept = json.loads(path.read_text())
+        if not kept["floor"] and not floor_of and self.has_floor and floor_runs_wanted:
+            kept["floor"] = [str(self.run(section, *a)) for _ in range(floor_runs_wanted)]
+            kept["floor_made_at_judging"] = True
+            kept["commands"] = [*kept["commands"], *section.commands]
+            path.write_text(json.dumps(kept, indent=1) + "\n")
+        section.floor_made_after_pairs = bool(kept.get("floor_made_at_judging"))
         section.commands = list(kept["commands"])
         section.load_before, section.load_after = kept["load_before"], kept["load_after"]
         section.seconds = kept["seconds"]
@@ -278,7 +287,7 @@ def main() -> int:
     base = synthetic_file(args.work, url, 10.0, args.queries)
     quick = (REPO / "experiments" / "quickstart.toml", QUICKSTART)
     try:
-        if args.phase != "judge" and any(s.startswith("synthetic") for s in wanted):
+        if any(s.startswith("synthetic") for s in wanted):
             server = start_synthetic(started, args.port)
         first_synthetic: str | None = None
         for name in wanted:
@@ -309,7 +318,7 @@ def main() -> int:
                         "gate": shlex.join(["kvlab", "compare", "A", "B", *GATE])}
                 (args.out / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
 
-            bench.judge(section, floor_of, write)
+            bench.judge(section, floor_of, write, sides[0], args.floor_runs)
             write()
             print(f"{name}: {json.dumps(section.summary())}", flush=True)
     finally:
