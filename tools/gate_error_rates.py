@@ -83,6 +83,7 @@ class Section:
     floor: str | None = None
     floor_runs: int = 0
     floor_made_after_pairs: bool = False  # the pairs' kvlab had no kvlab floor
+    floor_source: str | None = None  # floor runs taken from another section's A runs
     load_before: list[float] = field(default_factory=list)  # while the runs were made
     load_after: list[float] = field(default_factory=list)
     seconds: float = 0.0  # making the runs
@@ -101,6 +102,7 @@ class Bench:
     def __init__(self, work: Path, history: str = "history.duckdb") -> None:
         self.runs = work / "runs"
         self.env = {**os.environ, "KVLAB_HISTORY": str(work / history)}
+        self.floor_from: str | None = None  # SECTION:K, see --floor-from
         self.has_floor = subprocess.run([*KVLAB, "floor", "--help"], capture_output=True,
                                         env=self.env).returncode == 0
 
@@ -188,12 +190,18 @@ class Bench:
         made now), then the default gate on each pair."""
         path = self.ledger(section.name)
         kept = json.loads(path.read_text())
-        if not kept["floor"] and not floor_of and self.has_floor and floor_runs_wanted:
+        if not kept["floor"] and not floor_of and self.floor_from is not None:
+            source, count = self.floor_from.split(":")
+            pairs = json.loads(self.ledger(source).read_text())["pairs"]
+            kept["floor"] = [a_run for a_run, _ in pairs[:int(count)]]
+            kept["floor_from"] = f"the A runs of the first {count} pairs of {source}"
+        elif not kept["floor"] and not floor_of and self.has_floor and floor_runs_wanted:
             kept["floor"] = [str(self.run(section, *a)) for _ in range(floor_runs_wanted)]
             kept["floor_made_at_judging"] = True
             kept["commands"] = [*kept["commands"], *section.commands]
             path.write_text(json.dumps(kept, indent=1) + "\n")
         section.floor_made_after_pairs = bool(kept.get("floor_made_at_judging"))
+        section.floor_source = kept.get("floor_from")
         section.commands = list(kept["commands"])
         section.load_before, section.load_after = kept["load_before"], kept["load_after"]
         section.seconds = kept["seconds"]
@@ -273,6 +281,9 @@ def main() -> int:
     parser.add_argument("--stop-at", type=float, default=None,
                         help="start no run after this time (seconds since the epoch)")
     parser.add_argument("--port", type=int, default=18231, help="the synthetic server's")
+    parser.add_argument("--floor-from", default=None, metavar="SECTION:K",
+                        help="judging a section with no floor runs listed: take the A "
+                        "runs of SECTION's first K pairs (runs of the same baseline)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -280,6 +291,7 @@ def main() -> int:
     # older kvlab, whose history schema the gate's kvlab would not share)
     bench = Bench(args.work, "history-judge.duckdb" if args.phase == "judge"
                   else "history.duckdb")
+    bench.floor_from = args.floor_from
     wanted = args.sections.split(",")
     url = f"http://127.0.0.1:{args.port}"
     server: subprocess.Popen[bytes] | None = None
