@@ -55,26 +55,26 @@ def compare(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:  # ty
 
 @pytest.mark.slow
 def test_an_aa_run_passes_and_a_slower_candidate_fails(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("KVLAB_HISTORY", str(tmp_path / "history.duckdb"))
     with synthetic_process() as url, LatenessProbe() as probe:
         base = run(tmp_path, url, "base", 10)
         again = run(tmp_path, url, "again", 10)
         slower = run(tmp_path, url, "slower", 30)
-    noise = 100 * probe.lateness_ms(hops=4) / E2E_MS  # percent
     guaranteed = SLOW_E2E_MS / (E2E_MS + probe.lateness_ms(hops=4))  # B/A at least
-    threshold = 100 * (guaranteed - 1) / 2  # percent
-    code, out, err = compare([str(base), str(again), "--fail-on",
-                              f"slower:e2e_ms:{noise:.3f}%", "--fail-on",
-                              f"slower:itl_effective_ms:{noise:.3f}%"], monkeypatch, capsys)
-    assert code == 0, (out, err, probe)
-    assert "gate: passed (0 of 6 checks failed; exit 0)" in out  # + failures, by default
+    code, out, err = compare([str(base), str(again), "--fail-on", "slower", "--fail-on",
+                              "slower:itl_effective_ms"], monkeypatch, capsys)
+    # identical runs: never a regression (pass, or inconclusive when the rows are noisy)
+    assert code in (0, 3), (out, err, probe)
+    assert "regress" not in out.split("gate: fail when")[-1].replace("false regress", "")
     assert "valid_share: A 100.0%, B 100.0%" in out
+    assert "no noise floor known" in out and "over 4 slower checks (Holm)" in out
 
-    code, out, _ = compare([str(base), str(slower), "--fail-on",
-                            f"slower:e2e_ms:{threshold:.3f}%", "--json"], monkeypatch, capsys)
+    code, out, _ = compare([str(base), str(slower), "--fail-on", "slower", "--json"],
+                           monkeypatch, capsys)
     doc = json.loads(out.strip().splitlines()[-1])
     assert code == 1 and doc["gate"]["failed"], (doc["gate"], probe)
-    assert {(c["kind"], c["capacity"], c["status"]) for c in doc["gate"]["checks"]} == {
-        ("slower", 512, "fail"), ("slower", 2048, "fail"),
+    assert {(c["kind"], c["capacity"], c["verdict"]) for c in doc["gate"]["checks"]} == {
+        ("slower", 512, "regress"), ("slower", 2048, "regress"),
         ("failures", 512, "pass"), ("failures", 2048, "pass")}
     assert all(c["b_over_a"] > guaranteed for c in doc["gate"]["checks"]
                if c["kind"] == "slower")
@@ -96,7 +96,7 @@ def failed_run(path: Path) -> Path:
                                  "error": "internal error", "output_tokens": None,
                                  "prompt_tokens": None})
             if not r.warmup else r for r in fast_rows()]
-    return write_run(path, rows)
+    return write_run(path, rows, {"run_id": "b1", "kvlab_version": "test"})
 
 
 def fast_rows() -> list:
@@ -107,8 +107,9 @@ def test_a_candidate_whose_requests_all_failed_fails_the_gate(tmp_path, monkeypa
                                                               capsys) -> None:
     """Issue 28: B's measured requests all answered HTTP 500; the gate once printed
     "gate: passed (0 of 1 checks failed)" and exited 0."""
-    base = write_run(tmp_path / "a", fast_rows())
+    base = write_run(tmp_path / "a", fast_rows(), {"run_id": "a1", "kvlab_version": "test"})
     broken = failed_run(tmp_path / "b")
+    monkeypatch.setenv("KVLAB_HISTORY", "off")
     code, out, _ = compare([str(base), str(broken), "--fail-on", "slower"], monkeypatch,
                            capsys)
     assert code == 1, out
@@ -123,7 +124,8 @@ def test_a_candidate_whose_requests_all_failed_fails_the_gate(tmp_path, monkeypa
 
 
 def test_an_unjudged_cell_exits_2_unless_accepted(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    base = write_run(tmp_path / "a", fast_rows())
+    monkeypatch.setenv("KVLAB_HISTORY", "off")
+    base = write_run(tmp_path / "a", fast_rows(), {"run_id": "a1", "kvlab_version": "test"})
     broken = failed_run(tmp_path / "b")
     args = [str(base), str(broken), "--fail-on", "slower", "--fail-on", "failures:100%"]
     code, out, _ = compare(args, monkeypatch, capsys)

@@ -91,7 +91,7 @@ def test_one_line_errors(tmp_path: Path, monkeypatch, capsys) -> None:  # type: 
                          (["compare", "history:x@latest", "history:x@latest", "--db",
                            str(tmp_path / "other.duckdb")], "no run history at"),
                          (["compare", "history:x@latest", "history:x@latest", *db],
-                          "the history has no run of 'x'")):
+                          "the history has 0 runs of 'x'")):
         code, out, err = kvlab(args, monkeypatch, capsys)
         assert code == 2 and needle in out + err, (args, out, err)
     monkeypatch.setenv("KVLAB_HISTORY", "off")
@@ -139,7 +139,11 @@ def test_kvlab_run_adds_its_run_and_compare_reads_history_specs(  # type: ignore
         conn.close()
     assert len(paths) == 2 and len(list((tmp_path / "runs").iterdir())) == 5
     assert counts == [(2 * 12, 2 * 10)]  # 5 queries x 2 capacities, + 1 warm-up each
-    code, out, _ = kvlab(["compare", paths[0], "history:synthetic-endpoint@latest",
+    # the slower run has another definition (its own experiment file): only :any finds it
+    code, _, err = kvlab(["compare", paths[0], "history:synthetic-endpoint@latest"],
+                         monkeypatch, capsys)
+    assert code == 2 and "of the same experiment definition (add :any for any)" in err
+    code, out, _ = kvlab(["compare", paths[0], "history:synthetic-endpoint@latest:any",
                           "--fail-on", "slower:e2e_ms"], monkeypatch, capsys)
     assert code == 1 and f"B = {Path(paths[1]).name} ({paths[1]})" in out
     assert "gate: FAILED (2 of 4 checks failed; exit 1)" in out

@@ -64,7 +64,8 @@ def test_report_bad_input_is_one_line_exit_2(make, tmp_path, monkeypatch, capsys
 
 def test_compare_json_and_table(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     a = write_run(tmp_path / "a", two_mode_rows(n=5, capacities=(256,)))
-    b = write_run(tmp_path / "b", two_mode_rows(n=5, capacities=(256,), speedup=1.5))
+    b = write_run(tmp_path / "b", two_mode_rows(n=5, capacities=(256,), speedup=1.5),
+                  {"run_id": "r2", "kvlab_version": "test"})
     code, out, _ = _run(["compare", str(a), str(b), "--json"], monkeypatch, capsys)
     doc = json.loads(out.strip().splitlines()[-1])
     assert code == 0 and doc["modes"] == ["slow", "fast"]
@@ -79,7 +80,7 @@ def test_compare_refuses_incomparable_runs(tmp_path, monkeypatch, capsys) -> Non
     a = write_run(tmp_path / "a", two_mode_rows(n=5, capacities=(256,)))
     rows = [r.model_copy(update={"requested_tokens": 32})
             for r in two_mode_rows(n=5, capacities=(256,))]
-    b = write_run(tmp_path / "b", rows)
+    b = write_run(tmp_path / "b", rows, {"run_id": "r2", "kvlab_version": "test"})
     code, out, err = _run(["compare", str(a), str(b)], monkeypatch, capsys)
     assert code == 2 and out == ""
     assert err.strip() == ("error: runs are not comparable: different output tokens "
@@ -102,7 +103,7 @@ def test_compare_two_peer_files_with_verdicts(tmp_path, monkeypatch, capsys) -> 
     assert e2e["verdict"] == "faster"
     # A vLLM file whose requests stopped short is refused, and named, in one line.
     short = write(tmp_path / "short.json", vllm_result(output_lens=[64] * 5 + [3]))
-    code, _, err = _run(["compare", str(short), str(short)], monkeypatch, capsys)
+    code, _, err = _run(["compare", str(short), str(fast)], monkeypatch, capsys)
     assert code == 2 and str(short) in err and len(err.strip().splitlines()) == 1
 
 

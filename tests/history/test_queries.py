@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -16,11 +17,12 @@ from kvlab.history.queries import (
     pareto_points,
     read_only,
     resolve,
+    resolve_runs,
     run_sql,
     selected_runs,
     trend,
 )
-from tests.history.runs import write_load_run
+from tests.history.runs import EXPERIMENT, write_load_run
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +119,44 @@ def test_history_specs_name_a_run_directory(history: tuple[Path, list[Path]]) ->
         assert resolve(conn, "history:synthetic@latest") == runs[2].resolve()
         assert resolve(conn, "history:synthetic@aaa111") == runs[1].resolve()
         assert resolve(conn, "history:synthetic@aaa") == runs[1].resolve()
-        for spec, why in (("history:synthetic@ccc", "no run of 'synthetic' at a commit"),
-                          ("history:other@latest", "no run of 'other'"),
+        for spec, why in (("history:synthetic@ccc", "0 runs of 'synthetic' at a commit"),
+                          ("history:other@latest", "0 runs of 'other'"),
                           ("history:synthetic", "expected history:EXPERIMENT@latest")):
             with pytest.raises(ConfigError, match=why):
                 resolve(conn, spec)
+    finally:
+        conn.close()
+
+
+def test_specs_avoid_the_other_side_and_match_one_definition(tmp_path: Path) -> None:
+    """r1, r3, r4 share a definition; r2 (between them) has another. @latest is the
+    newest of a definition that is not the other side; @previous the one before the
+    newest; @last:K the K newest; :any matches every definition."""
+    other = EXPERIMENT.replace("hand-made", "other")
+    runs = [write_load_run(tmp_path / f"r{i}", f"r{i}", started=f"2026-01-0{i}T10:00:00+00:00",
+                           evaluate=False) for i in range(1, 5)]
+    (runs[1] / "experiment.toml").write_text(other)
+    db = tmp_path / "h.duckdb"
+    add_to_history(runs, db)
+    conn = read_only(db)
+    try:
+        def names(spec: str, **kw: object) -> list[str]:
+            return [p.name for p in resolve_runs(conn, spec, **kw)]  # type: ignore[arg-type]
+
+        assert names("history:synthetic@latest") == ["r4"]
+        assert names("history:synthetic@latest", avoid={"r4"}) == ["r3"]
+        assert names("history:synthetic@latest", avoid={str(runs[3].resolve())}) == ["r3"]
+        assert names("history:synthetic@last:2", avoid={"r4"}) == ["r3", "r1"]
+        assert names("history:synthetic@previous") == ["r3"]
+        assert names("history:synthetic@latest:any", avoid={"r4", "r3"}) == ["r2"]
+        assert names("history:synthetic@last:2:any") == ["r4", "r3"]
+        sha = hashlib.sha256(other.encode()).hexdigest()
+        assert names("history:synthetic@latest", definition=sha) == ["r2"]
+        with pytest.raises(ConfigError, match="r3, is the other side"):
+            resolve_runs(conn, "history:synthetic@previous", avoid={"r3"})
+        with pytest.raises(ConfigError, match=r"has 2 runs of 'synthetic' of the same "
+                                              r"experiment definition .* besides the other"):
+            resolve_runs(conn, "history:synthetic@last:3", avoid={"r1"})
     finally:
         conn.close()
 

@@ -62,7 +62,7 @@ from kvlab.analysis.summaries import Summary, summarize
 from kvlab.analysis.summary_metrics import metric_definitions
 from kvlab.analysis.trace_hits import PointHits, TraceBlocks, trace_hits
 from kvlab.analysis.turns import ConversationCheck, TurnPlan, turn_growth
-from kvlab.analysis.valid_rows import ValidRows, judge
+from kvlab.analysis.valid_rows import CellPlan, GroupKey, ValidRows, judge
 from kvlab.analysis.validate import Violation
 from kvlab.labels import load_order
 from kvlab.memory.served import ServedKv
@@ -265,6 +265,7 @@ def evaluate(
     weights: Mapping[CellKey, int] | None = None,
     memory: Sequence[MemorySample] = (),
     trace: Mapping[tuple[int, str], TraceBlocks] | None = None,
+    plan: Mapping[GroupKey, CellPlan] | None = None,
 ) -> Evaluation:
     """The complete evaluation of a run's records.
 
@@ -290,11 +291,12 @@ def evaluate(
     memory (``memory``) against the KV budget's bytes and the weights' (``weights``);
     a replayed trace's prefix-cache hits (``trace``: its rows' block names) predicted
     by an LRU replay of each server's pool against those it counted. ``order`` and
-    ``repeat_aa`` are the run's, kept as they are.
+    ``repeat_aa`` are the run's, kept as they are. ``plan``: each cell's planned rows and
+    completion (every count then reads "n valid of m planned").
     """
     counters = point_counters(records, gauges)
     verdicts = point_verdicts(counters, strict=strict)
-    valid = judge(records, verdicts)
+    valid = judge(records, verdicts, plan)
     rows = list(valid.sent)
     rank = {m: i for i, m in enumerate(mode_order)}
     summaries = sorted(

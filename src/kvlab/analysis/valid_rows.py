@@ -15,7 +15,7 @@ flags (:class:`RowCount`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,15 @@ from kvlab.labels import load_order
 from kvlab.records import Record
 
 GroupKey = tuple[str, int, str | None]  # (mode, capacity, load)
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """What a run planned for one (mode, capacity, load) cell: ``rows`` (None: unknown,
+    e.g. a point sent for a duration) and whether the cell completed."""
+
+    rows: int | None
+    finished: bool = True
 _JUDGE = object()  # only judge() and ValidRows' own views pass it
 
 
@@ -42,17 +51,28 @@ def current_rows(records: Iterable[Record]) -> list[Record]:
 class RowCount:
     """What a figure stands on: ``valid`` rows of ``measured``, the refused ones by class
     (each refused row under its first reason, so they sum to measured - valid) and the
-    point flags of its rows (a counter that disagrees with the records)."""
+    point flags of its rows (a counter that disagrees with the records).
+
+    ``planned``: the rows the run's plan had for these cells (None: unknown, e.g. a
+    peer's file or an older run), so "n valid of m" reads m from the plan;
+    ``finished``: False when a point (or a cell's rows) did not complete."""
 
     valid: int
     measured: int
     refused: dict[str, int] = field(default_factory=dict)
     flags: tuple[str, ...] = ()
+    planned: int | None = None
+    finished: bool = True
+
+    @property
+    def of(self) -> int:
+        """The m of "n valid of m": the rows planned when known, else those measured."""
+        return self.planned if self.planned is not None else self.measured
 
     @property
     def share(self) -> float | None:
-        """valid / measured; None without a measured row."""
-        return self.valid / self.measured if self.measured else None
+        """valid / m (rows planned when known, else measured); None without a row."""
+        return self.valid / self.of if self.of else None
 
     @property
     def refused_share(self) -> float | None:
@@ -66,7 +86,11 @@ class RowCount:
     def describe(self, flags: bool = True) -> str:
         """``14 valid of 16 (refused: 2 output_tokens)``, and the flags (``flags``
         False: only how many)."""
-        line = f"{self.valid} valid of {self.measured}"
+        line = f"{self.valid} valid of {self.of}"
+        if self.planned is not None and self.planned != self.measured:
+            line += f" planned ({self.measured} sent)"
+        if not self.finished:
+            line += ", not finished"
         if self.refused:
             line += f" (refused: {self.refused_text()})"
         if self.flags and flags:
@@ -76,26 +100,37 @@ class RowCount:
         return line
 
     def to_dict(self) -> dict[str, Any]:
-        return {"valid": self.valid, "measured": self.measured, "refused": dict(self.refused),
-                "flags": list(self.flags)}
+        """evaluation.json's count: ``planned`` and ``finished`` once a plan is known."""
+        data: dict[str, Any] = {"valid": self.valid, "measured": self.measured,
+                                "refused": dict(self.refused), "flags": list(self.flags)}
+        if self.planned is not None or not self.finished:
+            data |= {"planned": self.planned, "finished": self.finished}
+        return data
 
     @classmethod
     def total(cls, counts: Iterable[RowCount]) -> RowCount:
         """The count of several groups pooled."""
         valid = measured = 0
+        planned: int | None = 0
+        finished = True
         refused: Counter[str] = Counter()
         flags: dict[str, None] = {}
         for c in counts:
             valid, measured = valid + c.valid, measured + c.measured
+            planned = None if planned is None or c.planned is None else planned + c.planned
+            finished = finished and c.finished
             refused.update(c.refused)
             flags.update(dict.fromkeys(c.flags))
-        return cls(valid, measured, dict(refused.most_common()), tuple(flags))
+        return cls(valid, measured, dict(refused.most_common()), tuple(flags),
+                   planned if measured or planned else None, finished)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RowCount:
         """A count as evaluation.json holds it."""
+        planned = data.get("planned")
         return cls(int(data["valid"]), int(data["measured"]), dict(data.get("refused") or {}),
-                   tuple(data.get("flags") or ()))
+                   tuple(data.get("flags") or ()), None if planned is None else int(planned),
+                   bool(data.get("finished", True)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +149,7 @@ class ValidRows:
     violations: tuple[Violation, ...]
     verdicts: tuple[PointVerdict, ...] = ()
     _by: object = field(default=None, repr=False)
+    plan: dict[GroupKey, CellPlan] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self._by is not _JUDGE:
@@ -128,7 +164,16 @@ class ValidRows:
             first.setdefault(v.row_key, str(v.reason))
         by = Counter(first.values())
         flags = tuple(dict.fromkeys(v.describe() for v in self.verdicts if not v.refuses))
-        return RowCount(len(self.rows), len(self.sent), dict(by.most_common()), flags)
+        planned: int | None = None
+        finished = True
+        if self.plan:
+            cells = {(r.mode, r.capacity, r.load) for r in self.sent}
+            plans = [self.plan.get(k) for k in cells]
+            finished = all(p is None or p.finished for p in plans)
+            if plans and all(p is not None and p.rows is not None for p in plans):
+                planned = sum(p.rows for p in plans if p is not None and p.rows is not None)
+        return RowCount(len(self.rows), len(self.sent), dict(by.most_common()), flags,
+                        planned, finished)
 
     @property
     def flagged(self) -> bool:
@@ -156,7 +201,8 @@ class ValidRows:
         return ValidRows(
             tuple(r for r in self.rows if id(r) in ids), tuple(sent),
             tuple(v for v in self.violations if v.row_key in keys),
-            tuple(v for v in self.verdicts if any(v.covers(r) for r in sent)), _JUDGE)
+            tuple(v for v in self.verdicts if any(v.covers(r) for r in sent)), _JUDGE,
+            self.plan)
 
 
 def _row_key(row: Record) -> tuple[str, int, str, int, str | None]:
@@ -180,11 +226,13 @@ def _ended_sessions(rows: Sequence[Record], refused: set[int]) -> list[Violation
     return out
 
 
-def judge(records: Iterable[Record], verdicts: Sequence[PointVerdict] = ()) -> ValidRows:
+def judge(records: Iterable[Record], verdicts: Sequence[PointVerdict] = (),
+          plan: Mapping[GroupKey, CellPlan] | None = None) -> ValidRows:
     """Validate a run's records: its current rows (:func:`current_rows`), each refused
     when a row check fails or a refusing point verdict covers it, or when it is a
     session's turn sent after a refused turn of its session. ``verdicts``: the point
-    verdicts of the server's counters (none: rows judged on their own facts)."""
+    verdicts of the server's counters (none: rows judged on their own facts).
+    ``plan``: each cell's planned rows and completion (counts then read "of m planned")."""
     rows = current_rows(records)
     violations: list[Violation] = []
     refused: set[int] = set()
@@ -200,4 +248,5 @@ def judge(records: Iterable[Record], verdicts: Sequence[PointVerdict] = ()) -> V
     accepted = [r for r in rows if id(r) not in refused
                 and (r.query_id, r.repetition, r.mode, r.capacity, r.load) not in late]
     concern = tuple(v for v in verdicts if any(v.covers(r) for r in rows))
-    return ValidRows(tuple(accepted), tuple(rows), tuple(violations), concern, _JUDGE)
+    return ValidRows(tuple(accepted), tuple(rows), tuple(violations), concern, _JUDGE,
+                     dict(plan or {}))

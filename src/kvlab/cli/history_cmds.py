@@ -143,7 +143,8 @@ def runs(
     _table(f"{len(found)} runs", ["run", "experiment", "started", "commit", "modes",
                                   "servers", "valid", "cpu", "path"],
            [[r["run_id"], r["experiment"], r["started"], (r["git_commit"] or "")[:12] or None,
-             r["modes"], r["servers"], f"{r['valid']} of {r['measured']}", r["cpu"],
+             r["modes"], r["servers"], f"{r['valid']} of {r['planned'] or r['measured']}",
+             r["cpu"],
              r["path"]] for r in found])
 
 

@@ -44,23 +44,36 @@ def report(
 
 @app.command()
 def compare(
-    run_a: str = typer.Argument(..., help="First run directory, a peer's result file, or "
-                                "history:EXPERIMENT@latest | history:EXPERIMENT@COMMIT (A)."),
-    run_b: str = typer.Argument(..., help="Second run (B), given the same ways."),
+    run_a: str = typer.Argument(..., help="The baseline (A): a run directory, several "
+                                "separated by commas (dir1,dir2,dir3), a peer's result file, "
+                                "or history:EXPERIMENT@latest | @previous | @last:K | "
+                                "@COMMIT (add :any for runs of any definition)."),
+    run_b: str = typer.Argument(..., help="The candidate (B), given the same ways."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     requested_tokens: int | None = typer.Option(
         None, "--requested-tokens", min=1,
         help="Output tokens the peer requested, for files that do not say (vLLM)."),
     fail_on: list[str] = typer.Option(
-        [], "--fail-on", metavar="slower[:METRIC[:THRESHOLD%]] | failures[:THRESHOLD%]",
-        help="Exit 1 when B is slower than A beyond doubt: its mean METRIC (default "
-             "e2e_ms; ttft_ms, itl_effective_ms, prefill_ms, decode_ms) above A's by more "
-             "than THRESHOLD % (default 0) over the whole 95 % interval, in some mode, "
-             "capacity and load. A difference the interval cannot separate from the "
-             "threshold passes (an A/A run exits 0). failures[:THRESHOLD%]: exit 1 when "
-             "B's share of valid rows falls below A's by more than THRESHOLD points; on "
-             "(at 0) with any rule unless given. Exit 2 when a cell cannot be judged (no "
-             "valid rows, no interval). Repeat for several rules."),
+        [], "--fail-on", metavar="slower[:METRIC[:MARGIN%]] | failures[:THRESHOLD%]",
+        help="Gate B against A. slower: B/A of the mean METRIC (default e2e_ms; ttft_ms, "
+             "itl_effective_ms, prefill_ms, decode_ms) by a hierarchical bootstrap (runs, "
+             "then rows); regress (exit 1) when the whole interval is above 1 + MARGIN "
+             "(default 4 %), pass when it is all below, else inconclusive (exit 3). "
+             "failures[:THRESHOLD%]: exit 1 when B's share of valid rows (of the rows "
+             "planned) falls below A's by more than THRESHOLD points; on (at 0) with any "
+             "rule unless given. Every cell of A's plan must be measured and finished in "
+             "B (exit 1, named). Repeat for several rules."),
+    alpha: float = typer.Option(
+        0.05, "--alpha", min=0.0001, max=0.5,
+        help="Family-wise error rate over every slower check (Holm): of a false regress, "
+             "and of a false pass."),
+    allow_missing: bool = typer.Option(
+        False, "--allow-missing",
+        help="With --fail-on: a cell of A's plan that B lacks or did not finish does not "
+             "fail the gate (it is still listed, with k of n planned)."),
+    inconclusive_ok: bool = typer.Option(
+        False, "--inconclusive-ok", help="With --fail-on: an inconclusive verdict exits 0, "
+                                         "not 3."),
     accept_unjudged: bool = typer.Option(
         False, "--accept-unjudged",
         help="With --fail-on: cells the gate cannot judge do not exit 2 (each is still "
@@ -69,9 +82,9 @@ def compare(
         False, "--strict", help="Refuse a point whose server counters (/metrics) disagree "
         "with its records, instead of flagging it."),
     db: Path | None = typer.Option(None, "--db", metavar="FILE",
-                                   help="The run history history:... names a run of "
-                                        "(default: KVLAB_HISTORY, else the user's data "
-                                        "directory)."),
+                                   help="The run history history:... names a run of, and "
+                                        "noise floors come from (default: KVLAB_HISTORY, "
+                                        "else the user's data directory)."),
     peer_as: str | None = typer.Option(
         None, "--peer-as", metavar="MODE@CAPACITY",
         help="Read a peer's file as this mode and capacity of the other run (a file has "
@@ -93,66 +106,25 @@ def compare(
     mode kvlab at capacity 1024; TTFT, ITL, TPOT and e2e as GuideLLM defines them).
 
     A run may also be named by the run history (kvlab history): history:E@latest is
-    experiment E's newest run, history:E@COMMIT its newest at that commit, e.g.
-    kvlab compare history:quickstart@latest runs/candidate --fail-on slower.
+    experiment E's newest run of the same definition (experiment.toml) as the other
+    side, never the other side's run; @previous the one before the newest; @last:K the
+    K newest (a side of K runs); @COMMIT the newest at that commit.
 
-    In CI: kvlab compare runs/baseline runs/candidate --fail-on slower:e2e_ms:5%
-    exits 0 (every cell checked and passed), 1 (B slower beyond 5 %, or fewer valid
-    rows than A: named) or 2 (a cell or the runs cannot be judged)."""
-    from rich import box
-    from rich.table import Table
+    In CI, after kvlab run experiments/quickstart.toml (which adds the candidate to the
+    history): kvlab compare history:quickstart@previous history:quickstart@latest
+    --fail-on slower (A the run before, B the candidate) exits 0 (pass: B not slower
+    than 4 %), 1 (regress, fewer valid rows, or a cell of A's plan missing or unfinished
+    in B: named), 2 (not judged: bad input, a run compared with itself) or 3
+    (inconclusive; --inconclusive-ok makes it 0). With one run per side, the between-run
+    noise comes from kvlab floor's A/A noise floor; with several (history:E@last:5, or
+    dir1,dir2,dir3) from the runs themselves. See docs/concepts/gate.md."""
+    from kvlab.cli.gate_view import compare_and_gate
 
-    from kvlab.analysis.comparisons import COMPARED_METRICS
-    from kvlab.analysis.definition_metrics import compared_under
-    from kvlab.analysis.gate import FailOn, gate
-    from kvlab.cli.history_cmds import resolve_run
-    from kvlab.report.compare_runs import compare_runs
-    from kvlab.report.verdicts import comparison_rows, load_label
-    from kvlab.store.rundir import load_run_or_import
-
-    rules = [FailOn.parse(text) for text in fail_on]  # a bad rule: one line, exit 2
-    cell = _cell(peer_as) if peer_as is not None else None
-    metrics = COMPARED_METRICS if definitions is None else compared_under(definitions)
-    result = compare_runs(load_run_or_import(resolve_run(run_a, db), requested_tokens, cell),
-                          load_run_or_import(resolve_run(run_b, db), requested_tokens, cell),
-                          strict=strict, metrics=metrics)
-    verdict = gate(result.comparisons, rules, accept_unjudged=accept_unjudged) \
-        if rules else None
-    if json_out:
-        print_json(result.to_dict() | ({"gate": verdict.to_dict()} if verdict else {}))
-        if verdict is not None and verdict.exit_code:
-            raise typer.Exit(verdict.exit_code)
-        return
-    console.print(f"A = {result.run_a} ({result.path_a})\nB = {result.run_b} ({result.path_b})",
-                  highlight=False, markup=False)
-    for mode, c in result.comparisons:
-        title = (f"{mode} @ {c.capacity}, {load_label(c.load)}: B against A (A "
-                 f"{c.count_a.describe()}; B {c.count_b.describe()})")
-        if c.refused:
-            console.print(f"{title}: refused: {c.refused}", highlight=False, markup=False)
-            continue
-        table = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
-        for name in ("metric", "A ms", "B ms", "A/B", "95 % CI", "verdict", "n"):
-            left = name in ("metric", "verdict")
-            table.add_column(name, justify="left" if left else "right",
-                             no_wrap=name not in ("verdict", "95 % CI"))
-        for r in comparison_rows(c):
-            table.add_row(r["metric"].removesuffix("_ms"), r["mean_a"], r["mean_b"], r["ratio"],
-                          r["interval"], r["verdict"], r["n"].replace(" paired", "p"))
-        console.print(table)
-    console.print("A/B > 1: B took less time; n: rows (p = paired on queries); the verdict "
-                  "is read from the interval alone; --json adds reductions (1 − B/A)."
-                  + (f" Times as {definitions} defines them, on both sides."
-                     if definitions else ""), highlight=False, markup=False)
-    if verdict is None:
-        return
-    for rule in verdict.rules:
-        console.print(f"gate: fail when {rule.describe()}", highlight=False, markup=False)
-    for line in verdict.checks:
-        console.print(f"  {line.describe()}", highlight=False, markup=False)
-    console.print(verdict.summary(), highlight=False, markup=False)
-    if verdict.exit_code:
-        raise typer.Exit(verdict.exit_code)
+    compare_and_gate(run_a, run_b, json_out=json_out, requested_tokens=requested_tokens,
+                     fail_on=fail_on, alpha=alpha, allow_missing=allow_missing,
+                     inconclusive_ok=inconclusive_ok, accept_unjudged=accept_unjudged,
+                     strict=strict, db=db, cell=_cell(peer_as) if peer_as else None,
+                     definitions=definitions)
 
 
 @app.command()

@@ -109,6 +109,7 @@ def _summary_row(run_id: str, s: Summary) -> dict[str, Any]:
     count = s.count
     row: dict[str, Any] = {"run_id": run_id, "mode": s.mode, "capacity": s.capacity,
                            "load": s.load, "valid": count.valid, "measured": count.measured,
+                           "planned": count.planned, "finished": count.finished,
                            "refused": json.dumps(count.refused)}
     for metric in DISTRIBUTIONS:
         dist = s.metrics.get(metric, None)  # None: no row had it (n 0, as the file says)
@@ -167,7 +168,7 @@ def _servers(run: RunDir) -> list[dict[str, Any]]:
     return rows
 
 
-def _experiment_hash(run: RunDir) -> str | None:
+def experiment_hash(run: RunDir) -> str | None:
     """sha256 of the experiment as measured (the run's experiment.toml; else the
     manifest's verbatim copy); None for an imported file."""
     if run.experiment_path.is_file():
@@ -188,7 +189,7 @@ def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
         "run_id": run_id, "path": path, "fingerprint": fingerprint(Path(path)),
         "imported_from": state.imported_from,
         "experiment": state.experiment_name or evaluation.experiment or None,
-        "experiment_hash": _experiment_hash(run), "git_commit": state.git_commit,
+        "experiment_hash": experiment_hash(run), "git_commit": state.git_commit,
         "kvlab_version": state.kvlab_version, "cpu": host.cpu, "cpu_flags": host.cpu_flags,
         "cores": host.cores, "hostname": host.hostname, "platform": host.platform,
         "started": _when(sessions[0].started if sessions else host.recorded_at),
@@ -196,7 +197,8 @@ def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
         "load_average_started": sessions[0].load_average_started if sessions else None,
         "load_average_stopped": sessions[-1].load_average_stopped if sessions else None,
         "records": records, "measured": valid.measured,
-        "valid": valid.valid, "evaluation": how, "added_at": datetime.now(UTC),
+        "valid": valid.valid, "planned": valid.planned, "evaluation": how,
+        "added_at": datetime.now(UTC),
     }
 
 

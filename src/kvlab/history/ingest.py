@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvlab.errors import ConfigError, KvlabError
+from kvlab.history import floors
 from kvlab.history.facts import RunFacts, fingerprint, run_facts
 from kvlab.history.location import append_sidecar, db_path, history_off, read_sidecar
 from kvlab.history.schema import (
@@ -271,6 +272,7 @@ def open_writable(db: Path) -> tuple[duckdb.DuckDBPyConnection, AddResult | None
             return conn, None
         if found is None:
             create(conn)
+            floors.insert(conn, floors.read_kept(db))
             return conn, None
         if found > SCHEMA_VERSION:
             raise ConfigError(f"{db} was made by a newer kvlab (history schema {found}, this "
@@ -279,6 +281,7 @@ def open_writable(db: Path) -> tuple[duckdb.DuckDBPyConnection, AddResult | None
         paths = list(dict.fromkeys(recorded_paths(conn) + read_sidecar(db)))
         drop_all(conn)
         create(conn)
+        floors.insert(conn, floors.read_kept(db))
         return conn, add_runs(conn, paths)
     except BaseException:
         conn.close()
@@ -296,6 +299,16 @@ def add_to_history(paths: Iterable[Path | str], db: Path) -> AddResult:
         conn.close()
     append_sidecar(db, where)
     return result
+
+
+def add_floors(db: Path, rows: Sequence[floors.FloorRow]) -> None:
+    """Keep noise floors (``kvlab floor``): in the sidecar, then in the database."""
+    floors.keep(db, rows)
+    conn, _ = open_writable(db)
+    try:
+        floors.insert(conn, rows)
+    finally:
+        conn.close()
 
 
 def rebuild_history(db: Path) -> AddResult:

@@ -5,14 +5,17 @@
 - :func:`trend`: one metric of one mode over time, with its 95 % interval where the
   summaries carry one (the bootstrap interval of the mean).
 - :func:`run_sql`: any query, on a read-only connection that reads no other file.
-- :func:`resolve`: ``history:E@latest`` or ``history:E@<commit>`` as the run directory
-  recorded (what ``kvlab compare`` then reads).
+- :func:`resolve_runs`: ``history:E@latest``, ``@previous``, ``@last:K`` or
+  ``@<commit>`` as the run directories recorded (what ``kvlab compare`` then reads),
+  never a run of the other side, and (but for ``:any``) only runs of one experiment
+  definition (the stored experiment hash).
 - :func:`pareto_points` and :func:`overlay_points`: load points across selected runs.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +29,10 @@ if TYPE_CHECKING:
     import duckdb
 
 PREFIX = "history:"
-_SPEC = re.compile(r"history:(?P<experiment>[^@]+)@(?P<which>.+)")
+_SPEC = re.compile(r"history:(?P<experiment>[^@]+)@(?P<which>latest|previous|last:(?P<k>[0-9]+)"
+                   r"|[0-9a-fA-F]{1,40})(?P<any>:any)?")
+SPEC_HELP = ("history:EXPERIMENT@latest | @previous | @last:K | @COMMIT (add :any to match "
+             "runs of any definition of EXPERIMENT)")
 
 # Metrics of `trend` and `overlay`: name -> (table, value column, low, high)
 TrendColumns = tuple[str, str, str | None, str | None]
@@ -66,6 +72,7 @@ class RunFilter:
     server: str | None = None
     commit: str | None = None
     machine: str | None = None
+    experiment_hash: str | None = None  # one definition (sha256 of experiment.toml)
 
     def where(self) -> tuple[str, list[Any]]:
         """The SQL condition on ``runs r`` and its parameters."""
@@ -85,6 +92,9 @@ class RunFilter:
         if self.commit is not None:
             parts.append("starts_with(r.git_commit, ?)")
             args.append(self.commit)
+        if self.experiment_hash is not None:
+            parts.append("r.experiment_hash = ?")
+            args.append(self.experiment_hash)
         if self.machine is not None:
             parts.append("(r.cpu ILIKE ? OR r.hostname ILIKE ?)")
             args += [f"%{self.machine}%", f"%{self.machine}%"]
@@ -103,7 +113,7 @@ def list_runs(conn: duckdb.DuckDBPyConnection, selected: RunFilter = RunFilter()
                  AS modes,
                (SELECT list(DISTINCT m.server ORDER BY m.server) FROM modes m
                  WHERE m.run_id = r.run_id AND m.server IS NOT NULL) AS servers,
-               r.valid, r.measured, r.path
+               r.valid, r.measured, r.planned, r.path, r.experiment_hash
         FROM runs r WHERE {where}
         ORDER BY r.started DESC NULLS LAST, r.run_id
         {"LIMIT " + str(int(limit)) if limit else ""}"""
@@ -125,7 +135,7 @@ class TrendPoint:
     low: float | None
     high: float | None
     valid: int | None
-    measured: int | None
+    measured: int | None  # the rows planned where the run recorded its plan
 
 
 def trend(conn: duckdb.DuckDBPyConnection, metric: str, experiment: str, mode: str,
@@ -136,7 +146,8 @@ def trend(conn: duckdb.DuckDBPyConnection, metric: str, experiment: str, mode: s
     sql = f"""
         SELECT t.run_id, r.started, r.git_commit, t.capacity, t.load, t."{value}",
                {f't."{low}"' if low else "NULL"}, {f't."{high}"' if high else "NULL"},
-               t.valid, t.measured
+               t.valid, {"coalesce(t.planned, t.measured)" if table == "summaries"
+                         else "t.measured"}
         FROM "{table}" t JOIN runs r USING (run_id)
         WHERE r.experiment = ? AND t.mode = ?
           AND (? IS NULL OR t.capacity = ?) AND (? IS NULL OR t.load = ?)
@@ -179,26 +190,64 @@ def is_spec(text: str) -> bool:
     return text.startswith(PREFIX)
 
 
-def resolve(conn: duckdb.DuckDBPyConnection, spec: str) -> Path:
-    """The run directory (or peer file) of ``history:E@latest`` (E's newest run) or
-    ``history:E@COMMIT`` (E's newest run at a commit starting with COMMIT); ConfigError
-    (one line) when none is recorded or its path is gone."""
+def resolve_runs(conn: duckdb.DuckDBPyConnection, spec: str, *,
+                 avoid: Collection[str] = (), definition: str | None = None) -> list[Path]:
+    """The run directories (or peer files) ``spec`` names, never one whose run id or path
+    is in ``avoid`` (the other side of a comparison):
+
+    - ``history:E@latest``: E's newest run;
+    - ``history:E@previous``: E's second newest run (the one before the newest);
+    - ``history:E@last:K``: E's K newest runs;
+    - ``history:E@COMMIT``: E's newest run at a commit starting with COMMIT.
+
+    Only runs of one definition count: ``definition`` (the other side's experiment
+    hash), else that of E's newest run; ``:any`` after the spec matches every
+    definition of E. ConfigError (one line) when too few runs are recorded, a path is
+    gone, or ``@previous`` is the other side."""
     match = _SPEC.fullmatch(spec)
     if match is None:
-        raise ConfigError(f"{spec!r}: expected history:EXPERIMENT@latest or "
-                          "history:EXPERIMENT@COMMIT")
+        raise ConfigError(f"{spec!r}: expected {SPEC_HELP}")
     experiment, which = match["experiment"], match["which"]
-    commit = None if which == "latest" else which
-    found = list_runs(conn, RunFilter(experiment=experiment, commit=commit), limit=1)
-    if not found:
+    commit = None if which in ("latest", "previous") or match["k"] else which
+    sha = None
+    if match["any"] is None and commit is None:
+        newest = list_runs(conn, RunFilter(experiment=experiment), limit=1)
+        sha = definition or (newest[0]["experiment_hash"] if newest else None)
+    found = list_runs(conn, RunFilter(experiment=experiment, commit=commit,
+                                      experiment_hash=sha))
+    mine = [r for r in found if r["run_id"] not in avoid and r["path"] not in avoid]
+    want = int(match["k"]) if match["k"] else 1
+    if which == "previous":
+        if len(found) >= 2 and found[1] not in mine:
+            raise ConfigError(f"{spec}: the run before the newest, {found[1]['run_id']}, "
+                              "is the other side of this comparison; give "
+                              f"history:{experiment}@latest")
+        chosen = found[1:2]
+    else:
+        chosen = mine[:want]
+    if len(chosen) < want or want < 1:
         at = "" if commit is None else f" at a commit starting {commit}"
-        raise ConfigError(f"{spec}: the history has no run of {experiment!r}{at} "
-                          "(kvlab history runs lists them)")
-    path = Path(found[0]["path"])
-    if not path.exists():
-        raise ConfigError(f"{spec}: run {found[0]['run_id']} was at {path}, which is gone; "
-                          "`kvlab history rebuild` forgets runs whose directory is gone")
-    return path
+        same = "" if sha is None else " of the same experiment definition (add :any for any)"
+        other = " besides the other side's" if len(mine) < len(found) else ""
+        have = len(found) if which == "previous" else len(mine)
+        need = 2 if which == "previous" else max(1, want)
+        raise ConfigError(f"{spec}: the history has {have} run{'s' if have != 1 else ''} of "
+                          f"{experiment!r}{at}{same}{other}; {need} needed (kvlab history "
+                          "runs lists them)")
+    paths = [Path(r["path"]) for r in chosen]
+    for r, path in zip(chosen, paths, strict=True):
+        if not path.exists():
+            raise ConfigError(f"{spec}: run {r['run_id']} was at {path}, which is gone; "
+                              "`kvlab history rebuild` forgets runs whose directory is gone")
+    return paths
+
+
+def resolve(conn: duckdb.DuckDBPyConnection, spec: str) -> Path:
+    """The one run directory ``spec`` names (see :func:`resolve_runs`)."""
+    found = resolve_runs(conn, spec)
+    if len(found) != 1:
+        raise ConfigError(f"{spec}: names {len(found)} runs where one is needed")
+    return found[0]
 
 
 def selected_runs(conn: duckdb.DuckDBPyConnection, selected: RunFilter,

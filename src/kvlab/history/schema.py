@@ -21,7 +21,10 @@ records and summaries; 2, adds ``load_points`` and ``runs.cpu_flags``; 3, adds
 facts of OpenAI Responses, Anthropic Messages and embeddings (``response_id``,
 ``previous_response_id``, ``cache_creation_tokens``, ``inputs``, ``vectors``,
 ``dimensions``, ``non_finite``, ``dimension_expected``) and the summaries'
-``inputs_per_s`` and ``input_tokens_per_s``. Every layout
+``inputs_per_s`` and ``input_tokens_per_s``; 5, adds ``noise_floors`` (the A/A noise
+floors ``kvlab floor`` measured, also kept in the sidecar ``FILE.floors``, so a rebuild
+keeps them) and the rows each cell planned and whether it finished (``planned``,
+``finished`` in summaries; ``planned`` in runs). Every layout
 keeps ``runs(run_id, path)``, so an older database is rebuilt from the paths it
 recorded (:func:`kvlab.history.ingest.open_writable`); a newer one is refused.
 """
@@ -38,7 +41,7 @@ from kvlab.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 
 # records.jsonl's fields and their column types (Record's fields, in its order);
@@ -89,7 +92,7 @@ def summary_columns() -> dict[str, str]:
     """The summaries table's columns and types."""
     columns = {"run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER",
                "load": "VARCHAR", "valid": "INTEGER", "measured": "INTEGER",
-               "refused": "JSON"}
+               "planned": "INTEGER", "finished": "BOOLEAN", "refused": "JSON"}
     for metric in DISTRIBUTIONS:
         for stat in STATS:
             columns[f"{metric}_{stat}"] = "INTEGER" if stat == "n" else "DOUBLE"
@@ -116,7 +119,7 @@ RUN_COLUMNS: dict[str, str] = {
     "cpu": "VARCHAR", "cpu_flags": "VARCHAR[]", "cores": "INTEGER", "hostname": "VARCHAR",
     "platform": "VARCHAR", "started": "TIMESTAMPTZ", "stopped": "TIMESTAMPTZ",
     "load_average_started": "DOUBLE[]", "load_average_stopped": "DOUBLE[]",
-    "records": "INTEGER", "measured": "INTEGER", "valid": "INTEGER",
+    "records": "INTEGER", "measured": "INTEGER", "valid": "INTEGER", "planned": "INTEGER",
     "evaluation": "VARCHAR", "added_at": "TIMESTAMPTZ",
 }
 MODE_COLUMNS: dict[str, str] = {
@@ -139,12 +142,22 @@ def record_table_columns() -> dict[str, str]:
             **dict.fromkeys(RECORD_METRICS, "DOUBLE")}
 
 
+# An A/A noise floor (kvlab floor): per experiment definition, machine, cell and metric,
+# the sd of log(run mean) between identical runs (kvlab.analysis.gate_stats).
+FLOOR_COLUMNS: dict[str, str] = {
+    "experiment": "VARCHAR", "experiment_hash": "VARCHAR", "cpu": "VARCHAR",
+    "mode": "VARCHAR", "capacity": "INTEGER", "load": "VARCHAR", "metric": "VARCHAR",
+    "between": "DOUBLE", "between_upper": "DOUBLE", "runs": "INTEGER", "run_ids": "VARCHAR[]",
+    "measured_at": "TIMESTAMPTZ",
+}
+
 TABLES: dict[str, dict[str, str]] = {
     "runs": RUN_COLUMNS, "modes": MODE_COLUMNS, "servers": SERVER_COLUMNS,
     "records": record_table_columns(), "summaries": summary_columns(),
-    "load_points": LOAD_POINT_COLUMNS,
+    "load_points": LOAD_POINT_COLUMNS, "noise_floors": FLOOR_COLUMNS,
 }
-RUN_TABLES = tuple(t for t in TABLES if t != "runs")  # the tables keyed by run_id
+# the tables keyed by run_id (a run added again replaces its rows)
+RUN_TABLES = tuple(t for t in TABLES if t not in ("runs", "noise_floors"))
 
 
 def _ddl(table: str, columns: dict[str, str]) -> str:

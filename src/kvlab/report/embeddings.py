@@ -48,7 +48,7 @@ class Embeddings(Section):
         for s in cells:
             lines.append(
                 f"| {s.mode} | {batch.get(s.mode, '—')} | {s.capacity} "
-                f"| {s.load or 'sequential'} | {s.count.valid} of {s.count.measured} "
+                f"| {s.load or 'sequential'} | {s.count.valid} of {s.count.of} "
                 f"| {_n(s.stat(E2E, 'mean'))} | {_n(s.stat(E2E, 'p95'))} "
                 f"| {_n(s.stat(INPUTS_PER_SECOND, VALUE))} "
                 f"| {_n(s.stat(INPUT_TOKENS_PER_SECOND, VALUE), 0)} |")

@@ -19,9 +19,15 @@ def pct(value: float | None) -> str:
 
 
 def valid_text(count: RowCount) -> str:
-    """``14 of 16``: the valid rows a figure stands on, of the rows measured; a star when
-    a point flag concerns them."""
-    return f"{count.valid} of {count.measured}" + (" *" if count.flags else "")
+    """``14 of 16``: the valid rows a figure stands on, of the rows planned (else those
+    measured; ``8 of 40 planned, not finished`` for a point cut short); a star when a
+    point flag concerns them."""
+    text = f"{count.valid} of {count.of}"
+    if count.planned is not None and count.planned != count.measured:
+        text += " planned"
+    if not count.finished:
+        text += ", not finished"
+    return text + (" *" if count.flags else "")
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -44,7 +44,7 @@ def section_body(cells: Sequence[ReasoningCell]) -> str:
     for c in cells:
         lines.append(
             f"| {c.mode} | {c.capacity} | {c.load or 'sequential'} "
-            f"| {c.count.valid} of {c.count.measured} "
+            f"| {c.count.valid} of {c.count.of} "
             f"| {c.reasoning_rows} | {_times(c.ttft_ms, c.p90_ms[0])} "
             f"| {_times(c.answer_ttft_ms, c.p90_ms[1])} "
             f"| {_n(c.reasoning_tokens.mean, 1)} | {_n(c.usage_reasoning_tokens.mean, 1)} "

@@ -73,7 +73,7 @@ def capacity_body(results: Sequence[CapacityResult]) -> str:
             if p.refused_miss:
                 verdict += " (refused rows)"
             lines.append(f"| {p.rate:g} | {len(p.points)} | {len(p.slipped)} | "
-                         f"{p.count.valid} of {p.count.measured} | "
+                         f"{p.count.valid} of {p.count.of} | "
                          f"{p.count.refused_text()} | " + " | ".join(values)
                          + f" | {verdict} |")
         lines += [f"- {n}" for n in r.notes]

@@ -83,6 +83,8 @@ class Journal:
         self.state.sessions.append(session)
         self.state.run_order += order
         self.state.order = session.run_order  # the order actually used, last session
+        if self.state.rows_planned is None and not self.state.sessions[:-1]:
+            self.state.rows_planned = plan.rows_planned()  # a new run's whole plan
         self.save()
         return session
 

@@ -234,6 +234,24 @@ class RunPlan:
         """The plan has load points or a search (not only sequential rows)."""
         return any(isinstance(s, MeasurePoint | Search) for s in self.steps)
 
+    def rows_planned(self) -> list[tuple[str, int, str | None, int | None]]:
+        """Rows each (mode, capacity, load label) cell is to send: sequential rows
+        (label None) and load points (None rows: a point sent for a duration); a
+        capacity search's points are chosen as it goes and are left out."""
+        out: dict[tuple[str, int, str | None], int | None] = {}
+        for step in self.steps:
+            if isinstance(step, MeasureRows):
+                for row in step.rows:
+                    key = (row.mode, step.capacity, None)
+                    out[key] = (out.get(key) or 0) + 1
+            elif isinstance(step, MeasurePoint):
+                label = step.point.label
+                if label is not None:
+                    by_duration = getattr(step.point, "requests", 0) is None
+                    out[(step.mode, step.capacity, label)] = \
+                        None if by_duration else step.point.planned_requests()
+        return [(m, c, load, n) for (m, c, load), n in out.items()]
+
     def order_facts(self) -> dict[str, Any]:
         """The order asked and used, and the blocks (the manifest's ``run_order``)."""
         return {**self.order.to_dict(), "sequence": sequence_of(self.blocks)}

@@ -19,7 +19,7 @@ from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.summaries import modes_in_order
 from kvlab.analysis.trace_hits import TraceBlocks
 from kvlab.analysis.turns import TurnPlan
-from kvlab.analysis.valid_rows import ValidRows, judge
+from kvlab.analysis.valid_rows import CellPlan, GroupKey, ValidRows, current_rows, judge
 from kvlab.bench.plan.workload import Prepared
 from kvlab.experiment import Experiment, SearchSettings, SloSettings
 from kvlab.store.rundir import RunDir
@@ -66,6 +66,16 @@ def trace_blocks(prepared: Prepared | None) -> dict[tuple[int, str], TraceBlocks
             for p in prompts if p.blocks and p.block_tokens}
 
 
+def cell_plans(run: RunDir) -> dict[GroupKey, CellPlan]:
+    """Each cell the run planned: its rows and whether it finished (empty when the run
+    recorded no plan: an older run, a peer's file)."""
+    sent: dict[GroupKey, int] = {}
+    for r in current_rows(run.records):
+        sent[(r.mode, r.capacity, r.load)] = sent.get((r.mode, r.capacity, r.load), 0) + 1
+    return {k: CellPlan(rows, finished)
+            for k, (rows, finished) in run.state.cell_plans(sent).items()}
+
+
 def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                      resamples: int = 2000, strict: bool = False) -> Evaluation:
     """The complete evaluation of ``run``: its experiment's pairs, mode order, SLOs and
@@ -92,7 +102,7 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                         order=run.state.order, repeat_aa=run.state.repeat_aa,
                         workers=workers, gauges=run.gauges, strict=strict,
                         budgets=budgets, weights=weights, memory=run.process_memory,
-                        trace=trace_blocks(run.prepared))
+                        trace=trace_blocks(run.prepared), plan=cell_plans(run))
     return evaluate(
         records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
         mode_order=[m.name for m in experiment.modes], resamples=resamples,
@@ -102,7 +112,7 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
         workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
         sessions=session_plans(run.prepared),
         search=search_of(experiment), strict=strict, budgets=budgets, weights=weights,
-        memory=run.process_memory, trace=trace_blocks(run.prepared),
+        memory=run.process_memory, trace=trace_blocks(run.prepared), plan=cell_plans(run),
     )
 
 
@@ -110,4 +120,4 @@ def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
     """The validated rows of ``run``, as its evaluation judges them: row checks and the
     point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
     verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
-    return judge(run.records, verdicts)
+    return judge(run.records, verdicts, cell_plans(run))

@@ -108,7 +108,8 @@ class PointClocks(_Facts):
 
 # Keys written only once they have a value (a manifest without them is as before).
 _OPTIONAL = ("overrides", "tokenizer", "dataset_file", "repeat_aa", "no_launch", "prompt_sizing",
-             "points_done", "order", "workers", "worker_clocks", "worker_calibration")
+             "points_done", "rows_planned", "order", "workers", "worker_clocks",
+             "worker_calibration")
 
 
 class RunState(_Facts):
@@ -134,6 +135,9 @@ class RunState(_Facts):
     # capacity (as a string) -> bench.plan.sizing.Sizing.to_json()
     prompt_sizing: dict[str, dict[str, Any]] | None = None
     points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
+    # the first session's plan: (mode, capacity, load label or None, rows; None when a
+    # point runs for a duration), so "n valid of m" reads m from what was planned
+    rows_planned: list[tuple[str, int, str | None, int | None]] | None = None
     order: dict[str, Any] | None = None  # the order the last session used
     # the load engine's settings as asked (bench.engines.kinds: kvlab run --workers or
     # [load] workers); a resume uses them again unless told otherwise. None: in-process
@@ -171,6 +175,25 @@ class RunState(_Facts):
     def point_done(self, mode: str, capacity: int, label: str) -> bool:
         """True once the load point (mode, capacity, label) completed."""
         return (mode, capacity, label) in set(self.points_done or [])
+
+    def cell_plans(self, sent: dict[tuple[str, int, str | None], int]
+                   ) -> dict[tuple[str, int, str | None], tuple[int | None, bool]]:
+        """Each cell planned (and each cell ``sent``: rows sent per cell): its rows
+        planned and whether it finished. A load point finished once in ``points_done``;
+        sequential rows once as many were sent as planned. Empty when the run recorded
+        no plan (an older run, a peer's file)."""
+        if self.rows_planned is None:
+            return {}
+        done = set(self.points_done or [])
+        out: dict[tuple[str, int, str | None], tuple[int | None, bool]] = {}
+        for mode, capacity, load, rows in self.rows_planned:
+            key = (mode, capacity, load)
+            if load is None:
+                finished = rows is None or sent.get(key, 0) >= rows
+            else:
+                finished = (mode, capacity, load) in done
+            out[key] = (rows, finished)
+        return out
 
     @classmethod
     def read(cls, path: Path) -> RunState:
