@@ -58,8 +58,9 @@ def ab(
     metric: str = typer.Option("e2e_ms", "--metric",
                                help="The time compared, per row: e2e_ms, itl_effective_ms, "
                                "ttft_ms, ..."),
-    margin: str = typer.Option("5%", "--margin",
-                               help="B/A above 1 + margin is a regression."),
+    margin: str | None = typer.Option(None, "--margin", metavar="PERCENT",
+                                      help="B/A above 1 + margin is a regression, e.g. 5% "
+                                      "(default: kvlab compare's default margin)."),
     alpha: float = typer.Option(0.05, "--alpha",
                                 help="Largest chance of 'regress' when B is within the "
                                 "margin."),
@@ -90,13 +91,15 @@ def ab(
     Examples: kvlab ab experiments/engine-serving.toml --a kvlab-float32 --b kvlab-int8;
     kvlab ab base.toml candidate.toml --metric itl_effective_ms --margin 5%
     """
+    from kvlab.analysis.gate import DEFAULT_MARGIN
     from kvlab.run.ab import AbRequest, run_ab
     from kvlab.run.overrides import parse_setting
 
     request = AbRequest(
         baseline, candidate, mode_a, mode_b, capacity,
         tuple(parse_setting(s) for s in settings or ()), metric,
-        _fraction(margin, "--margin"), alpha, beta, block, max_rows,
+        DEFAULT_MARGIN if margin is None else _fraction(margin, "--margin"), alpha, beta,
+        block, max_rows,
         max_time_s=max_time, report=not no_report)
     result = run_ab(request, out, _Notes(quiet))
     if json_out:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kvlab.analysis.gate import DEFAULT_MARGIN
 from kvlab.analysis.sequential import Design, Look, block_log_ratio, look
 from kvlab.analysis.summary_metrics import SUMMARY_METRICS
 from kvlab.analysis.validate import check_row
@@ -74,7 +75,7 @@ class AbRequest:
     capacity: int | None = None
     settings: tuple[Setting, ...] = ()
     metric: str = "e2e_ms"
-    margin: float = 0.05
+    margin: float = DEFAULT_MARGIN
     alpha: float = 0.05
     beta: float = 0.05
     block: int = 4
@@ -210,6 +211,9 @@ class AbSession:
         """Servers up, then blocks until a look decides or a budget is spent; every
         server is stopped on every exit path."""
         journal, result, design = self.journal, self.result, self.result.design
+        # the rows are open-ended: the test decides when to stop (None: not counted)
+        journal.state.rows_planned = [(mode, self.pair.capacity, None, None)
+                                      for mode in (self.pair.a, self.pair.b)]
         session = journal.begin_session(self.plan, None)
         ids = [q.id for q in self.plan.workload.queries]
         try:
