@@ -83,14 +83,13 @@ def test_two_files_and_the_cli(files: tuple[Path, Path], tmp_path: Path) -> None
     assert result["verdict"] == "regress" and result["b"] == "slow"
 
 
-def test_a_budget_too_small_to_decide_is_inconclusive(files: tuple[Path, Path],
-                                                      tmp_path: Path) -> None:
+def test_a_spent_budget_is_inconclusive(files: tuple[Path, Path], tmp_path: Path) -> None:
+    """The time budget runs out after the first block, before any look."""
     both, _ = files
-    result = run_ab(AbRequest(both, mode_a="fast", mode_b="fast", block=2,
-                              metric="itl_effective_ms", max_rows=16, report=False),
-                    tmp_path / "runs")
+    result = run_ab(AbRequest(both, mode_a="fast", mode_b="slow", metric="itl_effective_ms",
+                              max_time_s=0.001, report=False), tmp_path / "runs")
     assert result.verdict == "inconclusive" and result.exit_code == 3
-    assert result.rows == 16
+    assert "time budget" in result.why and result.rows == 8 and result.last is None
 
 
 @pytest.mark.parametrize("request_kwargs, message", [
