@@ -105,17 +105,21 @@ def check_harness(kvlab: list[str], tmp: Path, env: Mapping[str, str] | None = N
         checked = kvlab_run(kvlab, "endpoints", "check", "--base-url", f"{url}/v1",
                             "--model", "synthetic", "--api", "openai-chat", env=env)
         assert "ok" in ok(checked) and "synthetic" in checked.stdout
-        ok(kvlab_run(kvlab, "run", str(path), "--queries", "2", "--out", str(runs), "-q",
-                     env=env))
+        for out in (runs, tmp / "runs-b"):  # a baseline and a candidate
+            ok(kvlab_run(kvlab, "run", str(path), "--queries", "2", "--out", str(out), "-q",
+                         env=env))
     (run_dir,) = runs.iterdir()
+    (candidate,) = (tmp / "runs-b").iterdir()
     assert (run_dir / "report.md").is_file() and (run_dir / "report.html").is_file()
     rows = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     measured = [row for row in rows if not row["warmup"]]
     assert len(measured) == 4 and all(row["outcome"] == "ok" for row in measured), measured
     ok(kvlab_run(kvlab, "report", str(run_dir), "--csv", env=env))
     assert list(run_dir.glob("*.csv"))
-    compared = ok(kvlab_run(kvlab, "compare", str(run_dir), str(run_dir), env=env))
+    compared = ok(kvlab_run(kvlab, "compare", str(run_dir), str(candidate), env=env))
     assert "synthetic-chat" in compared, compared
+    itself = kvlab_run(kvlab, "compare", str(run_dir), str(run_dir), env=env)
+    assert itself.returncode == 2 and "compared with itself" in itself.stderr, itself.stderr
     summary = ok(kvlab_run(kvlab, "summary", str(tmp), env=env))
     assert run_dir.name in summary or "synthetic" in summary, summary
     return run_dir

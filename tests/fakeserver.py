@@ -29,7 +29,8 @@ thinking, streamed as ``delta.<reasoning_field>`` (chat; ``reasoning`` as vLLM 0
 writes it, or ``reasoning_content`` as llama-server does) or beside ``text``
 (completions), and returned so in a whole answer; ``usage_reasoning`` is the usage's
 ``completion_tokens_details.reasoning_tokens`` (None: left out). ``metrics`` is the
-body of ``GET /metrics`` (None: 404).
+body of ``GET /metrics`` (None: 404); ``metrics_status`` another status to answer it
+with (a /metrics read that fails).
 ``GET /v1/models`` and the completion
 routes answer 401 without the right ``Authorization: Bearer`` key when ``api_key`` is
 set. Bodies and headers received are kept in ``requests``.
@@ -96,6 +97,7 @@ class FakeServer:
         self.reasoning_field = "reasoning"  # or "reasoning_content"
         self.usage_reasoning: int | None = None  # usage's reasoning_tokens; None: absent
         self.metrics: str | None = None  # GET /metrics's text; None: 404
+        self.metrics_status = 200  # e.g. 503: a /metrics read that fails
         self._previous: list[str] = []  # the last prompt's words (prefix_cache)
         self.requests: list[dict[str, Any]] = []
         self.base_url = ""
@@ -178,6 +180,8 @@ class FakeServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         if self.metrics is None:
             return web.Response(status=404)
+        if self.metrics_status != 200:
+            return web.Response(status=self.metrics_status, text="overloaded")
         return web.Response(text=self.metrics, content_type="text/plain")
 
     async def _models(self, request: web.Request) -> web.Response:

@@ -39,6 +39,9 @@ class Outcome(StrEnum):
     WRONG_API = "wrong_api"  # an answer in another API's shape than the one asked
 
 
+RECORD_SCHEMA = 2  # the schema_version kvlab's client writes
+
+
 class RunClock:
     """Monotonic nanoseconds relative to a run's start (``perf_counter_ns``)."""
 
@@ -54,6 +57,10 @@ class Record(BaseModel):
     """One request's raw facts. See design.md, "The Record"."""
 
     model_config = ConfigDict(extra="forbid")
+
+    # which Record layout wrote it: 1 (no field, before kvlab 42's client clock), 2
+    # (t_sent once the request is written, connection set-up in its own fields)
+    schema_version: int = 1
 
     # identity
     run_id: str
@@ -84,6 +91,8 @@ class Record(BaseModel):
 
     # client clock (ns since run start)
     t_scheduled: int | None = None  # when the schedule wanted it sent (load tests)
+    # when the request was written to its connection (schema 2: after the connection
+    # was had, so TTFT holds no set-up); schema 1: before the pool gave a connection
     t_sent: int
     t_headers: int | None = None
     t_first_chunk: int | None = None
@@ -105,6 +114,18 @@ class Record(BaseModel):
     # unless it outgrew the gap between two events (they then share the later stamp).
     # None where reads carry no kernel stamp (aiohttp, https://, not Linux).
     read_lag_ns: int | None = None
+    # Connection set-up, apart from TTFT (schema 2): when this request began opening its
+    # own connection, when the socket was connected and when TLS was done (None for
+    # plain HTTP; through aiohttp, TCP and TLS end together: t_connected None). All None
+    # when it went on a connection opened before it (``connection_reused`` True: kept
+    # alive, or opened by the point's warm-up) or in a record of schema 1.
+    t_connect_start: int | None = None
+    t_connected: int | None = None
+    t_tls: int | None = None
+    connection_reused: bool | None = None  # None: not observed (schema 1, a peer's file)
+    # how long a callback queued as the request was written waited for the client's
+    # event loop (ns): the loop's lag at the send; None: not observed (schema 1)
+    loop_lag_ns: int | None = None
 
     # server-reported
     prompt_tokens: int | None = None  # tokens_evaluated / usage.prompt_tokens
@@ -237,6 +258,9 @@ class GaugeSample(BaseModel):
     timestamps: dict[str, float] = Field(default_factory=dict)  # sample key -> s
     phase: Literal["start", "during", "end"] = "during"
     position: int | None = None  # set on "start" and "end" samples (see above)
+    # a "start" or "end" reading that failed (a timeout, a refused connection, an error
+    # status): what went wrong, with ``samples`` empty; None: read
+    error: str | None = None
 
 
 def read_gauges(path: Path) -> list[GaugeSample]:

@@ -14,6 +14,7 @@ from kvlab.analysis.evaluate import (
     summarize,
     write_evaluation,
 )
+from kvlab.analysis.run_view import RunView
 from kvlab.analysis.valid_rows import ValidRows, current_rows, judge
 from kvlab.records import Outcome
 from tests.rows import MS, row
@@ -58,7 +59,7 @@ def _mode(mode: str, scale: float, **overrides) -> list:
 
 def test_comparison_ratio_and_reduction(tmp_path) -> None:
     records = _mode("a", 1.2) + _mode("b", 1.0)
-    ev = evaluate(records, [("a", "b")], run_id="r", experiment="x")
+    ev = evaluate(RunView(records, [("a", "b")], run_id="r", experiment="x"))
     (c,) = ev.comparisons
     assert c.status == "ok"
     for name in ("e2e_ms", "prefill_ms", "decode_ms", "ttft_ms", "itl_effective_ms"):
@@ -76,7 +77,7 @@ def test_comparison_ratio_and_reduction(tmp_path) -> None:
 
 def test_comparison_refuses_different_prompts() -> None:
     records = _mode("a", 1.0) + _mode("b", 1.0, prompt_sha256="t" * 64)
-    ev = evaluate(records, [("a", "b")])
+    ev = evaluate(RunView(records, [("a", "b")]))
     (c,) = ev.comparisons
     assert c.status == "refused" and c.metrics == {}
     assert any("prompt_differs" in reason for reason in c.reasons)
@@ -86,7 +87,7 @@ def test_comparison_refuses_different_prompts() -> None:
 def test_refused_rows_are_named_and_left_out() -> None:
     records = _mode("a", 1.0)
     records[1] = records[1].model_copy(update={"output_tokens": 10})
-    ev = evaluate(records + _mode("b", 1.0), [("a", "b")])
+    ev = evaluate(RunView(records + _mode("b", 1.0), [("a", "b")]))
     s = ev.summary("a", 512)
     assert s is not None and (s.queries, s.refused) == (1, 1)
     assert [(v.mode, v.query_id, str(v.reason)) for v in ev.violations] == [
@@ -110,7 +111,7 @@ def test_a_retried_row_supersedes_the_failed_one() -> None:
     retried = row(position=5)
     warm = row(warmup=True, position=1)
     assert current_rows([failed, warm, retried]) == [retried]
-    ev = evaluate([failed, warm, retried], [])
+    ev = evaluate(RunView([failed, warm, retried], []))
     assert ev.violations == [] and ev.counts["superseded"] == 1
 
 
@@ -129,7 +130,7 @@ def test_load_points_are_summarized_and_compared_separately() -> None:
     A meets B at the same load point only."""
     records = (_point("a", "c=1", 1.0, 0) + _point("a", "c=8", 3.0, 2)
                + _point("b", "c=8", 2.0, 4) + _point("b", "c=1", 0.5, 6))
-    ev = evaluate(records, [("a", "b")], mode_order=["a", "b"])
+    ev = evaluate(RunView(records, [("a", "b")], mode_order=["a", "b"]))
     assert [(s.mode, s.load, s.queries) for s in ev.summaries] == [
         ("a", "c=1", 2), ("a", "c=8", 2), ("b", "c=1", 2), ("b", "c=8", 2)]
     c1, c8 = ev.summary("a", 512, "c=1"), ev.summary("a", 512, "c=8")
@@ -144,7 +145,7 @@ def test_load_points_are_summarized_and_compared_separately() -> None:
 def test_a_refused_row_refuses_its_load_point_only() -> None:
     bad = _point("a", "c=8", 1.0, 2)
     bad[0] = bad[0].model_copy(update={"output_tokens": 10})
-    ev = evaluate(_point("a", "c=1", 1.0, 0) + bad, [])
+    ev = evaluate(RunView(_point("a", "c=1", 1.0, 0) + bad, []))
     assert [(s.load, s.queries, s.refused) for s in ev.summaries] == [
         ("c=1", 2, 0), ("c=8", 1, 1)]
     (v,) = ev.violations
@@ -155,11 +156,11 @@ def test_load_column_only_when_the_run_has_load_points() -> None:
     from kvlab.report.comparisons import comparison_header
     from kvlab.report.summary_table import summary_header, summary_rows
 
-    sequential = evaluate(_mode("a", 1.2) + _mode("b", 1.0), [("a", "b")])
+    sequential = evaluate(RunView(_mode("a", 1.2) + _mode("b", 1.0), [("a", "b")]))
     assert "load" not in summary_header(sequential)
     assert "load" not in comparison_header(sequential)
     assert sequential.summaries[0].load is None and sequential.summary("a", 512) is not None
-    swept = evaluate(_point("a", "c=1", 1.0, 0) + _point("b", "c=1", 1.0, 2), [("a", "b")])
+    swept = evaluate(RunView(_point("a", "c=1", 1.0, 0) + _point("b", "c=1", 1.0, 2), [("a", "b")]))
     header = summary_header(swept)
     assert header[:3] == ["mode", "capacity", "load"]
     assert summary_rows(swept)[0][:3] == ["a", "512", "c=1"]

@@ -10,6 +10,7 @@ import pytest
 
 from kvlab.analysis.evaluate import SCHEMA_VERSION, evaluate
 from kvlab.analysis.evaluation_file import EvaluationFileError, StoredEvaluation
+from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.validate import Reason
 from tests.report.synthetic_runs import make_row, two_mode_rows
 
@@ -19,8 +20,8 @@ DATA = Path(__file__).parent / "data"
 def _written() -> tuple[dict[str, object], StoredEvaluation]:
     rows = two_mode_rows(6)
     rows.append(make_row("slow", 256, 9, prefill=10, decode=5, output_tokens=3))  # short: refused
-    live = evaluate(rows, [("slow", "fast")], run_id="r1", experiment="synthetic",
-                    resamples=200)
+    live = evaluate(RunView(rows, [("slow", "fast")], run_id="r1", experiment="synthetic"),
+                    options=EvaluateOptions(resamples=200))
     data = json.loads(json.dumps(live.to_json()))
     return data, StoredEvaluation.from_dict(data)
 

@@ -3,8 +3,10 @@ queueing or preemption: within one step of the sweep, a miss, or not judged."""
 
 from __future__ import annotations
 
+from kvlab.analysis.checks import KNEE
 from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.knee_check import KneeCheck, recorded_budgets
+from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.memory.presets import shape_from_preset
 from kvlab.memory.served import ServedKv
 from kvlab.records import GaugeSample, Record
@@ -56,10 +58,15 @@ def _check(shown: dict[int, tuple[int, int]], served: ServedKv = KVLAB) -> KneeC
         rows, readings = _point(n, len(records), 10.0 * (k + 1), running, preempted)
         records += rows
         gauges += readings
-    evaluation = evaluate(records, [], gauges=gauges, budgets={("kvlab-serve", 512): served},
-                          resamples=10)
-    (check,) = evaluation.knees
+    (check,) = _knees(records, gauges, served)
     return check
+
+
+def _knees(records: list[Record], gauges: list[GaugeSample], served: ServedKv = KVLAB
+           ) -> list[KneeCheck]:
+    """The knee checks of a run of kvlab serve at 512 whose budget is ``served``."""
+    view = RunView(records, gauges=gauges, budgets={("kvlab-serve", 512): served})
+    return evaluate(view, options=EvaluateOptions(resamples=10)).found(KNEE)
 
 
 def test_a_knee_measured_where_predicted_is_within_one_step() -> None:
@@ -96,15 +103,13 @@ def test_a_second_budget_moves_the_prediction_with_no_other_change() -> None:
 def test_not_judged_without_a_reading_or_a_prediction() -> None:
     records, gauges = _point(6, 0, 10.0, 6, 0)
     blind = [g for g in gauges if g.phase != "during"]  # requests shorter than a poll
-    (check,) = evaluate(records, [], gauges=blind, budgets={("kvlab-serve", 512): KVLAB},
-                        resamples=10).knees
+    (check,) = _knees(records, blind)
     assert check.verdict == "not judged" and check.points[0].past is None
     assert "no /metrics reading of the requests running at c=6" in check.describe()
     small = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, kv_blocks=4)
     unreported = [g.model_copy(update={"samples": {k: v for k, v in g.samples.items()
                                                    if "kv_blocks" not in k}}) for g in gauges]
-    (check,) = evaluate(records, [], gauges=unreported,
-                        budgets={("kvlab-serve", 512): small}, resamples=10).knees
+    (check,) = _knees(records, unreported, small)
     assert check.knee is None and check.verdict == "not judged"
     assert check.why.startswith("not predicted:")
 
@@ -117,11 +122,9 @@ def test_a_reading_after_the_points_last_answer_is_not_a_reading_of_it() -> None
     late = [g.model_copy(update={"t_ns": int(10.55e9), "samples": {
         **g.samples, "kvlab:num_requests_running": 0.0, "kvlab:num_requests_waiting": 0.0}})
         if g.phase == "during" else g for g in gauges]
-    (check,) = evaluate(records, [], gauges=late, budgets={("kvlab-serve", 512): KVLAB},
-                        resamples=10).knees
+    (check,) = _knees(records, late)
     assert check.points[0].readings == 0 and check.points[0].past is None
-    (inside,) = evaluate(records, [], gauges=gauges, budgets={("kvlab-serve", 512): KVLAB},
-                         resamples=10).knees
+    (inside,) = _knees(records, gauges)
     assert inside.points[0].readings == 1 and inside.points[0].past is False
 
 
@@ -134,13 +137,11 @@ def test_a_point_without_a_reading_is_judged_by_its_neighbours_where_they_decide
         rows, readings = _point(n, len(records), 10.0 * (k + 1), running, 0)
         records += rows
         gauges += [g for g in readings if n not in (1, 8) or g.phase != "during"]
-    (check,) = evaluate(records, [], gauges=gauges, budgets={("kvlab-serve", 512): KVLAB},
-                        resamples=10).knees
+    (check,) = _knees(records, gauges)
     assert [p.past for p in check.points] == [None, False, False, True, None]
     assert (check.measured_first_past, check.verdict) == (7, "within one step")
     blind = [g for g in gauges if not (g.load in ("c=2", "c=6") and g.phase == "during")]
-    (check,) = evaluate(records, [], gauges=blind, budgets={("kvlab-serve", 512): KVLAB},
-                        resamples=10).knees
+    (check,) = _knees(records, blind)
     assert check.verdict == "not judged"  # below the first past, nothing says they fit
     assert "at c=1, c=2, c=6" in check.describe()
 
@@ -151,3 +152,11 @@ def test_budgets_come_from_the_launched_servers_facts() -> None:
                (("c", 512), {})]
     budgets, weights = recorded_budgets(entries)
     assert budgets == {("a", 512): KVLAB} and weights == {("a", 512): 100}
+
+
+def test_a_knee_beyond_the_sweep_never_seen_is_its_own_verdict_not_a_confirmed_knee() -> None:
+    check = _check({2: (2, 0), 3: (3, 0), 4: (4, 0)})  # predicted first past: 7
+    assert (check.expected_first_past, check.measured_first_past) == (None, None)
+    assert check.verdict == "agrees: none in the sweep"
+    assert "within one step" not in check.describe()
+    assert "not confirmed" in check.describe()

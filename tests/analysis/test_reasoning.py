@@ -8,6 +8,7 @@ import pytest
 from kvlab.analysis import metrics
 from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.reasoning import reasoning_cells
+from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.valid_rows import judge
 from kvlab.records import ApiKind, Record
 from tests.rows import MS, row
@@ -66,7 +67,7 @@ def test_a_run_without_reasoning_keeps_every_number() -> None:
     old = [row(query_id=f"q{i}", mode=m, t_end=(1000 + 7 * i) * MS)
            for m in ("a", "b") for i in range(6)]
     new = [r.model_copy(update={"t_first_answer": r.t_first_content}) for r in old]
-    before = evaluate(old, [("a", "b")], resamples=200).to_json()
-    after = evaluate(new, [("a", "b")], resamples=200).to_json()
+    before = evaluate(RunView(old, [("a", "b")]), options=EvaluateOptions(resamples=200)).to_json()
+    after = evaluate(RunView(new, [("a", "b")]), options=EvaluateOptions(resamples=200)).to_json()
     assert after == before
     assert after["reasoning"] == [] and after["summaries"][0]["ttft_ms"]["mean"] == 100.0

@@ -68,6 +68,12 @@ def test_rows_without_counts_make_the_check_not_checkable() -> None:
                    output_tokens=None, cached_tokens=None)]
     (point,) = point_counters(records, [_reading("start", 0, 0, **start),
                                         _reading("end", 2, 1, **end)])
+    assert point.prompt.status == "equal"  # the failed row is left out, and named
+    assert point.prompt.why == ("checked on the 1 finished row; 1 failed row left out "
+                                "(the server may have counted some of its tokens)")
+    unreported = [records[0], row(position=1, load="c=2", cached_tokens=None)]
+    (point,) = point_counters(unreported, [_reading("start", 0, 0, **start),
+                                           _reading("end", 2, 1, **end)])
     assert point.prompt.status == "not checkable"
     assert point.prompt.why == "1 of 2 rows without a prompt and a cached token count"
 

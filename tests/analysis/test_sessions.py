@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kvlab.analysis.checks import SESSIONS
 from kvlab.analysis.valid_rows import judge
 from kvlab.analysis.validate import Reason
 from kvlab.bench.engines.memory import MemorySettings
@@ -34,7 +35,7 @@ def test_per_turn_figures_growth_cache_and_think_times(tmp_path) -> None:
     run_dir = sessions_run(tmp_path, MemorySettings(ttft_ms=1, itl_ms=0.5,
                                                     prefix_cache=True, prefix_block=1))
     evaluation = evaluate_run(run_dir.path)
-    (cell,) = evaluation.sessions
+    (cell,) = evaluation.found(SESSIONS)
     assert (cell.mode, cell.capacity, cell.load) == ("a", 1024, "sessions=2")
     assert [(i.index, i.sent, i.valid) for i in cell.by_index] == [(1, 3, 3), (2, 3, 3),
                                                                     (3, 3, 3)]
@@ -53,9 +54,9 @@ def test_per_turn_figures_growth_cache_and_think_times(tmp_path) -> None:
     assert all(r.total_ms >= r.waiting_ms > 0 for r in cell.runs)
     saved = json.loads((run_dir.path / "evaluation.json").read_text())["sessions"]
     assert saved[0]["by_index"][2]["cached_share"] == cell.by_index[2].cached_share
-    body = sessions_body(evaluation.sessions)
+    body = sessions_body(evaluation.found(SESSIONS))
     assert "| 3 | 3 | 3 |" in body and "6 of 6 turns grew by exactly" in body
-    png = plots.sessions_by_turn(evaluation.sessions)
+    png = plots.sessions_by_turn(evaluation.found(SESSIONS))
     assert png is not None and png.startswith(b"\x89PNG")
 
 
@@ -64,7 +65,7 @@ def test_a_refused_turn_ends_its_session_and_its_other_turns_count_as_not_sent(
     run_dir = sessions_run(tmp_path, MemorySettings(ttft_ms=1, itl_ms=0.5,
                                                     refuse=("s01.t2",)))
     evaluation = evaluate_run(run_dir.path)
-    (cell,) = evaluation.sessions
+    (cell,) = evaluation.found(SESSIONS)
     ended = {r.session: r for r in cell.runs}
     assert ended["s01"].ended is not None and ended["s01"].ended.startswith(
         "s01.t2: output_tokens: 3 output tokens, 4 requested")
@@ -72,7 +73,8 @@ def test_a_refused_turn_ends_its_session_and_its_other_turns_count_as_not_sent(
     assert ended["s00"].ended is None and cell.not_sent == 1
     assert [(i.index, i.sent, i.valid) for i in cell.by_index] == [(1, 3, 3), (2, 3, 2),
                                                                     (3, 2, 2)]
-    assert "1 ended by a refused turn, 1 turns not sent" in sessions_body(evaluation.sessions)
+    body = sessions_body(evaluation.found(SESSIONS))
+    assert "1 ended by a refused turn, 1 turns not sent" in body
 
 
 def test_a_turn_sent_after_a_refused_turn_of_its_session_is_refused(tmp_path) -> None:

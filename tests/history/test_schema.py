@@ -39,7 +39,7 @@ def test_a_version_1_database_is_rebuilt_from_the_runs_it_recorded(tmp_path: Pat
 
     conn, rebuilt = open_writable(db)
     try:
-        assert version(conn) == SCHEMA_VERSION == 5
+        assert version(conn) == SCHEMA_VERSION == 6
         assert rebuilt is not None and rebuilt.added == ["r1"]
         tables = {n for (n,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         assert tables == {"meta", *TABLES}

@@ -19,7 +19,7 @@ from kvlab.store.state import SessionEntry
 from kvlab.studies.bench_files import write_outputs
 from kvlab.studies.timing import BenchSettings, run_kv_bench
 from tests.experiments import embedded, experiment
-from tests.report.synthetic_runs import make_row, write_run
+from tests.report.synthetic_runs import MS, make_row, write_run
 
 SESSION_LOADS = ([1.25, 1.0, 0.5], [3.5, 2.0, 1.0])  # a run's load averages, start and stop
 
@@ -44,11 +44,13 @@ def _pair_rows(modes: tuple[str, str], decode: tuple[float, float]) -> list[Reco
 
 def _batching_rows() -> list[Record]:
     """c=8, 16 requests per mode: one slot serves them one after another (100 ms each),
-    batching two rounds of 8 at once (150 ms a round)."""
+    batching two rounds of 8 at once (150 ms a round). The one slot's 8 users each send
+    when their last answer came (the first 8 at once): the rest wait at the server."""
     rows = []
     for i in range(16):
+        sent = 0 if i < 8 else 100 * (i - 7)  # the closed loop's clock, client side
         rows.append(make_row("one-slot", 256, i, prefill=10, decode=88, overhead=2,
-                             start_ms=100 * i, load="c=8"))
+                             start_ms=100 * i, load="c=8", t_sent=sent * MS))
         rows.append(make_row("batching", 256, i, prefill=20, decode=128, overhead=2,
                              start_ms=5000 + 150 * (i // 8), load="c=8"))
     return rows

@@ -55,7 +55,7 @@ def test_sections_numbers_and_no_external_resource(report: Path) -> None:
 
 
 def test_load_points_and_what_they_stand_on(tmp_path: Path) -> None:
-    rows = [make_row("a", 256, q, prefill=10, decode=20, load="c=2", start_ms=50.0 * q,
+    rows = [make_row("a", 256, q, prefill=10, decode=20, load="c=2", start_ms=50.0 * (q // 2),
                      **({"output_tokens": 7} if q % 2 else {})) for q in range(6)]
     text = render_html(load_run(write_run(tmp_path / "run", rows)), resamples=100)
     assert "<h2>Load</h2>" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvlab.analysis.evaluate import evaluate
+from kvlab.analysis.run_view import RunView
 from kvlab.experiment import parse_experiment
 from kvlab.report.document import render_report
 from tests.rows import MS, row
@@ -17,7 +18,7 @@ def test_report_states_protocol_definitions_validation_and_numbers() -> None:
         row(mode="a", t_end=1200 * MS), row(mode="a", query_id="q02", t_end=1200 * MS),
         row(mode="b"), row(mode="b", query_id="q02", output_tokens=12),
     ]
-    evaluation = evaluate(records, EXPERIMENT.compare, run_id="run-1", experiment="x")
+    evaluation = evaluate(RunView(records, EXPERIMENT.compare, run_id="run-1", experiment="x"))
     manifest = {"kvlab_version": "0.1.0", "git_commit": "abc", "host": {"cores": 2},
                 "servers": [{"mode": "a", "capacity": 512, "facts": {"argv": ["kvlab", "serve"]},
                              "started": "t0", "stopped": "t1"}]}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kvlab.analysis.checks import KNEE, PROCESS_MEMORY, SERVER_HISTOGRAMS, TRACE_HITS
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 from tests.conftest import llama_server_missing
@@ -42,7 +43,7 @@ def knee_run(tmp_path_factory: pytest.TempPathFactory) -> Evaluation:
 
 def test_two_budgets_each_measured_within_one_step_of_their_prediction(
         knee_run: Evaluation) -> None:
-    checks = {c.mode: c for c in knee_run.knees}
+    checks = {c.mode: c for c in knee_run.found(KNEE)}
     assert set(checks) == set(BUDGETS)
     for name, blocks in BUDGETS.items():
         check = checks[name]
@@ -78,7 +79,7 @@ def llama_knee_run(tmp_path_factory: pytest.TempPathFactory) -> Evaluation:
 @pytest.mark.llamacpp
 def test_llama_servers_two_slot_counts_each_measured_within_one_step(
         llama_knee_run: Evaluation) -> None:
-    checks = {c.mode: c for c in llama_knee_run.knees}
+    checks = {c.mode: c for c in llama_knee_run.found(KNEE)}
     assert set(checks) == set(SLOTS)
     for name, slots in SLOTS.items():
         check = checks[name]
@@ -86,20 +87,26 @@ def test_llama_servers_two_slot_counts_each_measured_within_one_step(
         assert (check.knee.fits, check.knee.first_past) == (slots, slots + 1)
         assert check.verdict == "within one step", check.describe()
     assert checks["slots-3"].measured_first_past > checks["slots-2"].measured_first_past
-    rows = [m for m in llama_knee_run.process_memory if m.mode == "slots-2"]
+    rows = [m for m in llama_knee_run.found(PROCESS_MEMORY) if m.mode == "slots-2"]
     assert len(rows) == 4 and all(m.kv_bytes == checks["slots-2"].knee.budget_bytes
                                   for m in rows)
+    # llama-server keeps no request histograms: the report says so, point by point
+    assert llama_knee_run.found(SERVER_HISTOGRAMS) == []
+    (line,) = llama_knee_run.not_measured[SERVER_HISTOGRAMS.key]
+    assert line.startswith("not measured: llamacpp exposes no request histograms (")
+    assert line.count(" @ ") == 8  # 2 servers × 4 load points
+    assert KNEE.key not in llama_knee_run.not_measured  # both budgets were recorded
 
 
 def test_the_servers_memory_is_sampled_against_its_kv_and_weights(
         knee_run: Evaluation) -> None:
-    rows = {(m.mode, m.load): m for m in knee_run.process_memory}
+    rows = {(m.mode, m.load): m for m in knee_run.found(PROCESS_MEMORY)}
     assert len(rows) == 2 * 6
     for (mode, _), m in rows.items():
         assert m.samples >= 2 and m.processes >= 1
         assert m.rss_max >= m.rss_start > 0
         assert m.weights_bytes is not None and m.weights_bytes > 0
-        check = next(c for c in knee_run.knees if c.mode == mode)
+        check = next(c for c in knee_run.found(KNEE) if c.mode == mode)
         assert check.knee is not None and m.kv_bytes == check.knee.budget_bytes
         assert m.rest == m.rss_max - m.weights_bytes - m.kv_bytes
 
@@ -111,7 +118,7 @@ def test_a_trace_predicts_the_prefix_hits_the_server_counts(tmp_path: Path) -> N
                                     f'path = "{EXPERIMENTS / "data" / "trace.jsonl"}"'))
     evaluation = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs", html=False)
                                 ).evaluation
-    points = {(p.mode, p.load): p for p in evaluation.trace_hits}
+    points = {(p.mode, p.load): p for p in evaluation.found(TRACE_HITS)}
     assert set(points) == {(m, f"trace={s}") for m in ("large-pool", "small-pool")
                            for s in ("1.0", "2.0")}
     for p in points.values():

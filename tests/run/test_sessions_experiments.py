@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kvlab.analysis.checks import SESSIONS
 from kvlab.analysis.sessions import SessionsCell
 from kvlab.analysis.stats import percentile
 from kvlab.records import Record, read_records
@@ -39,7 +40,7 @@ def shrunk_chat(tmp_path: Path) -> Path:
 
 
 def cells(result: Any) -> dict[str, SessionsCell]:
-    return {c.mode: c for c in result.evaluation.sessions}
+    return {c.mode: c for c in result.evaluation.found(SESSIONS)}
 
 
 def measured(result: Any) -> list[Record]:
@@ -125,12 +126,12 @@ def test_think_time_is_kept_within_5_ms_at_p95(chat) -> None:
     the server). Load-sensitive: on 2 shared cores at load average 3 to 5, most turns
     leave within 0.3 ms and one in ten 3 to 11 ms late (the process not scheduled), so
     a mode's own p95 over its 12 turns is its worst turn or two."""
-    errors = [abs(t.think_ms - t.think_asked_ms) for c in chat.evaluation.sessions
+    errors = [abs(t.think_ms - t.think_asked_ms) for c in chat.evaluation.found(SESSIONS)
               for t in c.turns if t.think_ms is not None and t.think_asked_ms is not None]
     assert len(errors) == 48
     p95 = percentile(errors, 95)
     assert p95 <= THINK_P95_MS, (p95, {c.mode: c.think_error_p95_ms
-                                        for c in chat.evaluation.sessions})
+                                        for c in chat.evaluation.found(SESSIONS)})
 
 
 @pytest.mark.slow

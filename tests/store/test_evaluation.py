@@ -14,9 +14,13 @@ from kvlab.analysis.turns import TurnPlan
 from kvlab.bench.plan.sessions.turn import SessionTurn
 from kvlab.bench.plan.workload import Prepared, PreparedPrompt
 from kvlab.errors import ConfigError
-from kvlab.store.evaluation import session_plans, trace_blocks, turn_plans
+from kvlab.memory.presets import shape_from_preset
+from kvlab.memory.served import ServedKv
+from kvlab.store.evaluation import session_plans, trace_blocks, turn_plans, view_of
 from kvlab.store.files import PREPARED_FILE
 from kvlab.store.rundir import RunDir
+from kvlab.store.state import RunState, ServerEntry
+from tests.rows import row
 
 
 def _prompt(query_id: str, tokens: int, **facts: object) -> PreparedPrompt:
@@ -56,3 +60,23 @@ def test_a_run_without_prepared_json_has_none_and_a_damaged_one_says_so(
     (tmp_path / PREPARED_FILE).write_text(json.dumps({"modes": []}), encoding="utf-8")
     with pytest.raises(ConfigError, match=PREPARED_FILE):
         _ = RunDir(tmp_path).prepared
+
+
+def test_the_view_of_a_run_names_each_launched_servers_kind_and_budget(
+        tmp_path: Path) -> None:
+    """view_of reads the manifest's servers once: the kind of each launched one (an
+    endpoint kvlab did not launch has none) and the KV budget its facts recorded."""
+    served = ServedKv("kvlab", shape_from_preset("gemma-3-270m"), "bf16", max_seqs=4,
+                      block_size=16, kv_blocks=8)
+    state = RunState(run_id="r1", servers=[
+        ServerEntry(mode="a", capacity=512, facts={"kind": "embedded", "launched": True,
+                                                   "kv_served": served.to_dict()}),
+        ServerEntry(mode="b", capacity=512, facts={"kind": "vllm", "launched": False}),
+        ServerEntry(mode="c", capacity=512)])
+    records = [row(mode=m) for m in "abc"]
+    view = view_of(RunDir(tmp_path, records=records, state=state), ("vllm",))
+    assert view.servers == {("a", 512): "embedded"}
+    assert view.budgets == {("a", 512): served}
+    assert (view.run_id, view.mode_order, view.definition_sets) == ("r1", ["a", "b", "c"],
+                                                                   ("vllm",))
+    assert view.records == records and view.compare_pairs == ()

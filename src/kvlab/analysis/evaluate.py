@@ -23,18 +23,15 @@ CLI's tables render it; they compute nothing of their own.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kvlab.analysis.cache_hits import CacheSplit, cache_splits
-from kvlab.analysis.capacity import (
-    CapacityResult,
-    Objectives,
-    SearchPlan,
-    capacity_search,
-)
+from kvlab.analysis.capacity import CapacityResult, capacity_search
+from kvlab.analysis.check import Check, Finding, Judged
+from kvlab.analysis.checks import CHECKS
+from kvlab.analysis.client_error import ClientError, client_error_verdicts, client_errors
 from kvlab.analysis.comparisons import (
     COMPARED_METRICS,
     MetricComparison,
@@ -42,35 +39,23 @@ from kvlab.analysis.comparisons import (
     compare_run,
 )
 from kvlab.analysis.definition_cells import Cell, cells, evaluation_block
-from kvlab.analysis.knee_check import CellKey, KneeCheck, knee_checks
-from kvlab.analysis.load import (
-    DEFAULT_SLIP_THRESHOLD_MS,
-    LoadSummary,
-    Slo,
-    load_summaries,
-)
+from kvlab.analysis.load import LoadSummary, load_summaries
 from kvlab.analysis.point_verdicts import PointVerdict, point_verdicts
 from kvlab.analysis.prefix_reuse import PrefixReuse, prefix_reuse
-from kvlab.analysis.process_memory import PointMemory, point_memory
-from kvlab.analysis.reasoning import ReasoningCell, reasoning_cells
-from kvlab.analysis.saturation import Calibration, ClientCheck, client_check
+from kvlab.analysis.run_view import EvaluateOptions, RunView
+from kvlab.analysis.saturation import ClientCheck, client_check
 from kvlab.analysis.server_counters import PointCounters, point_counters
-from kvlab.analysis.server_histograms import PointHistograms, point_histograms
-from kvlab.analysis.session_turns import PlannedTurn
-from kvlab.analysis.sessions import SessionsCell, session_cells
 from kvlab.analysis.summaries import Summary, summarize
 from kvlab.analysis.summary_metrics import metric_definitions
-from kvlab.analysis.trace_hits import PointHits, TraceBlocks, trace_hits
-from kvlab.analysis.turns import ConversationCheck, TurnPlan, turn_growth
-from kvlab.analysis.valid_rows import CellPlan, GroupKey, ValidRows, judge
+from kvlab.analysis.turns import ConversationCheck, turn_growth
+from kvlab.analysis.valid_rows import ValidRows, judge
 from kvlab.analysis.validate import Violation
 from kvlab.labels import load_order
-from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, MemorySample, Record
 
 __all__ = [
-    "SCHEMA_VERSION", "Comparison", "Evaluation", "Summary", "compare",
-    "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize", "write_evaluation",
+    "SCHEMA_VERSION", "Comparison", "EvaluateOptions", "Evaluation", "RunView", "Summary",
+    "compare", "evaluate", "explain_ratio", "ratio_of", "reduction_of", "summarize",
+    "write_evaluation",
 ]
 
 # evaluation.json's layout: raised when a field is removed or changes meaning (fields
@@ -78,6 +63,8 @@ __all__ = [
 # tokens/s, goodput, slo_met) and the capacity search read valid rows only; summaries,
 # load points, comparisons and probes carry "n valid of m" (count); point verdicts.
 SCHEMA_VERSION = 2
+
+T = TypeVar("T", bound=Finding)
 
 def ratio_of(a: float | None, b: float | None) -> float | None:
     """mean_A / mean_B; None when either is missing or B is not positive."""
@@ -181,12 +168,11 @@ class Evaluation:
     capacity: list[CapacityResult] = field(default_factory=list)  # [search]'s answers
     verdicts: list[PointVerdict] = field(default_factory=list)  # on whole points
     strict: bool = False  # counters that disagree with the records refuse their point
-    server_histograms: list[PointHistograms] = field(default_factory=list)  # vLLM's own
-    reasoning: list[ReasoningCell] = field(default_factory=list)  # cells that reasoned
-    knees: list[KneeCheck] = field(default_factory=list)  # predicted vs measured knee
-    process_memory: list[PointMemory] = field(default_factory=list)  # server RSS per point
-    trace_hits: list[PointHits] = field(default_factory=list)  # a trace's predicted hits
-    sessions: list[SessionsCell] = field(default_factory=list)  # a sessions load's turns
+    # each registered check's findings (analysis.checks), by its key: read them with
+    # found(); not_measured: per key, the parts of the run it could not measure
+    checks: dict[str, list[Finding]] = field(default_factory=dict)
+    not_measured: dict[str, list[str]] = field(default_factory=dict)
+    client_errors: list[ClientError] = field(default_factory=list)  # per point's budget
 
     def to_json(self) -> dict[str, Any]:
         """evaluation.json."""
@@ -215,13 +201,13 @@ class Evaluation:
             "prefix_cache": [c.to_dict() for c in self.prefix_cache],
             "turns": [t.to_dict() for t in self.turns],
             "capacity_search": [c.to_dict() for c in self.capacity],
-            "server_histograms": [p.to_dict() for p in self.server_histograms],
-            "reasoning": [c.to_dict() for c in self.reasoning],
-            "knee": [k.to_dict() for k in self.knees],
-            "process_memory": [m.to_dict() for m in self.process_memory],
-            "trace_hits": [h.to_dict() for h in self.trace_hits],
-            "sessions": [c.to_dict() for c in self.sessions],
+            "client_errors": [e.to_dict() for e in self.client_errors],
+            **{c.key: [f.to_dict() for f in self.checks.get(c.key, [])] for c in CHECKS},
         }}
+
+    def found(self, check: Check[T]) -> list[T]:
+        """The findings of ``check`` (one of analysis.checks.CHECKS) in this run."""
+        return cast("list[T]", self.checks.get(check.key, []))
 
     def summary(self, mode: str, capacity: int, load: str | None = None) -> Summary | None:
         """The summary of (mode, capacity, load); ``load`` None: the sequential one."""
@@ -241,64 +227,37 @@ class Evaluation:
         return [v for v in self.violations if v.other_mode is None]
 
 
-def evaluate(
-    records: Sequence[Record],
-    compare_pairs: Sequence[tuple[str, str]],
-    run_id: str = "",
-    experiment: str = "",
-    mode_order: Sequence[str] = (),
-    *,
-    resamples: int = 2000,
-    slo: Slo | None = None,
-    slip_threshold_ms: float = DEFAULT_SLIP_THRESHOLD_MS,
-    calibration: Calibration | Mapping[str, Any] | None = None,
-    definition_sets: Sequence[str] = (),
-    order: Mapping[str, Any] | None = None,
-    repeat_aa: str | None = None,
-    workers: int | None = None,
-    gauges: Sequence[GaugeSample] = (),
-    turns: Sequence[TurnPlan] = (),
-    sessions: Sequence[PlannedTurn] = (),
-    search: tuple[Objectives, SearchPlan] | None = None,
-    strict: bool = False,
-    budgets: Mapping[CellKey, ServedKv] | None = None,
-    weights: Mapping[CellKey, int] | None = None,
-    memory: Sequence[MemorySample] = (),
-    trace: Mapping[tuple[int, str], TraceBlocks] | None = None,
-    plan: Mapping[GroupKey, CellPlan] | None = None,
-) -> Evaluation:
-    """The complete evaluation of a run's records.
+def evaluate(view: RunView, *, options: EvaluateOptions | None = None) -> Evaluation:
+    """The complete evaluation of a run (``view``), judged with ``options`` (None: the
+    defaults).
 
     Validate, summarize per (mode, capacity, load) and compare each pair at every
-    (capacity, load) both modes measured (every pair of modes when ``compare_pairs`` is
-    empty; only named pairs get a strict :class:`Comparison`); summarize each load point
-    against ``slo`` and ``slip_threshold_ms`` (ms); check the client's load against
-    ``calibration`` (None: uncalibrated; ``workers``: the run's load workers, whose
-    limit it must be); cells under every tool's definitions (``definition_sets``: the
-    other tools' sets evaluation.json keeps); the server counters of each point from
-    ``gauges`` (the run's ``/metrics`` readings) and whether prefix reuse can be
-    verified, and their verdicts on whole points (prefix-cache hits no request allowed
-    refuse a point; counters that disagree with the records flag it, and refuse it with
-    ``strict``), and the server's request histograms beside the client's distributions;
-    where reuse was allowed, the cached tokens of each row and TTFT split by cache hit;
-    TTFT and the time to first answer token of rows that streamed reasoning; the growth
-    of multi-turn prompts against ``turns`` (the prepared multi-turn rows); a sessions
-    load's turns against ``sessions`` (the prepared session turns: per turn index, per
-    session, growth, cache against prediction, think time); with
-    ``search`` (objectives and plan), the highest rate meeting the objectives; the
-    concurrency knee predicted from each launched server's KV budget (``budgets``, per
-    (mode, capacity)) against the one its counters show; each load point's resident
-    memory (``memory``) against the KV budget's bytes and the weights' (``weights``);
-    a replayed trace's prefix-cache hits (``trace``: its rows' block names) predicted
-    by an LRU replay of each server's pool against those it counted. ``order`` and
-    ``repeat_aa`` are the run's, kept as they are. ``plan``: each cell's planned rows and
-    completion (every count then reads "n valid of m planned").
+    (capacity, load) both modes measured (every pair of modes when the view names no
+    pairs; only named pairs get a strict :class:`Comparison`); summarize each load
+    point against the SLOs and the slip threshold; check the client's load against its
+    calibration; cells under every tool's definitions; the server counters of each point
+    and whether prefix reuse can be verified, and their verdicts on whole points
+    (prefix-cache hits no request allowed refuse a point; counters that disagree with
+    the records flag it, and refuse it with ``options.strict``); where reuse was
+    allowed, the cached tokens of each row and TTFT split by cache hit; the growth of
+    multi-turn prompts against the plan; with a ``[search]``, the highest rate meeting
+    its objectives; each load point's client error budget against its median TTFT (over
+    the view's ``client_error_limit``: flagged, refused with ``options.strict``). Then
+    every registered check (:data:`~kvlab.analysis.checks.CHECKS`:
+    server histograms, reasoning, the KV knee, process memory, trace hits, sessions)
+    adds its findings, and says what it could not measure.
     """
-    counters = point_counters(records, gauges)
+    options = options or EvaluateOptions()
+    records, resamples, strict = view.records, options.resamples, options.strict
+    compare_pairs, search = view.compare_pairs, view.search
+    counters = point_counters(records, view.gauges)
     verdicts = point_verdicts(counters, strict=strict)
-    valid = judge(records, verdicts, plan)
+    errors = client_errors(judge(records, verdicts, view.plan or None), view.calibration,
+                           view.client_error_limit, view.workers)
+    verdicts += client_error_verdicts(errors, strict=strict)
+    valid = judge(records, verdicts, view.plan or None)
     rows = list(valid.sent)
-    rank = {m: i for i, m in enumerate(mode_order)}
+    rank = {m: i for i, m in enumerate(view.mode_order)}
     summaries = sorted(
         (summarize(group, resamples=resamples) for group in valid.groups().values()),
         key=lambda s: (rank.get(s.mode, len(rank)), s.mode, s.capacity, load_order(s.load)),
@@ -317,7 +276,7 @@ def evaluate(
             pair_violations.extend(pair.pair_violations)
             comparisons.append(compare(by_key[(a, capacity, load)], by_key[(b, capacity, load)],
                                        pair.pair_violations, pair))
-    loads = load_summaries(valid, slo, slip_threshold_ms)
+    loads = load_summaries(valid, view.slo, view.slip_threshold_ms)
     count = valid.count
     counts: dict[str, Any] = {
         "records": len(records),
@@ -328,28 +287,27 @@ def evaluate(
         "valid_rows": count.valid,
         "refused_by_reason": count.refused,
     }
+    judged = Judged(view, options, valid, summaries, loads, counters)
     return Evaluation(
-        run_id, experiment, valid, counts, list(valid.violations) + pair_violations,
+        view.run_id, view.experiment, valid, counts,
+        list(valid.violations) + pair_violations,
         summaries, comparisons, pairs=pairs, named_pairs=bool(compare_pairs),
-        client=client_check(records, calibration, workers=workers),
+        client=client_check(records, view.calibration, workers=view.workers),
         definitions=cells(valid),
         prefix_reuse=prefix_reuse(rows, counters),
         server_counters=counters,
         load=loads,
-        order=dict(order) if order is not None else None,
-        repeat_aa=repeat_aa,
-        definition_sets=tuple(definition_sets),
+        order=dict(view.order) if view.order is not None else None,
+        repeat_aa=view.repeat_aa,
+        definition_sets=tuple(view.definition_sets),
         prefix_cache=cache_splits(valid),
-        turns=turn_growth(rows, turns),
-        capacity=capacity_search(valid, search[0], search[1], slip_threshold_ms,
+        turns=turn_growth(rows, view.turns),
+        capacity=capacity_search(valid, search[0], search[1], view.slip_threshold_ms,
                                  resamples=min(resamples, 1000)) if search else [],
         verdicts=verdicts, strict=strict,
-        server_histograms=point_histograms(records, gauges),
-        reasoning=reasoning_cells(valid),
-        knees=knee_checks(budgets or {}, valid, summaries, loads, counters, gauges),
-        process_memory=point_memory(memory, budgets or {}, weights or {}, gauges),
-        trace_hits=trace_hits(budgets or {}, records, trace or {}, counters, gauges),
-        sessions=session_cells(valid, sessions),
+        checks={c.key: list(c.run(judged)) for c in CHECKS},
+        not_measured={c.key: lines for c in CHECKS if (lines := c.not_measured(judged))},
+        client_errors=errors,
     )
 
 

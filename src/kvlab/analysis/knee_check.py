@@ -23,8 +23,10 @@ manifest by the server kind that launched it):
   is one step, 8 to 12 too). The expected point is the sweep's first N at or above
   ``first_past``; the measured one is the first N past the knee (none: beyond the
   sweep). Within one step when they are at most one point apart; else a miss, stated
-  with both numbers. Not judged when the budget, a point's readings or its rows are
-  missing.
+  with both numbers. When the knee is predicted beyond the sweep and no point went
+  past it, the verdict is "agrees: none in the sweep": the two agree, but no knee was
+  seen, so it is not a confirmed knee. Not judged when the budget, a point's readings
+  or its rows are missing.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ from kvlab.memory.knee import Knee, Workload
 from kvlab.memory.served import ServedKv
 from kvlab.records import GaugeSample, Record
 
-Verdict = Literal["within one step", "miss", "not judged"]
+Verdict = Literal["within one step", "agrees: none in the sweep", "miss", "not judged"]
+NONE_IN_SWEEP: Verdict = "agrees: none in the sweep"
 CellKey = tuple[str, int]  # (mode, capacity)
 
 
@@ -192,6 +195,8 @@ class KneeCheck:
         steps = self.steps
         if steps is None:
             return "not judged"
+        if self.expected_first_past is None and self.measured_first_past is None:
+            return NONE_IN_SWEEP  # no knee was seen: agreement, not a confirmed knee
         return "within one step" if steps <= 1 else "miss"
 
     def describe(self) -> str:
@@ -203,9 +208,12 @@ class KneeCheck:
         def n(value: int | None) -> str:
             return f"N = {value}" if value is not None else "beyond the sweep"
 
-        return (f"predicted: fits {self.knee.fits}, first past {self.knee.first_past} "
+        head = (f"predicted: fits {self.knee.fits}, first past {self.knee.first_past} "
                 f"({n(self.expected_first_past)} in the sweep); measured: first past at "
-                f"{n(self.measured_first_past)}; {self.steps} step(s) apart: {self.verdict}")
+                f"{n(self.measured_first_past)}")
+        if self.verdict == NONE_IN_SWEEP:
+            return f"{head}; {self.verdict} (no point went past the knee: not confirmed)"
+        return f"{head}; {self.steps} step(s) apart: {self.verdict}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "capacity": self.capacity, "server": self.server,

@@ -12,7 +12,8 @@ refused ones by class).
 - **achieved rate**: n / span (span as below): the rate the point put requests
   through. Only where a rate exists: a rate load, or a closed loop with more requests
   than users (one whose users all leave at once, c=16 with 16 requests, has none).
-- **send lag**: t_sent - t_scheduled per row (ms): how late each request left against
+- **send lag**: when the request left (its connection set-up's start where it opened
+  one, else t_sent) - t_scheduled per row (ms): how late each request left against
   its schedule. Closed loops schedule "as soon as the user is free", so their lag is
   the client's own overhead.
 - **slipped**: the p95 send lag is above ``slip_threshold_ms``: the schedule was not
@@ -76,8 +77,10 @@ class Slo:
 
 
 def send_lags_ms(rows: Iterable[Record]) -> list[float]:
-    """t_sent - t_scheduled of each row that has a schedule (ms; late is positive)."""
-    return [(r.t_sent - r.t_scheduled) / _NS_PER_MS for r in rows if r.t_scheduled is not None]
+    """When each row left (its set-up's start, else t_sent) - t_scheduled, for each row
+    that has a schedule (ms; late is positive)."""
+    return [(metrics.started_ns(r) - r.t_scheduled) / _NS_PER_MS for r in rows
+            if r.t_scheduled is not None]
 
 
 def rate_of(times_ns: Sequence[int]) -> float | None:

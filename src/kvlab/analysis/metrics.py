@@ -16,7 +16,8 @@ _NS_PER_MS = 1_000_000.0
 
 
 def e2e_ms(row: Record) -> float:
-    """End minus sent: the client's whole wait (the tutorial's "seconds", in ms)."""
+    """End minus sent: the client's whole wait (the tutorial's "seconds", in ms), from
+    the request written (a connection's set-up is :func:`setup_ms`, apart)."""
     return (row.t_end - row.t_sent) / _NS_PER_MS
 
 
@@ -26,6 +27,27 @@ def ttft_ms(row: Record) -> float | None:
     if row.t_first_content is None:
         return None
     return (row.t_first_content - row.t_sent) / _NS_PER_MS
+
+
+def setup_ms(row: Record) -> float | None:
+    """Connection set-up the request paid: connected (TLS done over ``https://``) minus
+    connect start when it opened its own connection; 0 on a connection opened before it
+    (kept alive, or by the point's warm-up). None: not observed (a record of schema 1,
+    a peer's), or a connection that never opened. Never part of TTFT or e2e."""
+    if row.connection_reused is None:
+        return None
+    if row.connection_reused:
+        return 0.0
+    done = row.t_tls if row.t_tls is not None else row.t_connected
+    if row.t_connect_start is None or done is None:
+        return None
+    return (done - row.t_connect_start) / _NS_PER_MS
+
+
+def started_ns(row: Record) -> int:
+    """When the request left the client's hands (ns): its connection's set-up start
+    where it opened one, else when it was written. A schedule's lag counts from here."""
+    return row.t_connect_start if row.t_connect_start is not None else row.t_sent
 
 
 def answer_ttft_ms(row: Record) -> float | None:

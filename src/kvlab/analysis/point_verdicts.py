@@ -11,7 +11,11 @@ deltas over a point can (:mod:`kvlab.analysis.server_counters`):
   under the server's counting rule (vLLM counts every prompt token; llama.cpp and kvlab
   serve the ones they computed), means the server did work the records do not show, or
   the records miss some. The point is flagged in every output; with ``strict`` its rows
-  are refused as ``counters_differ``.
+  are refused as ``counters_differ``. A row that failed is left out of the sum, and
+  the verdict says so.
+- **counters not read**: a point whose ``/metrics`` read failed at its start or end is
+  flagged as ``counters_unread``, the failure named (refused with ``strict``); under
+  ``cache_prompt = false`` it says "reuse not judged": never silently valid.
 
 :func:`~kvlab.analysis.valid_rows.judge` applies the refusals.
 """
@@ -75,10 +79,21 @@ def _differs(p: PointCounters, counter: str, check: Check, strict: bool) -> Poin
     rule = (_RULE[family.prompt_counts] if family and counter == "prompt_tokens"
             else "the server counts every generated token")
     then = "refused (--strict)" if strict else "flagged; kvlab evaluate --strict refuses it"
+    left_out = f"; {check.why}" if check.why else ""
     detail = (f"Δ {_metric(p.server, counter)} = {check.delta:g} but the records sum to "
-              f"{check.records} ({rule}): {then}")
+              f"{check.records} ({rule}{left_out}): {then}")
     return PointVerdict(p.mode, p.capacity, p.load, p.positions, Reason.COUNTERS_DIFFER,
                         detail, strict)
+
+
+def _unread(p: PointCounters, strict: bool) -> PointVerdict:
+    """A point whose /metrics read failed: flagged (refused with ``strict``), named."""
+    then = "refused (--strict)" if strict else "flagged; kvlab evaluate --strict refuses it"
+    reuse = ("" if p.reuse_asked else "; under cache_prompt = false, reuse not judged "
+             "(the prefix-cache counter could not be read)")
+    return PointVerdict(p.mode, p.capacity, p.load, p.positions, Reason.COUNTERS_UNREAD,
+                        f"the server's /metrics read failed ({p.unread}): its counters were "
+                        f"not checked{reuse}: {then}", strict)
 
 
 def point_verdicts(points: Sequence[PointCounters], *, strict: bool = False
@@ -88,6 +103,9 @@ def point_verdicts(points: Sequence[PointCounters], *, strict: bool = False
     from the records flags it (refuses it with ``strict``)."""
     out = []
     for p in points:
+        if p.unread is not None:
+            out.append(_unread(p, strict))
+            continue
         if p.prefix_hits_unasked:
             hits = p.deltas["prefix_cache_hits"]
             out.append(PointVerdict(

@@ -13,7 +13,13 @@ request, summed over the point's records. vLLM's ``prompt_tokens`` counts every 
 token; llama.cpp's and kvlab serve's count the tokens they computed, so their records
 count ``prompt_tokens − cached_tokens``. The same for generated tokens. A difference
 means the server did work the records do not show (another client, a recomputation
-after a preemption) or the records miss some (a request without counts).
+after a preemption) or the records miss some (a request without counts). A row that
+failed (any outcome but ``ok``) is left out of the sum and the check says so: the
+finished rows are still checked, so one timeout does not hide a point's counters.
+
+A point whose ``/metrics`` could not be read at its start or its end (a timeout, a
+refused connection, an error status: the reading's ``error``) keeps its rows and names
+the failure (:attr:`PointCounters.unread`); nothing is checked on it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvlab.analysis.validate import reuse_asked
-from kvlab.records import GaugeSample, Record
+from kvlab.records import GaugeSample, Outcome, Record
 
 COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
             "prefix_cache_hits")
@@ -112,8 +118,13 @@ def _check(delta: float | None, rows: Sequence[Record], count: str,
     """Compare ``delta`` with Σ of ``count`` ("prompt", "computed prompt" or "output")."""
     if delta is None:
         return Check(None, None, "not checkable", "the server has no such counter")
+    failed = sum(1 for r in rows if r.outcome is not Outcome.OK)
+    rows = [r for r in rows if r.outcome is Outcome.OK]
+    left_out = (f"checked on the {len(rows)} finished row{'s' if len(rows) != 1 else ''}; "
+                f"{failed} failed row{'s' if failed != 1 else ''} left out (the server may "
+                "have counted some of its tokens)") if failed else ""
     if not rows:
-        return Check(delta, 0, "equal" if delta == 0 else "differs")
+        return Check(delta, 0, "equal" if delta == 0 else "differs", left_out)
     values: list[int | None]
     if count == "output":
         values = [r.output_tokens for r in rows]
@@ -125,9 +136,9 @@ def _check(delta: float | None, rows: Sequence[Record], count: str,
     lacking = sum(1 for v in values if v is None)
     total = sum(v for v in values if v is not None)
     if lacking:
-        return Check(delta, total, "not checkable", f"{lacking} of {len(rows)} rows without "
-                     f"{missing}")
-    return Check(delta, total, "equal" if delta == total else "differs")
+        return Check(delta, total, "not checkable", "; ".join(filter(None, [
+            f"{lacking} of {len(rows)} rows without {missing}", left_out])))
+    return Check(delta, total, "equal" if delta == total else "differs", left_out)
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,7 @@ class PointCounters:
     reuse_asked: bool  # some request of the point allowed prefix reuse
     seconds: float  # between the start and end readings
     positions: tuple[int, int]  # the run positions the readings bracket: [first, end)
+    unread: str | None = None  # why /metrics could not be read at a bracket (None: read)
 
     def covers(self, row: Record) -> bool:
         """True when ``row`` was sent between this point's two readings."""
@@ -163,7 +175,7 @@ class PointCounters:
                 "prompt_check": self.prompt.to_dict(),
                 "generation_check": self.generation.to_dict(),
                 "reuse_asked": self.reuse_asked, "seconds": self.seconds,
-                "positions": list(self.positions),
+                "positions": list(self.positions), "unread": self.unread,
                 "prefix_hits_unasked": self.prefix_hits_unasked}
 
 
@@ -188,12 +200,18 @@ def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample]
     served them too)."""
     out = []
     for start, end in _spans(gauges):
-        family = family_of(start.samples)
-        if family is None or start.position is None or end.position is None:
+        if start.position is None or end.position is None:
             continue
         lo, hi = start.position, end.position
         rows = [r for r in records if r.mode == start.mode and r.capacity == start.capacity
                 and lo <= r.position < hi]
+        unread = start.error or end.error
+        if unread:
+            out.append(_unread(start, end, rows, unread))
+            continue
+        family = family_of(start.samples)
+        if family is None:
+            continue
         deltas: dict[str, float | None] = {}
         for name in COUNTERS:
             metric = family.names[name]
@@ -209,3 +227,15 @@ def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample]
             _check(deltas["generation_tokens"], rows, "output", "an output token count"),
             any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9, (lo, hi)))
     return out
+
+
+def _unread(start: GaugeSample, end: GaugeSample, rows: Sequence[Record],
+            why: str) -> PointCounters:
+    """A point whose /metrics read failed at a bracket: its rows, no delta, no check."""
+    family = family_of(start.samples) or family_of(end.samples)
+    unchecked = Check(None, None, "not checkable", f"the /metrics read failed: {why}")
+    return PointCounters(
+        start.mode, start.capacity, start.load, family.server if family else "unknown",
+        len(rows), dict.fromkeys(COUNTERS), unchecked, unchecked,
+        any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9,
+        (start.position or 0, end.position or 0), why)

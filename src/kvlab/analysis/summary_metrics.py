@@ -89,6 +89,11 @@ SYSTEM_TPS = Metric(
     "first sent) of every request of the group: what the server delivered under that load",
     group=lambda g: m.system_tokens_per_s(g.rows, within=g.sent),
     keys=(("system_tokens_per_s", VALUE),))
+SETUP = Metric(
+    "setup_ms", "ms", "connection set-up a request paid: connected (TLS done over "
+    "https) - connect start where it opened its own connection, 0 on one opened before it "
+    "(kept alive, or by the point's warm-up); not part of TTFT or e2e", row=m.setup_ms,
+    columns=(Column("set-up mean ms", digits=3),), keys=(("mean_setup_ms", "mean"),))
 
 SUMMARY_METRICS: tuple[Metric, ...] = (
     PROMPT_TOKENS,
@@ -107,6 +112,7 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     SYSTEM_TPS,
     INPUTS_PER_SECOND,
     INPUT_TOKENS_PER_SECOND,
+    SETUP,
 )
 
 # The views each kind of metric has, in registry order.

@@ -35,6 +35,8 @@ class Reason(StrEnum):
     NO_USAGE = "no_usage"  # stream without its usage / final counts
     PREFIX_REUSE = "prefix_reuse"  # cached prompt tokens under cache_prompt = false
     COUNTERS_DIFFER = "counters_differ"  # /metrics deltas disagree with the records (--strict)
+    COUNTERS_UNREAD = "counters_unread"  # the point's /metrics read failed (--strict)
+    CLIENT_ERROR = "client_error"  # the client's own error over its budget share (--strict)
     SESSION_ENDED = "session_ended"  # sent after a refused turn of its session
     PROMPT_DIFFERS = "prompt_differs"  # same query and capacity, different prompt text
     PROMPT_TOKENS_DIFFER = "prompt_tokens_differ"  # different server-counted prompt tokens

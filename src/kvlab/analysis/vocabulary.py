@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from kvlab.analysis.definitions import SETS
 from kvlab.errors import ConfigError
+from kvlab.markdown import table
 
 TOOLS: tuple[str, ...] = ("kvlab", "GuideLLM 0.8.1", "AIPerf 0.13.0", "vLLM bench serve",
                           "inference-perf")
@@ -166,9 +167,8 @@ def markdown_table() -> str:
     """The vocabulary as one Markdown table (a row per concept, a column per tool)."""
     def cell(term: Term) -> str:
         name = f"`{term.name}`: " if term.name else "— "
-        return (name + term.definition).replace("|", "\\|")
+        return name + term.definition
 
-    lines = ["| | " + " | ".join(TOOLS) + " |", "|---" * (len(TOOLS) + 1) + "|"]
-    lines += [f"| {c.concept} | " + " | ".join(cell(t) for t in c.terms) + " |"
-              for c in VOCABULARY]
+    lines = table(["", *TOOLS], [[c.concept, *(cell(t) for t in c.terms)]
+                                 for c in VOCABULARY])
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from kvlab.analysis.checks import REASONING, SERVER_HISTOGRAMS
 from kvlab.cli._app import app, console, err_console, print_json
 
 if TYPE_CHECKING:
@@ -98,9 +99,17 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                           f"{group.load or 'sequential'}: {group.count.describe()}",
                           highlight=False, markup=False)
     for verdict in evaluation.verdicts:
-        console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by the server's "
-                      f"counters: {verdict.describe()}", highlight=False, markup=False,
+        by = ("the client's error budget" if str(verdict.reason) == "client_error"
+              else "the server's counters")
+        console.print(f"{'refused' if verdict.refuses else 'FLAGGED'} by {by}: "
+                      f"{verdict.describe()}", highlight=False, markup=False,
                       style=None if verdict.refuses else "bold yellow")
+    for e in evaluation.client_errors:
+        if e.closes_each_answer:
+            console.print(f"connection set-up: {e.mode} @ {e.capacity} {e.load}: the server "
+                          "closed its connection after each answer, so every request paid "
+                          f"the set-up (median {e.setup_paid_p50_ms or 0:.3f} ms, apart from "
+                          "TTFT)", highlight=False, markup=False)
     console.print(f"validation: {evaluation.valid.count.describe(flags=False)}, {pairs} pair "
                   f"refusals (details in {run_dir / REPORT_FILE})", highlight=False,
                   markup=False)
@@ -109,12 +118,12 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
         style = "bold yellow" if client.status == "saturated" else None
         console.print(("warning: " if style else "") + client.text, style=style,
                       highlight=False, markup=False)
-    reasoned = sum(c.reasoning_rows for c in evaluation.reasoning)
+    reasoned = sum(c.reasoning_rows for c in evaluation.found(REASONING))
     if reasoned:
         console.print(f"reasoning: {reasoned} rows streamed reasoning first; TTFT is to "
                       "their first token of any kind, the first answer token apart "
                       "(report.md, Reasoning streams)", highlight=False, markup=False)
-    for flag in (f for p in evaluation.server_histograms for f in p.flags):
+    for flag in (f for p in evaluation.found(SERVER_HISTOGRAMS) for f in p.flags):
         console.print(f"warning: {flag}", style="bold yellow", highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
     html = run_dir / HTML_FILE

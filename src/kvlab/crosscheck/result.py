@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from kvlab.errors import ConfigError
+from kvlab.markdown import row
 
 FILE = "crosscheck.json"
 
@@ -131,11 +132,10 @@ def markdown(result: CrossCheck) -> str:
              "ITL error p99 | requests counted | server's own first-token lateness "
              "median / p99 |", "|---|---|---|---|---|---|---|"]
     for c in result.clients:
-        lines.append(f"| {c.program} {c.version} | {c.ttft_median.text()} | "
-                     f"{c.ttft_p99.text()} | {c.itl_median.text()} | {c.itl_p99.text()} | "
-                     f"{c.counted} of {c.expected} ({c.answered} answered) | "
-                     f"{_ms(c.server_late_median_ms)} / "
-                     f"{_ms(c.server_late_p99_ms)} |")
+        lines.append(row([f"{c.program} {c.version}", c.ttft_median.text(), c.ttft_p99.text(),
+                          c.itl_median.text(), c.itl_p99.text(),
+                          f"{c.counted} of {c.expected} ({c.answered} answered)",
+                          f"{_ms(c.server_late_median_ms)} / {_ms(c.server_late_p99_ms)}"]))
     lines.append("")
     for failure in result.failures:
         lines.append(f"- failed: {failure}")
@@ -150,9 +150,9 @@ def markdown(result: CrossCheck) -> str:
         for t in result.round_trips:
             read = "—" if t.read_median_ttft_ms is None else f"{t.read_median_ttft_ms:.3f}"
             diff = "—" if t.relative_error is None else f"{t.relative_error:.4%}"
-            lines.append(f"| {t.client} | {Path(t.file).name} | {t.printed_requests} / "
-                         f"{t.read_requests} | {t.printed_median_ttft_ms:.3f} / {read} | "
-                         f"{diff} |")
+            lines.append(row([t.client, Path(t.file).name,
+                              f"{t.printed_requests} / {t.read_requests}",
+                              f"{t.printed_median_ttft_ms:.3f} / {read}", diff]))
     lateness = "—" if result.server_lateness_p99_ms is None \
         else f"{result.server_lateness_p99_ms:.3f} ms"
     lines += ["", f"Server's own lateness against its schedule (p99 of its writes): "

@@ -24,7 +24,9 @@ facts of OpenAI Responses, Anthropic Messages and embeddings (``response_id``,
 ``inputs_per_s`` and ``input_tokens_per_s``; 5, adds ``noise_floors`` (the A/A noise
 floors ``kvlab floor`` measured, also kept in the sidecar ``FILE.floors``, so a rebuild
 keeps them) and the rows each cell planned and whether it finished (``planned``,
-``finished`` in summaries; ``planned`` in runs). Every layout
+``finished`` in summaries; ``planned`` in runs); 6, adds the records' ``schema_version``
+and connection set-up (``t_connect_start``, ``t_connected``, ``t_tls``,
+``connection_reused``, ``loop_lag_ns``). Every layout
 keeps ``runs(run_id, path)``, so an older database is rebuilt from the paths it
 recorded (:func:`kvlab.history.ingest.open_writable`); a newer one is refused.
 """
@@ -41,12 +43,13 @@ from kvlab.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 LOCK_WAIT_S = 10.0  # how long to wait for another process's write to end
 
 # records.jsonl's fields and their column types (Record's fields, in its order);
 # ``prompt`` is left out: ``body`` holds what was sent and ``prompt_sha256`` names it.
 RECORD_COLUMNS: dict[str, str] = {
+    "schema_version": "INTEGER",
     "run_id": "VARCHAR", "mode": "VARCHAR", "capacity": "INTEGER", "query_id": "VARCHAR",
     "repetition": "INTEGER", "position": "INTEGER", "warmup": "BOOLEAN", "load": "VARCHAR",
     "worker": "INTEGER", "session": "VARCHAR", "turn": "INTEGER", "api": "VARCHAR",
@@ -56,6 +59,8 @@ RECORD_COLUMNS: dict[str, str] = {
     "t_first_chunk": "BIGINT", "t_first_content": "BIGINT", "t_last_content": "BIGINT",
     "t_first_answer": "BIGINT", "t_end": "BIGINT", "chunk_ns": "BIGINT[]",
     "chunk_tokens": "INTEGER[]", "reasoning_chunks": "INTEGER[]", "read_lag_ns": "BIGINT",
+    "t_connect_start": "BIGINT", "t_connected": "BIGINT", "t_tls": "BIGINT",
+    "connection_reused": "BOOLEAN", "loop_lag_ns": "BIGINT",
     "prompt_tokens": "INTEGER", "output_tokens": "INTEGER", "cached_tokens": "INTEGER",
     "stop_type": "VARCHAR", "truncated": "BOOLEAN", "timings": "JSON",
     "saw_terminator": "BOOLEAN", "saw_usage": "BOOLEAN", "usage_reasoning_tokens": "INTEGER",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from kvlab.analysis.embedding_metrics import INPUT_TOKENS_PER_SECOND, INPUTS_PER_SECOND
 from kvlab.analysis.metric import VALUE
 from kvlab.analysis.summary_metrics import E2E
+from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
 
 
@@ -46,10 +47,8 @@ class Embeddings(Section):
             "|" + "---|" * 9,
         ]
         for s in cells:
-            lines.append(
-                f"| {s.mode} | {batch.get(s.mode, '—')} | {s.capacity} "
-                f"| {s.load or 'sequential'} | {s.count.valid} of {s.count.of} "
-                f"| {_n(s.stat(E2E, 'mean'))} | {_n(s.stat(E2E, 'p95'))} "
-                f"| {_n(s.stat(INPUTS_PER_SECOND, VALUE))} "
-                f"| {_n(s.stat(INPUT_TOKENS_PER_SECOND, VALUE), 0)} |")
+            lines.append(row([s.mode, batch.get(s.mode, '—'), s.capacity, s.load or 'sequential',
+                              f"{s.count.valid} of {s.count.of}", _n(s.stat(E2E, 'mean')),
+                              _n(s.stat(E2E, 'p95')), _n(s.stat(INPUTS_PER_SECOND, VALUE)),
+                              _n(s.stat(INPUT_TOKENS_PER_SECOND, VALUE), 0)]))
         return "\n".join(lines) + "\n"

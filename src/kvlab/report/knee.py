@@ -8,10 +8,12 @@ computes nothing.
 
 from __future__ import annotations
 
+from kvlab.analysis.checks import KNEE
 from kvlab.analysis.knee_check import KneeCheck, KneePoint
+from kvlab.markdown import row
 from kvlab.report import plots
 from kvlab.report.html_blocks import img, markdown_block, section
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 INTRO = (
     "The knee is the most sequences the server's KV budget holds at their longest "
@@ -38,7 +40,8 @@ def _range(pair: tuple[int, int] | None) -> str:
 
 
 def _verdict(check: KneeCheck) -> str:
-    return {"within one step": "within one step", "miss": "**MISS**"}.get(
+    return {"within one step": "within one step", "miss": "**MISS**",
+            "agrees: none in the sweep": "agrees: none in the sweep"}.get(
         check.verdict, "not judged")
 
 
@@ -49,21 +52,19 @@ def summary_table(checks: list[KneeCheck]) -> list[str]:
     for c in checks:
         k = c.knee
         budget = f"{k.per_seq} / {k.capacity} {k.unit}" if k else "—"
-        lines.append(
-            f"| {c.mode} | {c.capacity} | {c.server} | {_range(c.prompt_tokens)} "
-            f"| {_range(c.output_tokens)} | {budget} | {_n(k.fits if k else None)} "
-            f"| {_n(k.first_past if k else None)} | {k.past if k else '—'} "
-            f"| {_n(c.measured_knee)} | {_n(c.measured_first_past) if c.knee else '—'} "
-            f"| {_n(c.steps)} | {_verdict(c)} |")
+        lines.append(row([c.mode, c.capacity, c.server, _range(c.prompt_tokens),
+                          _range(c.output_tokens), budget, _n(k.fits if k else None),
+                          _n(k.first_past if k else None), k.past if k else '—',
+                          _n(c.measured_knee), _n(c.measured_first_past) if c.knee else '—',
+                          _n(c.steps), _verdict(c)]))
     return lines
 
 
 def _point_row(p: KneePoint) -> str:
     past = "; ".join(p.reasons) if p.past else ("no" if p.past is False else "no reading")
-    return (f"| {p.users} | {p.in_flight} | {p.readings} | {_n(p.running_max)} "
-            f"| {_n(p.waiting_max)} | {_n(p.kv_waiting_max)} | {_n(p.preemptions)} "
-            f"| {_n(p.kv_usage_max, 3)} | {_n(p.ttft_p50_ms, 1)} | {_n(p.itl_p50_ms, 2)} "
-            f"| {p.valid} | {past} |")
+    return row([p.users, p.in_flight, p.readings, _n(p.running_max), _n(p.waiting_max),
+                _n(p.kv_waiting_max), _n(p.preemptions), _n(p.kv_usage_max, 3),
+                _n(p.ttft_p50_ms, 1), _n(p.itl_p50_ms, 2), p.valid, past])
 
 
 def check_body(check: KneeCheck) -> list[str]:
@@ -100,12 +101,12 @@ class KneeSection(Section):
     heading = "KV knee: predicted against measured"
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.knees)
+        return checked(report, KNEE, section_body)
 
     def html(self, report: ReportInput) -> str:
-        checks = report.evaluation.knees
-        if not checks:
-            return ""
+        checks = report.evaluation.found(KNEE)
+        if not checks:  # the not-measured lines, if any
+            return super().html(report)
         parts = [markdown_block("\n".join([INTRO, "", *summary_table(checks)]) + "\n")]
         for check in checks:
             parts.append(markdown_block("\n".join(check_body(check)) + "\n"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
 from kvlab.servers.kvlog import KvCheck, log_mib
 
@@ -36,13 +37,11 @@ def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
     ]
     for c in chk.caches:
         p, lg = c.predicted, c.logged
-        rows.append(
-            f"| {c.kind} | {_pair(p and p.cells, lg and lg.cells)} "
-            f"| {_pair(p and p.layers, lg and lg.layers)} "
-            f"| {_pair(p and log_mib(p.k_bytes), lg and lg.k_mib)} "
-            f"| {_pair(p and log_mib(p.v_bytes), lg and lg.v_mib)} "
-            f"| {p.size_bytes if p else '–'} | {'yes' if c.match else 'NO'} |"
-        )
+        rows.append(row([c.kind, _pair(p and p.cells, lg and lg.cells),
+                         _pair(p and p.layers, lg and lg.layers),
+                         _pair(p and log_mib(p.k_bytes), lg and lg.k_mib),
+                         _pair(p and log_mib(p.v_bytes), lg and lg.v_mib),
+                         p.size_bytes if p else '–', 'yes' if c.match else 'NO']))
     verdict = "prediction matches the log" if chk.match else "PREDICTION DIFFERS FROM THE LOG"
     lines = [*rows, "", f"KV check: {verdict}. {chk.note}"]
     for c in chk.caches:

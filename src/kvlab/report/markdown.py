@@ -7,6 +7,7 @@ put together by :mod:`kvlab.report.document`. Nothing is measured here.
 from __future__ import annotations
 
 from kvlab.analysis.valid_rows import RowCount
+from kvlab.markdown import table
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -31,7 +32,5 @@ def valid_text(count: RowCount) -> str:
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown pipe table, as lines."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
+    """A Markdown pipe table, as lines, every cell escaped (:func:`kvlab.markdown.cell`)."""
+    return table(header, rows)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from kvlab.analysis.definition_cells import Aggregate, Cell
 from kvlab.analysis.definitions import METRIC_LABELS, METRICS, SETS, WHY_THEY_DIFFER
+from kvlab.markdown import table
 from kvlab.report.section import ReportInput, Section
 
 TITLE = "The same run under other tools' definitions"
@@ -41,8 +42,7 @@ def table_rows(group: Sequence[Cell], names: Sequence[str]) -> list[list[str]]:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+    return table(header, rows)
 
 
 def section_body(found: Sequence[Cell], names: Sequence[str] = tuple(SETS)) -> str:

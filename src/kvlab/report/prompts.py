@@ -17,6 +17,7 @@ from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.sizing import Sizing
 from kvlab.experiment import Workload
+from kvlab.markdown import row
 from kvlab.records import Outcome, Record
 from kvlab.report.section import ReportInput, Section
 
@@ -73,7 +74,7 @@ def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: 
         else:
             counted, n = "— (no record states them)", "0"
         target = str(int(fraction * capacity)) if padded else "each row's own"
-        lines.append(f"| {capacity} | {target} | {how} | {counted} | {n} |")
+        lines.append(row([capacity, target, how, counted, n]))
     methods = {f.get("method") for f in sizing.values()}
     if methods - {"server-tokenize"}:
         lines += ["", "A tokenizer file counts the prompt text (no chat template); a "

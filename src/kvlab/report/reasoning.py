@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import REASONING
 from kvlab.analysis.percentiles import Distribution
 from kvlab.analysis.reasoning import ReasoningCell
-from kvlab.report.section import ReportInput, Section
+from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section, checked
 
 TITLE = "Reasoning streams"
 
@@ -42,13 +44,11 @@ def section_body(cells: Sequence[ReasoningCell]) -> str:
         "|" + "---|" * 10,
     ]
     for c in cells:
-        lines.append(
-            f"| {c.mode} | {c.capacity} | {c.load or 'sequential'} "
-            f"| {c.count.valid} of {c.count.of} "
-            f"| {c.reasoning_rows} | {_times(c.ttft_ms, c.p90_ms[0])} "
-            f"| {_times(c.answer_ttft_ms, c.p90_ms[1])} "
-            f"| {_n(c.reasoning_tokens.mean, 1)} | {_n(c.usage_reasoning_tokens.mean, 1)} "
-            f"| {c.disagreeing} |")
+        lines.append(row([c.mode, c.capacity, c.load or 'sequential',
+                          f"{c.count.valid} of {c.count.of}", c.reasoning_rows,
+                          _times(c.ttft_ms, c.p90_ms[0]), _times(c.answer_ttft_ms, c.p90_ms[1]),
+                          _n(c.reasoning_tokens.mean, 1), _n(c.usage_reasoning_tokens.mean, 1),
+                          c.disagreeing]))
     disagree = [c for c in cells if c.disagreeing]
     if disagree:
         lines += ["", "Where the usage's reasoning count differs from the stream, the "
@@ -70,4 +70,4 @@ class Reasoning(Section):
     heading = TITLE
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.reasoning)
+        return checked(report, REASONING, section_body)

@@ -11,10 +11,11 @@ run's :class:`~kvlab.analysis.evaluate.Evaluation` or its directory.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+from kvlab.analysis.check import Check, Finding
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.experiment import Experiment
 from kvlab.records import GaugeSample, Record
@@ -40,6 +41,21 @@ class ReportInput:
                experiment: Experiment | None) -> ReportInput:
         """The input of a run directory."""
         return cls(evaluation, experiment, run.manifest(), run.records, run.gauges)
+
+
+T = TypeVar("T", bound=Finding)
+
+
+def checked(report: ReportInput, check: Check[T], render: Callable[[list[T]], str]) -> str:
+    """The body of a registered check's section: ``render`` of its findings, then one
+    line per part of the run it could not measure (``not measured: ...``), so a check
+    that cannot run on a server kind says so instead of leaving the section out."""
+    body = render(report.evaluation.found(check))
+    lines = report.evaluation.not_measured.get(check.key, [])
+    if not lines:
+        return body
+    block = "\n".join(f"- {line}" for line in lines) + "\n"
+    return f"{body}\n{block}" if body else block
 
 
 class Section:

@@ -7,6 +7,7 @@ body, and its HTML when that says more) and one line here.
 
 from __future__ import annotations
 
+from kvlab.report.client_error import ClientErrorSection
 from kvlab.report.comparisons import AaNoiseFloor, Comparisons
 from kvlab.report.embeddings import Embeddings
 from kvlab.report.figures import Figures
@@ -45,6 +46,7 @@ SECTIONS: tuple[Section, ...] = (
     Figures(),
     Workers(),
     ClientLoad(),
+    ClientErrorSection(),
     KvCheckSection(),
     Reasoning(),
     Embeddings(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvlab.analysis.server_counters import Check, PointCounters
+from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
 
 TITLE = "Server counters (/metrics)"
@@ -43,12 +44,11 @@ def section_body(points: Sequence[PointCounters]) -> str:
     ]
     for p in points:
         d = p.deltas
-        lines.append(
-            f"| {p.mode} | {p.capacity} | {p.load or 'sequential'} | {p.server} | {p.rows} "
-            f"| {_n(p.prompt.delta)} | {_n(p.prompt.records)} | {_verdict(p.prompt)} "
-            f"| {_n(p.generation.delta)} | {_n(p.generation.records)} "
-            f"| {_verdict(p.generation)} | {_n(d['preemptions'])} "
-            f"| {_n(d['prefix_cache_queries'])} | {_n(d['prefix_cache_hits'])} |")
+        lines.append(row([p.mode, p.capacity, p.load or 'sequential', p.server, p.rows,
+                          _n(p.prompt.delta), _n(p.prompt.records), _verdict(p.prompt),
+                          _n(p.generation.delta), _n(p.generation.records), _verdict(p.generation),
+                          _n(d['preemptions']), _n(d['prefix_cache_queries']),
+                          _n(d['prefix_cache_hits'])]))
     unasked = [p for p in points if p.prefix_hits_unasked]
     if unasked:
         lines += ["", "Prefix cache hits where no request allowed reuse (cache_prompt = "

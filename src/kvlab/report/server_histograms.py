@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import SERVER_HISTOGRAMS
 from kvlab.analysis.server_histograms import (
     QUANTILES,
     BucketQuantile,
     Histogram,
     PointHistograms,
 )
-from kvlab.report.section import ReportInput, Section
+from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section, checked
 
 TITLE = "Server histograms (/metrics)"
 
@@ -33,12 +35,12 @@ def _server(b: BucketQuantile | None) -> str:
 
 
 def _row(h: Histogram) -> str:
-    server = " | ".join(_server(h.quantiles[q]) for q in QUANTILES)
+    server = [_server(h.quantiles[q]) for q in QUANTILES]
     if h.quantity.client is None:
-        client = " | ".join(["—"] * (len(QUANTILES) + 1))
+        client = ["—"] * (len(QUANTILES) + 1)
     else:
-        client = " | ".join([str(h.client_values), *(_ms(h.client[q]) for q in QUANTILES)])
-    return f"| {h.quantity.label} | {h.count} | {_ms(h.mean_ms)} | {server} | {client} |"
+        client = [str(h.client_values), *(_ms(h.client[q]) for q in QUANTILES)]
+    return row([h.quantity.label, h.count, _ms(h.mean_ms), *server, *client])
 
 
 def section_body(points: Sequence[PointHistograms]) -> str:
@@ -87,4 +89,4 @@ class ServerHistograms(Section):
     heading = TITLE
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.server_histograms)
+        return checked(report, SERVER_HISTOGRAMS, section_body)

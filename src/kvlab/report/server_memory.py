@@ -7,8 +7,10 @@ computes nothing.
 
 from __future__ import annotations
 
+from kvlab.analysis.checks import PROCESS_MEMORY
 from kvlab.analysis.process_memory import PointMemory
-from kvlab.report.section import ReportInput, Section
+from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section, checked
 
 MIB = 1024 * 1024
 
@@ -32,10 +34,9 @@ def section_body(rows: list[PointMemory]) -> str:
         "| mode | capacity | load | samples | processes | RSS start | RSS max | RSS end "
         "| weights | KV budget | rest |", "|" + "---|" * 11]
     for r in rows:
-        lines.append(
-            f"| {r.mode} | {r.capacity} | {r.load or 'sequential'} | {r.samples} "
-            f"| {r.processes} | {_mib(r.rss_start)} | {_mib(r.rss_max)} | {_mib(r.rss_end)} "
-            f"| {_mib(r.weights_bytes)} | {_mib(r.kv_bytes)} | {_mib(r.rest)} |")
+        lines.append(row([r.mode, r.capacity, r.load or 'sequential', r.samples, r.processes,
+                          _mib(r.rss_start), _mib(r.rss_max), _mib(r.rss_end),
+                          _mib(r.weights_bytes), _mib(r.kv_bytes), _mib(r.rest)]))
     unknown = dict.fromkeys(f"{r.mode} @ {r.capacity}: {r.kv_why}" for r in rows if r.kv_why)
     if unknown:
         lines += ["", "KV budget not known: " + "; ".join(unknown) + "."]
@@ -48,4 +49,4 @@ class ServerMemory(Section):
     heading = "Server memory"
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.process_memory)
+        return checked(report, PROCESS_MEMORY, section_body)

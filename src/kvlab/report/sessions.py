@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvlab.analysis.checks import SESSIONS
 from kvlab.analysis.sessions import SessionsCell
 from kvlab.analysis.stats import Distribution
+from kvlab.markdown import row
 from kvlab.report import plots
 from kvlab.report.html_blocks import img, markdown_block, section
-from kvlab.report.section import ReportInput, Section
+from kvlab.report.section import ReportInput, Section, checked
 
 MAX_LINES = 12  # turns named per list; every turn is in evaluation.json
 
@@ -39,10 +41,9 @@ def cell_lines(c: SessionsCell) -> list[str]:
              "| turn | sent | valid | TTFT p50 | TTFT mean | ITL mean | e2e p50 | "
              "cached share | predicted | drifted |", "|---|---|---|---|---|---|---|---|---|---|"]
     for i in c.by_index:
-        lines.append(f"| {i.index} | {i.sent} | {i.valid} | {_ms(i.ttft_ms)} | "
-                     f"{_ms(i.ttft_ms, 'mean')} | {_ms(i.itl_ms, 'mean')} | {_ms(i.e2e_ms)} | "
-                     f"{_share(i.cached_share)} | {_share(i.predicted_share)} | "
-                     f"{i.drifted} |")
+        lines.append(row([i.index, i.sent, i.valid, _ms(i.ttft_ms), _ms(i.ttft_ms, 'mean'),
+                          _ms(i.itl_ms, 'mean'), _ms(i.e2e_ms), _share(i.cached_share),
+                          _share(i.predicted_share), i.drifted]))
     runs = c.runs
     ended = [r for r in runs if r.ended]
     mean = (lambda xs: sum(xs) / len(xs)) if runs else (lambda xs: 0.0)
@@ -95,12 +96,12 @@ class Sessions(Section):
     heading = "Sessions"
 
     def body(self, report: ReportInput) -> str:
-        return sessions_body(report.evaluation.sessions)
+        return checked(report, SESSIONS, sessions_body)
 
     def html(self, report: ReportInput) -> str:
         body = self.body(report)
         if not body:
             return ""
-        png = plots.sessions_by_turn(report.evaluation.sessions)
+        png = plots.sessions_by_turn(report.evaluation.found(SESSIONS))
         figure = img(png, "TTFT and cached share by turn") if png is not None else ""
         return section(self.title(report), figure + markdown_block(body))

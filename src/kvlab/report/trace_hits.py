@@ -7,8 +7,10 @@ computes nothing.
 
 from __future__ import annotations
 
+from kvlab.analysis.checks import TRACE_HITS
 from kvlab.analysis.trace_hits import PointHits
-from kvlab.report.section import ReportInput, Section
+from kvlab.markdown import row
+from kvlab.report.section import ReportInput, Section, checked
 
 
 def _n(value: float | int | None) -> str:
@@ -30,10 +32,9 @@ def section_body(points: list[PointHits]) -> str:
         "| mode | capacity | load | requests | pool (blocks × tokens) | predicted | "
         "counted (Δ counter) | cached (records) | drift |", "|" + "---|" * 9]
     for p in points:
-        lines.append(
-            f"| {p.mode} | {p.capacity} | {p.load or 'sequential'} | {p.requests} "
-            f"| {p.pool} × {p.block} | {p.predicted} | {_n(p.counted)} | {_n(p.cached)} "
-            f"| {'**drift**' if p.drift else 'none'} |")
+        lines.append(row([p.mode, p.capacity, p.load or 'sequential', p.requests,
+                          f"{p.pool} × {p.block}", p.predicted, _n(p.counted), _n(p.cached),
+                          '**drift**' if p.drift else 'none']))
     for p in points:
         if p.differing:
             lines += ["", f"{p.mode} @ {p.capacity} {p.load or 'sequential'}: rows whose "
@@ -49,4 +50,4 @@ class TraceHits(Section):
     heading = "Trace prefix-cache hits: predicted against counted"
 
     def body(self, report: ReportInput) -> str:
-        return section_body(report.evaluation.trace_hits)
+        return checked(report, TRACE_HITS, section_body)

@@ -15,6 +15,7 @@ from typing import Any
 from kvlab.analysis.comparisons import MetricComparison, PairComparison, compare_run
 from kvlab.analysis.stats import MIN_BOOTSTRAP_VALUES
 from kvlab.analysis.valid_rows import ValidRows
+from kvlab.markdown import row
 from kvlab.report.html_blocks import section
 from kvlab.report.section import ReportInput, Section
 
@@ -87,8 +88,8 @@ def comparisons_markdown(comparisons: Sequence[PairComparison]) -> str:
                      "| reduction | verdict | n |")
         lines.append("|---|---:|---:|---:|---|---:|---|---:|")
         for r in comparison_rows(p):
-            lines.append(f"| {r['metric']} | {r['mean_a']} | {r['mean_b']} | {r['ratio']} "
-                         f"| {r['interval']} | {r['reduction']} | {r['verdict']} | {r['n']} |")
+            lines.append(row([r['metric'], r['mean_a'], r['mean_b'], r['ratio'], r['interval'],
+                              r['reduction'], r['verdict'], r['n']]))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

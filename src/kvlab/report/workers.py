@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from kvlab.markdown import row
 from kvlab.records import Record
 from kvlab.report.section import ReportInput, Section
 
@@ -63,10 +64,9 @@ def workers_body(manifest: dict[str, Any], records: Sequence[Record]) -> str:
             bounds.append(c["error_ns"])
             recorded = rows.get((point["mode"], point["capacity"], point["load"], c["worker"]),
                                 0)
-            lines.append(f"| {point['mode']} | {point['capacity']} | {point['load']} "
-                         f"| {c['worker']} | {hosts.get(c['worker'], '?')} | {c['requests']} "
-                         f"| {recorded} | {_ms(c['offset_ns'])} | {_ms(c['error_ns'])} "
-                         f"| {_ms(c['rtt_ns'])} |")
+            lines.append(row([point['mode'], point['capacity'], point['load'], c['worker'],
+                              hosts.get(c['worker'], '?'), c['requests'], recorded,
+                              _ms(c['offset_ns']), _ms(c['error_ns']), _ms(c['rtt_ns'])]))
     if bounds:
         lines += ["", f"Largest bound: ± {_ms(max(bounds))} ms: two records of different "
                   "workers whose ends are closer than that may be in either order."]

@@ -14,6 +14,7 @@ from kvlab.analysis.capacity import GOODPUT, CapacityResult
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.analysis.stats import Distribution
 from kvlab.analysis.turns import ConversationCheck
+from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
 
 CAPACITY_TITLE = "Capacity search"
@@ -72,10 +73,9 @@ def capacity_body(results: Sequence[CapacityResult]) -> str:
             verdict = {True: "met", False: "missed", None: "undecided"}[p.met]
             if p.refused_miss:
                 verdict += " (refused rows)"
-            lines.append(f"| {p.rate:g} | {len(p.points)} | {len(p.slipped)} | "
-                         f"{p.count.valid} of {p.count.of} | "
-                         f"{p.count.refused_text()} | " + " | ".join(values)
-                         + f" | {verdict} |")
+            lines.append(row([f"{p.rate:g}", len(p.points), len(p.slipped),
+                              f"{p.count.valid} of {p.count.of}",
+                              p.count.refused_text(), *values, verdict]))
         lines += [f"- {n}" for n in r.notes]
         lines.append("")
     lines.append("— : the percentile falls on valid rows without the metric (such a row "
@@ -116,9 +116,8 @@ def cache_body(splits: Sequence[CacheSplit]) -> str:
         "|---|---|---|---|---|---|---|---|"]
     for s in splits:
         share = "—" if s.cached_share is None else f"{s.cached_share:.1%}"
-        lines.append(f"| {s.mode} | {s.capacity} | {s.load or 'sequential'} | "
-                     f"{len(s.rows)} | {s.hits} | {share} | {_dist(s.ttft_hit_ms)} | "
-                     f"{_dist(s.ttft_miss_ms)} |")
+        lines.append(row([s.mode, s.capacity, s.load or 'sequential', len(s.rows), s.hits, share,
+                          _dist(s.ttft_hit_ms), _dist(s.ttft_miss_ms)]))
     for s in splits:
         shown = s.rows[:MAX_ROWS_SHOWN]
         lines += ["", f"Cached / prompt tokens per row, {s.mode} @ {s.capacity} "
@@ -146,9 +145,8 @@ def turns_body(checks: Sequence[ConversationCheck]) -> str:
     for c in checks:
         counted = ", ".join("—" if n is None else str(n) for n in c.counted)
         check = c.status + (f": {c.detail}" if c.detail else "")
-        lines.append(f"| {c.mode} | {c.capacity} | {c.load or 'sequential'} | "
-                     f"{c.conversation} | {c.repetition} | {', '.join(map(str, c.sized))} | "
-                     f"{counted} | {check} |")
+        lines.append(row([c.mode, c.capacity, c.load or 'sequential', c.conversation, c.repetition,
+                          ', '.join(map(str, c.sized)), counted, check]))
     return "\n".join(lines) + "\n"
 
 

@@ -7,12 +7,16 @@ call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
+from kvlab.analysis.client_error import DEFAULT_LIMIT, client_error_verdicts, client_errors
 from kvlab.analysis.evaluate import Evaluation, evaluate
 from kvlab.analysis.knee_check import recorded_budgets
-from kvlab.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
+from kvlab.analysis.load import Slo
 from kvlab.analysis.point_verdicts import point_verdicts
+from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.saturation import load_calibration
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.session_turns import PlannedTurn
@@ -76,48 +80,69 @@ def cell_plans(run: RunDir) -> dict[GroupKey, CellPlan]:
             for k, (rows, finished) in run.state.cell_plans(sent).items()}
 
 
-def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
-                     resamples: int = 2000, strict: bool = False) -> Evaluation:
-    """The complete evaluation of ``run``: its experiment's pairs, mode order, SLOs and
+def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
+    """``run`` as its evaluation reads it: its experiment's pairs, mode order, SLOs and
     slip threshold (defaults for a run without one, e.g. a peer's file), the client
     limits it began with (else this machine's, from ``kvlab calibrate``; those of its
     number of load workers for a run with ``--workers``), its server's ``/metrics``
-    readings (gauges.jsonl), its run order and A/A mode. ``definitions``: other tools'
-    definition sets evaluation.json keeps beside kvlab's (analysis.definitions).
-    ``strict``: a point whose server counters disagree with its records is refused, not
-    only flagged (``--strict``)."""
+    readings (gauges.jsonl), process memory, each launched server's KV budget, weights
+    and kind (the manifest), prepared.json's plans, its run order and A/A mode.
+    ``definitions``: other tools' definition sets evaluation.json keeps beside kvlab's
+    (analysis.definitions)."""
     experiment = run.known_experiment
     records = run.records
     budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
                                         for e in run.state.servers)
+    servers = {(e.mode, e.capacity): known.kind or "" for e in run.state.servers
+               if (known := e.known) is not None and known.launched is not False}
     workers = run.state.load_workers()
     if workers is None:
         calibration = run.state.calibration or load_calibration()
     else:  # the limit of as many load workers (kvlab calibrate --workers N)
         calibration = run.state.worker_calibration or load_calibration(workers=workers)
+    common = RunView(records, run_id=run.run_id, calibration=calibration,
+                     definition_sets=tuple(definitions), order=run.state.order,
+                     repeat_aa=run.state.repeat_aa, workers=workers, gauges=run.gauges,
+                     budgets=budgets, weights=weights, memory=run.process_memory,
+                     trace=trace_blocks(run.prepared), servers=servers,
+                     plan=cell_plans(run))
     if experiment is None:
-        return evaluate(records, [], run_id=run.run_id, mode_order=modes_in_order(records),
-                        resamples=resamples, slip_threshold_ms=DEFAULT_SLIP_THRESHOLD_MS,
-                        calibration=calibration, definition_sets=definitions,
-                        order=run.state.order, repeat_aa=run.state.repeat_aa,
-                        workers=workers, gauges=run.gauges, strict=strict,
-                        budgets=budgets, weights=weights, memory=run.process_memory,
-                        trace=trace_blocks(run.prepared), plan=cell_plans(run))
-    return evaluate(
-        records, experiment.compare, run_id=run.run_id, experiment=experiment.name,
-        mode_order=[m.name for m in experiment.modes], resamples=resamples,
+        return replace(common, mode_order=modes_in_order(records))
+    return replace(
+        common, compare_pairs=experiment.compare, experiment=experiment.name,
+        mode_order=[m.name for m in experiment.modes],
         slo=Slo(**experiment.slo.model_dump()),
-        slip_threshold_ms=experiment.load.slip_threshold_ms, calibration=calibration,
-        definition_sets=definitions, order=run.state.order, repeat_aa=run.state.repeat_aa,
-        workers=workers, gauges=run.gauges, turns=turn_plans(run.prepared),
-        sessions=session_plans(run.prepared),
-        search=search_of(experiment), strict=strict, budgets=budgets, weights=weights,
-        memory=run.process_memory, trace=trace_blocks(run.prepared), plan=cell_plans(run),
-    )
+        slip_threshold_ms=experiment.load.slip_threshold_ms,
+        client_error_limit=experiment.load.client_error_limit,
+        turns=turn_plans(run.prepared), sessions=session_plans(run.prepared),
+        search=search_of(experiment))
+
+
+def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
+                     resamples: int = 2000, strict: bool = False) -> Evaluation:
+    """The complete evaluation of ``run`` (:func:`view_of`; ``definitions`` as there).
+    ``strict``: a point whose server counters disagree with its records is refused, not
+    only flagged (``--strict``)."""
+    return evaluate(view_of(run, definitions),
+                    options=EvaluateOptions(resamples=resamples, strict=strict))
+
+
+def _client_limits(run: RunDir) -> tuple[int | None, Any]:
+    """The run's load workers and the client limits it began with (else this machine's,
+    from ``kvlab calibrate``, of as many load workers)."""
+    workers = run.state.load_workers()
+    if workers is None:
+        return workers, run.state.calibration or load_calibration()
+    return workers, run.state.worker_calibration or load_calibration(workers=workers)
 
 
 def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
     """The validated rows of ``run``, as its evaluation judges them: row checks and the
     point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
     verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
-    return judge(run.records, verdicts, cell_plans(run))
+    workers, calibration = _client_limits(run)
+    experiment = run.known_experiment
+    limit = DEFAULT_LIMIT if experiment is None else experiment.load.client_error_limit
+    plan = cell_plans(run)
+    errors = client_errors(judge(run.records, verdicts, plan), calibration, limit, workers)
+    return judge(run.records, verdicts + client_error_verdicts(errors, strict=strict), plan)

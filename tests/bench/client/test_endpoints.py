@@ -403,3 +403,43 @@ def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
     outcomes = asyncio.run(go())
     assert outcomes == [Outcome.OK] * 3
     assert served == 3 and connections == 3  # requests 2 and 3 were each sent again
+
+
+def test_connection_set_up_is_recorded_apart_from_ttft(server):
+    """The first request opens its connection (its set-up in its own fields, t_sent
+    once it is written); the next one reuses it (no set-up); plain HTTP has no TLS."""
+    ep = endpoint(server, ApiKind.OPENAI_CHAT)
+
+    async def go() -> list[Record]:
+        clock = RunClock()
+        async with HarnessClient(max_connections=1, http_client=CLIENT) as client:
+            return [await client.send(ep, spec(), clock) for _ in range(2)]
+
+    first, second = asyncio.run(go())
+    assert first.outcome == Outcome.OK and first.schema_version == 2
+    assert first.connection_reused is False and first.t_tls is None
+    assert first.t_connect_start is not None and first.t_connected is not None
+    assert first.t_connect_start <= first.t_connected <= first.t_sent
+    assert first.t_first_content is not None and first.t_sent < first.t_first_content
+    assert second.connection_reused is True
+    assert (second.t_connect_start, second.t_connected) == (None, None)
+    assert first.loop_lag_ns is not None and first.loop_lag_ns >= 0
+
+
+def test_a_warmed_point_pays_no_set_up_on_kvlabs_own_client(server):
+    ep = endpoint(server, ApiKind.OPENAI_CHAT)
+
+    async def go() -> tuple[int, list[Record]]:
+        clock = RunClock()
+        async with HarnessClient(max_connections=3, http_client=CLIENT) as client:
+            opened = await client.warm(ep, 3)
+            return opened, list(await asyncio.gather(
+                *(client.send(ep, spec(), clock) for _ in range(3))))
+
+    opened, records = asyncio.run(go())
+    if CLIENT == "aiohttp":  # aiohttp opens nothing ahead: each pays, and says so
+        assert opened == 0 and all(r.connection_reused is False for r in records)
+        return
+    assert opened == 3
+    assert [r.connection_reused for r in records] == [True, True, True]
+    assert all(r.t_connect_start is None for r in records)

@@ -215,3 +215,24 @@ def test_a_metrics_body_that_is_not_prometheus_text_is_said_and_not_recorded(
     assert start.types == {"x_seconds": "histogram"}
     assert start.samples == {'x_seconds_bucket{le="+Inf"}': 1.0}
     assert start.timestamps == {'x_seconds_bucket{le="+Inf"}': 0.017}
+
+
+def test_a_failed_metrics_read_at_a_points_end_is_written_with_its_error(
+        tmp_path: Path) -> None:
+    """The start was read, then /metrics failed (503): the end reading names the
+    failure instead of vanishing, so the point's checks can say why they did not run."""
+    path = tmp_path / "gauges.jsonl"
+
+    async def read(server: FakeServer) -> None:
+        async with GaugeRecorder(server.base_url, path, RunClock(), mode="a", capacity=1,
+                                 load="c=1", interval_s=None, start_position=0,
+                                 end_position=lambda: 2):
+            server.metrics_status = 503
+
+    with FakeServer() as server:
+        server.metrics = "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total 5\n"
+        asyncio.run(read(server))
+    start, end = read_gauges(path)
+    assert (start.phase, start.error) == ("start", None)
+    assert (end.phase, end.position, end.samples) == ("end", 2, {})
+    assert end.error is not None and "503" in end.error

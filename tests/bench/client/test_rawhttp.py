@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from kvlab.bench.client.rawhttp import Disconnected, ProtocolError, RawPool, Target
+from kvlab.bench.client.rawhttp import Disconnected, ProtocolError, Target
+from kvlab.bench.client.rawpool import RawPool
 from tests.bench.client.rawwire import Answer, exchange
 from tests.lateness import LatenessProbe
 

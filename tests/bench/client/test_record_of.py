@@ -13,7 +13,7 @@ from kvlab.bench.client.endpoints import (
     record_of,
 )
 from kvlab.bench.client.responses import ResponseFacts
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.records import RECORD_SCHEMA, ApiKind, Outcome, Record, RunClock
 from tests.fakeserver import FakeServer
 
 KEY = "sk-record-of-test"
@@ -53,8 +53,9 @@ def test_the_record_carries_the_spec_and_the_facts() -> None:
     # every Record field is set from the spec, the request or the facts
     named = set(identity) | set(facts.record_fields()) | {
         "api", "path", "stream", "body", "prompt_sha256", "prompt", "requested_tokens",
-        "t_sent", "t_end", "error"}
+        "t_sent", "t_end", "error", "schema_version"}
     assert named == set(Record.model_fields) - {"imported_from"}
+    assert record.schema_version == RECORD_SCHEMA  # the layout kvlab's client writes
 
 
 @pytest.mark.parametrize("api", [ApiKind.LLAMACPP_COMPLETION, ApiKind.OPENAI_CHAT])

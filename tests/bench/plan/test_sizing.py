@@ -199,3 +199,22 @@ def test_a_gguf_without_a_vocabulary_is_a_config_error(tmp_path) -> None:
     writer.close()
     with pytest.raises(ConfigError, match="no usable tokenizer in this GGUF"):
         file_counter(path)
+
+
+def test_a_server_that_trims_prompts_is_named_with_the_largest_count_it_returned() -> None:
+    """A server that counts at most 32 prompt tokens however long the prompt (the
+    synthetic server told to report 32): sizing names the server, not the padding."""
+    queries = builtin_queries(2)
+
+    async def go(url: str) -> Any:
+        async with httpx.AsyncClient() as client:
+            endpoint = Endpoint(url, ApiKind.OPENAI_CHAT, model="synthetic")
+            counter = await choose_counter(client, endpoint,
+                                           {"synthetic": {"prompt_tokens": 32}}, None)
+            return await prepare_capacity(counter, queries, 1024, 0.5, 16)
+
+    with synthetic_process() as url, pytest.raises(ConfigError) as raised:
+        asyncio.run(go(url))
+    message = str(raised.value)
+    assert "trims prompts" in message and "32 tokens" in message, message
+    assert "padding text is shorter" not in message

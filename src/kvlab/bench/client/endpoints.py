@@ -64,9 +64,11 @@ import aiohttp
 from kvlab.api.dialect import Dialect, Message
 from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.answers import AiohttpAnswer, read_answer
-from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError, RawPool
+from kvlab.bench.client.connstamps import SetupStamps, setup_trace
+from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError
+from kvlab.bench.client.rawpool import RawPool
 from kvlab.bench.client.responses import MalformedResponse, ResponseFacts, WrongApi
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.records import RECORD_SCHEMA, ApiKind, Outcome, Record, RunClock
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ def record_of(endpoint: Endpoint, spec: RequestSpec, path: str, body: dict[str, 
     if error and endpoint.api_key:
         error = error.replace(endpoint.api_key, "***")
     return Record(
-        **spec.identity(),
+        schema_version=RECORD_SCHEMA, **spec.identity(),
         api=endpoint.api, path=path, stream=spec.stream, body=body,
         prompt_sha256=hashlib.sha256(spec.sent_text().encode()).hexdigest(), prompt=spec.prompt,
         requested_tokens=spec.max_tokens, t_sent=t_sent, t_end=t_end,
@@ -186,6 +188,9 @@ def record_of(endpoint: Endpoint, spec: RequestSpec, path: str, body: dict[str, 
 
 
 HTTP_CLIENTS = ("auto", "aiohttp")
+# the most connections a point's warm-up opens (an open loop without a cap could have
+# every request in flight: the requests past these open their own, and say so)
+MAX_WARM = 512
 
 
 class HarnessClient:
@@ -216,6 +221,7 @@ class HarnessClient:
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None),
+            trace_configs=[setup_trace()],
         )
         if self.http_client == "auto" and RAW_SUPPORTED:
             self._raw = RawPool(self.max_connections, self.keep_read_lags)
@@ -232,7 +238,7 @@ class HarnessClient:
     @property
     def read_lags_ns(self) -> array[int] | None:
         """Per kernel-stamped read, how late the loop handled it (ns); None unless kept
-        by kvlab's own client (see :class:`~kvlab.bench.client.rawhttp.RawPool`)."""
+        by kvlab's own client (see :class:`~kvlab.bench.client.rawpool.RawPool`)."""
         return self._raw.read_lags_ns if self._raw is not None else None
 
     @property
@@ -250,7 +256,7 @@ class HarnessClient:
         payload = json.dumps(body).encode()
         for attempt in (1, 2):
             facts = ResponseFacts()
-            t_sent = clock.now()
+            t_sent = clock.now()  # kept only where the request was never written
             try:
                 async with asyncio.timeout(endpoint.timeout_s):
                     await self._exchange(endpoint, dialect, payload, spec.stream, clock,
@@ -277,7 +283,19 @@ class HarnessClient:
             break
         # a whole answer ends when its body arrived, not once it was parsed
         t_end = facts.t_body if facts.t_body is not None else clock.now()
+        if facts.t_written is not None:  # TTFT from the request written, set-up apart
+            t_sent = facts.t_written
         return record_of(endpoint, spec, path, body, facts, t_sent, t_end)
+
+    async def warm(self, endpoint: Endpoint, count: int) -> int:
+        """Open ``count`` (at most ``MAX_WARM``) connections to ``endpoint`` before a
+        point's measured requests, so none of them pays the set-up (kvlab's own client;
+        through aiohttp nothing is opened ahead). Returns the connections open and idle
+        (0 through aiohttp)."""
+        url = endpoint.url(endpoint.dialect.path)
+        if self._raw is None or not url.startswith("http://"):
+            return 0
+        return await self._raw.warm(url, min(count, MAX_WARM))
 
     async def _exchange(
         self,
@@ -298,7 +316,9 @@ class HarnessClient:
             await self._exchange_raw(self._raw, url, headers, dialect, payload, stream,
                                      clock, facts)
             return
-        async with self.session.post(url, data=payload, headers=headers) as resp:
+        async with self.session.post(url, data=payload, headers=headers,
+                                     trace_request_ctx=SetupStamps(clock, facts, url.startswith("https://"))
+                                     ) as resp:
             answer = AiohttpAnswer(resp, time.perf_counter_ns())
             await read_answer(answer, dialect, stream, clock, facts)
 
@@ -315,7 +335,15 @@ class HarnessClient:
     ) -> None:
         """The same exchange through kvlab's own client (kernel receive timestamps)."""
         async with pool.post(url, headers, payload) as resp:
+            conn, t0 = resp.connection, clock.t0_ns
+            facts.t_written = conn.t_written - t0
+            facts.connection_reused = conn.reused
+            if not conn.reused:
+                facts.t_connect_start = conn.t_connect_start - t0
+                facts.t_connected = conn.t_connected - t0
             try:
                 await read_answer(resp, dialect, stream, clock, facts)
             finally:
                 facts.read_lag_ns = resp.max_lag_ns
+                facts.loop_lag_ns = conn.loop_lag_ns
+

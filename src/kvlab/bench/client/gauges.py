@@ -101,7 +101,10 @@ class GaugeRecorder:
 
     ``start_position`` is the run position of the point's first request;
     ``end_position()`` is read on exit: one past the position of its last request.
-    ``interval_s`` None: no ``during`` samples, only the two counter readings."""
+    ``interval_s`` None: no ``during`` samples, only the two counter readings. A start
+    or end reading that fails (a timeout, an error status; at the start, not a refused
+    connection: nothing listens there) is written all the same, without samples and
+    with its ``error``, so the point's checks name why they did not run."""
 
     def __init__(self, base_url: str, path: Path, clock: RunClock, *, mode: str,
                  capacity: int, load: str | None, start_position: int,
@@ -118,6 +121,9 @@ class GaugeRecorder:
         self.headers = headers or {}
         self.samples = 0  # answers recorded
         self.problem: str | None = None  # the last answer that was not Prometheus text
+        # the last read that failed (timeout, refused, an error status); None: none
+        self.failure: str | None = None
+        self._refused = False  # that failure was a refused connection
         self._client: httpx.AsyncClient | None = None
         self._out: TextIO | None = None
         self._task: asyncio.Task[None] | None = None
@@ -125,11 +131,15 @@ class GaugeRecorder:
     async def __aenter__(self) -> GaugeRecorder:
         self._client = httpx.AsyncClient(timeout=2.0, headers=self.headers)
         first = await self._settled()
-        if first is None:  # no /metrics here: nothing to record
+        if first is None and (self.failure is None or self._refused):
+            # no /metrics here (404, or nothing listens): nothing to record
             await self._client.aclose()
             self._client = None
             return self
         self._out = self.path.open("a", encoding="utf-8")
+        if first is None:  # a failed read is named on the point, never left out
+            self._write_failure("start", self.start_position)
+            return self
         self._write(first, "start", self.start_position)
         if self.interval_s is not None:
             self._task = asyncio.create_task(self._poll(self.interval_s))
@@ -143,9 +153,12 @@ class GaugeRecorder:
                 await self._task
         try:
             if self._client is not None and exc[0] is None:
+                self.failure = None
                 last = await self._settled()
                 if last is not None:
                     self._write(last, "end", self.end_position())
+                elif self.failure is not None:
+                    self._write_failure("end", self.end_position())
         finally:
             if self._out is not None:
                 self._out.close()
@@ -180,8 +193,13 @@ class GaugeRecorder:
         assert self._client is not None
         try:
             response = await self._client.get(self.url)
-        except httpx.HTTPError:
+        except httpx.HTTPError as exc:
+            self.failure = f"GET {self.url}: {type(exc).__name__} {exc}".strip()[:300]
+            self._refused = isinstance(exc, httpx.ConnectError)
             return None
+        if response.status_code >= 500 or response.status_code in (408, 429):
+            # a server that has /metrics but did not answer it (404, 401: none for us)
+            self.failure = f"GET {self.url} answered HTTP {response.status_code}"
         if response.status_code != 200 or "text/plain" not in response.headers.get(
                 "content-type", ""):
             return None
@@ -191,6 +209,15 @@ class GaugeRecorder:
             self.problem = f"/metrics is not Prometheus text ({exc}); not recorded"[:300]
             return None
         return found if found.samples else None
+
+    def _write_failure(self, phase: Literal["start", "end"], position: int) -> None:
+        """A bracket reading that failed: no samples, the failure named."""
+        assert self._out is not None
+        row = GaugeSample(mode=self.mode, capacity=self.capacity, load=self.load,
+                          t_ns=self.clock.now(), samples={}, phase=phase, position=position,
+                          error=self.failure)
+        self._out.write(row.model_dump_json() + "\n")
+        self._out.flush()
 
     def _write(self, found: Exposition, phase: Literal["start", "during", "end"],
                position: int | None) -> None:

@@ -27,7 +27,8 @@ reused connection before any byte of the answer (the request can be sent again).
 :class:`ProtocolError` (a ``ValueError``) for a response that is not HTTP/1.x or whose
 framing is wrong (a bad ``Content-Length`` or chunk size, no CRLF after a chunk).
 
-The kernel's stamps and their clock are :mod:`kvlab.bench.client.rawstamps`.
+The kernel's stamps and their clock are :mod:`kvlab.bench.client.rawstamps`; the pool
+of keep-alive connections (and their warm-up) is :mod:`kvlab.bench.client.rawpool`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import contextlib
 import socket
 import time
 from array import array
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -49,11 +50,10 @@ from kvlab.bench.client.rawstamps import (
     SO_TIMESTAMPNS,
     TIMESPEC,
     WALL,
-    keep_kernel_stamps_on,
 )
 
-__all__ = ["RAW_SUPPORTED", "Connection", "Disconnected", "ProtocolError", "RawPool",
-           "Response", "Sink", "Target"]
+__all__ = ["RAW_SUPPORTED", "Connection", "Disconnected", "ProtocolError", "Response",
+           "Sink", "Target"]
 
 READ_SIZE = 256 * 1024
 
@@ -112,6 +112,11 @@ class Response:
         await self._conn.body(sink)
 
     @property
+    def connection(self) -> Connection:
+        """The connection it came on (its set-up and write stamps)."""
+        return self._conn
+
+    @property
     def max_lag_ns(self) -> int | None:
         """Most a read of this answer waited before the loop took it (ns); None when no
         read carried a kernel stamp."""
@@ -133,6 +138,15 @@ class Connection:
         # None: not kept.
         self.lags = lags
         self.exchange_lag_ns: int | None = None  # the most of those, this exchange
+        # connection set-up (perf_counter ns): resolving and connecting began, and the
+        # socket was connected; 0 until :meth:`open` sets them
+        self.t_connect_start = 0
+        self.t_connected = 0
+        self.t_written = 0  # the last request's bytes handed to the kernel (perf ns)
+        self.exchanges = 0  # requests sent on this connection
+        # how long a callback queued as the request was written waited for the event
+        # loop (ns): the loop's lag at the send; None until it ran
+        self.loop_lag_ns: int | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._fields: dict[str, str] = {}
         self._status = 0  # of the final answer, once its head is complete
@@ -149,6 +163,7 @@ class Connection:
     @classmethod
     async def open(cls, host: str, port: int, lags: array[int] | None = None) -> Connection:
         loop = asyncio.get_running_loop()
+        t_start = time.perf_counter_ns()
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         last: OSError | None = None
         for family, type_, proto, _name, addr in infos:
@@ -160,7 +175,9 @@ class Connection:
                     with contextlib.suppress(OSError):
                         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 await loop.sock_connect(sock, addr)
-                return cls(sock, loop, lags)
+                conn = cls(sock, loop, lags)
+                conn.t_connect_start, conn.t_connected = t_start, time.perf_counter_ns()
+                return conn
             except OSError as exc:
                 sock.close()
                 last = exc
@@ -190,12 +207,19 @@ class Connection:
         self._head_bytes = 0
         self.exchange_lag_ns = None
         self._fields, self._status, self._early, self._sink, self._error = {}, 0, [], None, None
+        self.exchanges += 1
+        self.loop_lag_ns = None
         try:
+            self.t_written = time.perf_counter_ns()
             await self._loop.sock_sendall(self.sock, head + body)
+            self._loop.call_soon(self._loop_probe, time.perf_counter_ns())
         except OSError as exc:  # a reused connection the server has closed, typically
             raise Disconnected(f"{type(exc).__name__}: {exc}", stale=self.reused) from exc
         await self._wait()
         return Response(self._status, self._fields, self._head_t, self)
+
+    def _loop_probe(self, queued_ns: int) -> None:
+        self.loop_lag_ns = time.perf_counter_ns() - queued_ns
 
     async def body(self, sink: Sink) -> None:
         """Feed the body to ``sink`` until it ends."""
@@ -311,62 +335,3 @@ class Connection:
     def _stop_reading(self) -> None:
         with contextlib.suppress(ValueError, OSError):
             self._loop.remove_reader(self._fd)
-
-
-class RawPool:
-    """Keep-alive connections per (host, port), at most ``max_connections`` in use.
-
-    ``read_lags_ns`` (with ``keep_read_lags``; 8 bytes per read, else None): for every
-    kernel-stamped read, how long the event loop took to handle it after it arrived,
-    which is the error a client stamping reads when it handles them would have had
-    (empty where the kernel gives no stamps).
-    """
-
-    def __init__(self, max_connections: int, keep_read_lags: bool = False) -> None:
-        keep_kernel_stamps_on()
-        self._slots = asyncio.Semaphore(max_connections)
-        self._idle: dict[tuple[str, int], list[Connection]] = {}
-        self.read_lags_ns: array[int] | None = array("q") if keep_read_lags else None
-
-    @contextlib.asynccontextmanager
-    async def post(self, url: str, headers: dict[str, str],
-                   body: bytes) -> AsyncIterator[Response]:
-        """``async with pool.post(url, headers, body) as response:`` (body read inside)."""
-        target = Target.parse(url)
-        head = _request_head("POST", target, headers, len(body))
-        async with self._slots:
-            conn = await self._connection(target)
-            ok = False
-            try:
-                yield await conn.request(head, body)
-                ok = True
-            finally:
-                if ok and conn.reusable:
-                    self._idle.setdefault((target.host, target.port), []).append(conn)
-                else:
-                    conn.close()
-
-    async def _connection(self, target: Target) -> Connection:
-        idle = self._idle.get((target.host, target.port))
-        while idle:
-            conn = idle.pop()
-            if conn.alive():
-                conn.reused = True
-                return conn
-            conn.close()
-        return await Connection.open(target.host, target.port, self.read_lags_ns)
-
-    def close(self) -> None:
-        for conns in self._idle.values():
-            for conn in conns:
-                conn.close()
-        self._idle.clear()
-
-
-def _request_head(method: str, target: Target, headers: dict[str, str], length: int) -> bytes:
-    host = target.host if target.port == 80 else f"{target.host}:{target.port}"
-    if ":" in target.host:  # an IPv6 literal
-        host = f"[{target.host}]" + ("" if target.port == 80 else f":{target.port}")
-    lines = [f"{method} {target.path} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

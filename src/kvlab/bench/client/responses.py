@@ -28,8 +28,10 @@ __all__ = ["ERROR_EXCERPT_CHARS", "MalformedResponse", "ResponseFacts", "WrongAp
 class ResponseFacts(AnswerFacts):
     """What one exchange observed; turned into a Record at the end."""
 
-    __slots__ = ("error", "outcome", "read_lag_ns", "status", "t_body", "t_first_chunk",
-                 "t_headers")
+    __slots__ = ("connection_reused", "error", "loop_lag_ns", "outcome", "read_lag_ns",
+                 "status", "t_body",
+                 "t_connect_start", "t_connected", "t_first_chunk", "t_headers", "t_tls",
+                 "t_written")
 
     def __init__(self) -> None:
         super().__init__()
@@ -40,6 +42,14 @@ class ResponseFacts(AnswerFacts):
         self.t_first_chunk: int | None = None
         self.read_lag_ns: int | None = None
         self.t_body: int | None = None  # a whole answer's body fully read (before parsing)
+        # connection set-up (run clock ns; None: the request went on a connection opened
+        # before it, or not observed), TLS done (None: plain HTTP), the request written
+        self.t_connect_start: int | None = None
+        self.t_connected: int | None = None
+        self.t_tls: int | None = None
+        self.t_written: int | None = None
+        self.connection_reused: bool | None = None
+        self.loop_lag_ns: int | None = None  # the event loop's lag as it was written
 
     def fail(self, outcome: Outcome, error: str) -> None:
         """Record a failed exchange; the error text is cut to ``ERROR_EXCERPT_CHARS``."""
@@ -55,7 +65,10 @@ class ResponseFacts(AnswerFacts):
             "t_last_content": self.t_last_content,
             "chunk_ns": self.chunk_ns, "chunk_tokens": self.chunk_tokens,
             "reasoning_chunks": self.reasoning_chunks,
-            "read_lag_ns": self.read_lag_ns, "prompt_tokens": self.prompt_tokens,
+            "read_lag_ns": self.read_lag_ns, "t_connect_start": self.t_connect_start,
+            "t_connected": self.t_connected, "t_tls": self.t_tls,
+            "connection_reused": self.connection_reused, "loop_lag_ns": self.loop_lag_ns,
+            "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output, "cached_tokens": self.cached,
             "stop_type": self.stop_type, "truncated": self.truncated,
             "timings": self.timings, "saw_terminator": self.saw_terminator,

@@ -2,7 +2,8 @@
 through kvlab's own kernel-stamped HTTP client.
 
 Sequential rows and warm-ups share one connection; each load point gets a pool sized to
-what it can have in flight, with the garbage collector paused while it runs.
+what it can have in flight, its connections opened before its first measured request,
+with the garbage collector paused while it runs.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ class InProcessEngine:
     async def run_point(self, point: LoadStrategy, specs: Sequence[RequestSpec],
                         endpoint: Endpoint, clock: RunClock, landed: RecordFn,
                         clocks: ClocksFn) -> list[Record]:
-        async with HarnessClient(max_connections=point.max_in_flight(len(specs))) as pool:
+        in_flight = point.max_in_flight(len(specs))
+        async with HarnessClient(max_connections=in_flight) as pool:
+            # the point's connections opened before its measured requests: none of them
+            # pays the set-up (a server that closes after each answer makes them pay)
+            await pool.warm(endpoint, in_flight)
+
             async def send(spec: RequestSpec) -> Record:
                 return await pool.send(endpoint, spec, clock)
 

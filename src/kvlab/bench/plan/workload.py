@@ -163,6 +163,21 @@ def build_prompt(padding: str, query: Query) -> str:
 Tokenizer = Callable[[str], Awaitable[int]]  # text -> its token count (see bench.plan.sizing)
 
 
+async def _refuse_short(tokenizer: Tokenizer, full: str, full_tokens: int,
+                        target_tokens: int) -> None:
+    """ConfigError for a padding text that counts no more than ``target_tokens``: a
+    server that trims prompts (half the text counts as much as all of it) is named,
+    with the largest count it returned; else the text is short."""
+    half = await tokenizer(full[: full.rfind(" ", 0, len(full) // 2)])
+    if half >= full_tokens:
+        raise ConfigError(
+            f"the server trims prompts: it counted at most {max(half, full_tokens)} tokens "
+            f"for a padding text of {len(full)} characters and for half of it alike, so "
+            f"no prompt can grow to {target_tokens} tokens; raise the server's prompt or "
+            "context limit, or lower the capacity")
+    raise ConfigError(f"the padding text is shorter than {target_tokens} tokens")
+
+
 async def size_padding(tokenizer: Tokenizer, target_tokens: int,
                        full: str | None = None) -> tuple[str, int]:
     """The longest word-aligned prefix of the padding (or of ``full``) with at most
@@ -175,7 +190,7 @@ async def size_padding(tokenizer: Tokenizer, target_tokens: int,
     cuts = [i for i, ch in enumerate(full) if ch == " "] + [len(full)]
     full_tokens = await tokenizer(full)
     if full_tokens <= target_tokens:
-        raise ConfigError(f"the padding text is shorter than {target_tokens} tokens")
+        await _refuse_short(tokenizer, full, full_tokens, target_tokens)
 
     async def fits(i: int) -> tuple[bool, int]:
         tokens = await tokenizer(full[: cuts[i]])

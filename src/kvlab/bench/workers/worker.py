@@ -152,6 +152,9 @@ class LoadWorker:
 
         async with HarnessClient(max_connections=shard.max_in_flight(),
                                  http_client=self.http_client) as pool:
+            # its share's connections opened before the point's common start
+            await pool.warm(endpoint, shard.max_in_flight())
+
             async def send(spec: RequestSpec) -> Record:
                 number = self._sends = self._sends + 1
                 self._in_flight[number] = clock.now()  # its record ends after this

@@ -118,6 +118,9 @@ class LoadTable(BaseModel):
     # one point per value: users, requests/s, a replay speed... (the kind says)
     values: list[float] = Field(default_factory=list)
     slip_threshold_ms: float = Field(default=50.0, gt=0)  # p95 send lag above: slipped
+    # the share of a point's median TTFT its client error may take before the point is
+    # flagged (kvlab evaluate --strict refuses it): analysis.client_error
+    client_error_limit: float = Field(default=0.05, gt=0, lt=1)
     # load workers sharing each point (kvlab run --workers N), see bench.engines
     workers: int | None = Field(default=None, ge=1)
 

@@ -1,0 +1,82 @@
+"""The typed view of a run that :func:`~kvlab.analysis.evaluate.evaluate` reads.
+
+:class:`RunView` is everything one evaluation takes from a run, built once from its
+directory (:func:`kvlab.store.evaluation.view_of`) or, in a test, from records by hand:
+the records, what the experiment asks (pairs, mode order, SLOs, search), what the run
+recorded beside its rows (the server's ``/metrics`` readings, process memory, each
+launched server's KV budget, weights' bytes and kind) and what prepared.json planned
+(multi-turn rows, session turns, trace blocks). :class:`EvaluateOptions` are how to
+judge it (bootstrap resamples, strict counters), not facts of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvlab.analysis.capacity import Objectives, SearchPlan
+from kvlab.analysis.knee_check import CellKey
+from kvlab.analysis.load import DEFAULT_SLIP_THRESHOLD_MS, Slo
+from kvlab.analysis.saturation import Calibration
+from kvlab.analysis.session_turns import PlannedTurn
+from kvlab.analysis.trace_hits import TraceBlocks
+from kvlab.analysis.turns import TurnPlan
+from kvlab.analysis.valid_rows import CellPlan, GroupKey
+from kvlab.memory.served import ServedKv
+from kvlab.records import GaugeSample, MemorySample, Record
+
+__all__ = ["EvaluateOptions", "RunView"]
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run as its evaluation reads it.
+
+    ``records``: every record, warm-ups included; ``compare_pairs``: the experiment's
+    pairs (empty: every pair of modes, none strict); ``mode_order``: the experiment's
+    modes in order; ``slo`` and ``slip_threshold_ms`` (ms) judge load points;
+    ``calibration``: the client's limits (None: uncalibrated) for ``workers`` load
+    workers; ``definition_sets``: other tools' sets evaluation.json keeps; ``order`` and
+    ``repeat_aa``: the run's, kept as they are; ``gauges``: the ``/metrics`` readings;
+    ``turns``, ``sessions`` and ``trace``: prepared.json's multi-turn rows, session
+    turns and trace blocks; ``search``: the ``[search]``'s objectives and plan;
+    ``budgets``, ``weights`` and ``servers``: per (mode, capacity), the launched
+    server's KV budget, weights' bytes and kind (``facts()["kind"]``); ``memory``: the
+    server's process-tree samples; ``plan``: each cell's planned rows and completion
+    (every count then reads "n valid of m planned"; empty for a run without a plan)."""
+
+    records: Sequence[Record]
+    compare_pairs: Sequence[tuple[str, str]] = ()
+    run_id: str = ""
+    experiment: str = ""
+    mode_order: Sequence[str] = ()
+    slo: Slo | None = None
+    slip_threshold_ms: float = DEFAULT_SLIP_THRESHOLD_MS
+    # the share of a point's median TTFT its client error may take (analysis.client_error)
+    client_error_limit: float = 0.05
+    calibration: Calibration | Mapping[str, Any] | None = None
+    definition_sets: Sequence[str] = ()
+    order: Mapping[str, Any] | None = None
+    repeat_aa: str | None = None
+    workers: int | None = None
+    gauges: Sequence[GaugeSample] = ()
+    turns: Sequence[TurnPlan] = ()
+    sessions: Sequence[PlannedTurn] = ()
+    search: tuple[Objectives, SearchPlan] | None = None
+    budgets: Mapping[CellKey, ServedKv] = field(default_factory=dict)
+    weights: Mapping[CellKey, int] = field(default_factory=dict)
+    memory: Sequence[MemorySample] = ()
+    trace: Mapping[tuple[int, str], TraceBlocks] = field(default_factory=dict)
+    servers: Mapping[CellKey, str] = field(default_factory=dict)
+    plan: Mapping[GroupKey, CellPlan] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """How to judge a run: ``resamples``, the bootstrap's (intervals; the capacity
+    search takes at most 1000); ``strict``: a point whose server counters disagree with
+    its records is refused, not only flagged."""
+
+    resamples: int = 2000
+    strict: bool = False
