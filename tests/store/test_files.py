@@ -24,7 +24,8 @@ def spelled(path: Path) -> set[str]:
 
 
 def test_every_run_file_has_one_name() -> None:
-    assert len(NAMES) == 11 and "evaluation.json" in NAMES and "gauges.jsonl" in NAMES
+    assert len(NAMES) == 12 and "evaluation.json" in NAMES and "gauges.jsonl" in NAMES
+    assert "ab.json" in NAMES
 
 
 def test_no_module_outside_store_files_spells_a_run_file_name() -> None:

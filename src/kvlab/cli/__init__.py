@@ -26,6 +26,7 @@ from kvlab.cli import calibrate_cmd  # noqa: F401  isort: skip
 from kvlab.cli import bench_cmds  # noqa: F401  isort: skip
 from kvlab.cli import report_cmds  # noqa: F401  isort: skip
 from kvlab.cli import floor_cmd  # noqa: F401  isort: skip
+from kvlab.cli import ab_cmd  # noqa: F401  isort: skip
 from kvlab.cli import history_cmds  # noqa: F401  isort: skip
 from kvlab.cli import peers_cmd  # noqa: F401  isort: skip
 

@@ -21,10 +21,11 @@ HTML_FILE = "report.html"
 RECORDS_CSV = "records.csv"
 SUMMARIES_CSV = "summaries.csv"
 LOGS_DIR = "logs"  # each launched server's log, <mode>-<capacity>.log
+AB_FILE = "ab.json"  # kvlab ab's design, every look and its verdict (run.ab)
 
 #: the reports of a run, the one a reader opens first first
 REPORTS = (HTML_FILE, REPORT_FILE)
 
-__all__ = ["EVALUATION_FILE", "EXPERIMENT_FILE", "GAUGES_FILE", "HTML_FILE", "LOGS_DIR",
+__all__ = ["AB_FILE", "EVALUATION_FILE", "EXPERIMENT_FILE", "GAUGES_FILE", "HTML_FILE", "LOGS_DIR",
            "MANIFEST_FILE", "MEMORY_FILE", "PREPARED_FILE", "RECORDS_CSV", "RECORDS_FILE",
            "REPORTS", "REPORT_FILE", "SUMMARIES_CSV"]
