@@ -24,6 +24,7 @@ LIST_OPTIONS = {
     "engine-check": {"--capacities"},
     "engine-speed": {"--contexts"},
     "engine-batch": {"--dtypes", "--batch-sizes"},
+    "engine-profile": {"--dtypes", "--batch-sizes"},
     "calibrate": {"--concurrency", "--ramp"},
 }
 
