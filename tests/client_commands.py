@@ -24,7 +24,7 @@ EXTRA_LINE = "needs the engine extra: pip install 'kvlab[engine]'"
 
 ENGINE_COMMANDS = [
     ["prove"], ["kv-bench", "--contexts", "32"], ["engine-check"], ["engine-speed"],
-    ["engine-batch"], ["serve", "--port", "0"],
+    ["engine-batch"], ["engine-profile"], ["serve", "--port", "0"],
     ["memory", "-p", "toy", "-L", "192", "--measure"],
 ]
 

@@ -29,6 +29,7 @@ EXTRAS_BY_PATH = {
     "serve/": {"engine"},  # kvlab serve; serve-synthetic's modules import none of it
     "cli/engine_cmds.py": {"engine"},
     "cli/speed_cmds.py": {"engine"},
+    "cli/profile_cmd.py": {"engine"},
     "bench/plan/sizing.py": {"engine"},  # a GGUF's vocabulary read by Transformers
     "bench/workers/ray_pool.py": {"ray"},
     "servers/binary.py": {"llamacpp"},
