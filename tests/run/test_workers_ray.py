@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.bench.engines.ray import RayEngineSettings
+from kvlab.bench.drivers.ray import RayDriverSettings
 from kvlab.records import read_records
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 from tests.experiments import experiment, synthetic
@@ -102,7 +102,7 @@ def test_two_nodes_give_the_rows_of_one_process_from_both_nodes(tmp_path, cluste
                                                                  synthetic_url) -> None:
     path = sharded(tmp_path, synthetic_url)
     alone = run_experiment(RunRequest(path), RunOutput(tmp_path / "one", html=False))
-    shared = run_experiment(RunRequest(path, engine=RayEngineSettings(count=2,
+    shared = run_experiment(RunRequest(path, driver=RayDriverSettings(count=2,
                                        address=cluster.address, per_node=1)),
                             RunOutput(tmp_path / "two", html=False))
 

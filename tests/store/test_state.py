@@ -30,7 +30,7 @@ def test_the_host_and_server_facts_read_typed_and_keep_every_key(tmp_path: Path)
 def test_the_load_workers_of_the_last_session_that_had_any() -> None:
     from kvlab.store.state import SessionEntry
 
-    state = RunState(sessions=[SessionEntry(workers={"engine": "ray", "count": 3}),
+    state = RunState(sessions=[SessionEntry(workers={"driver": "ray", "count": 3}),
                                SessionEntry()])
     assert state.load_workers() == 3
     assert RunState(sessions=[SessionEntry()]).load_workers() is None

@@ -215,11 +215,11 @@ def run(
     from kvlab.run.planner import RunRequest, plan_new
     from kvlab.run.runner import RunOutput, run_experiment
 
-    engine = None
+    driver = None
     if workers is not None or ray_address is not None or workers_per_node is not None:
-        from kvlab.bench.engines.ray import RayEngineSettings
+        from kvlab.bench.drivers.ray import RayDriverSettings
 
-        engine = RayEngineSettings(count=workers, address=ray_address, per_node=workers_per_node)
+        driver = RayDriverSettings(count=workers, address=ray_address, per_node=workers_per_node)
     slo = []
     if goodput is not None:
         from kvlab.analysis.vocabulary import parse_goodput
@@ -230,7 +230,7 @@ def run(
                          settings=(*(parse_setting(s) for s in settings or ()), *slo),
                          repeat_aa=repeat_aa,
                          no_launch=no_launch, endpoints=tuple(endpoint or ()),
-                         tokenizer=tokenizer, engine=engine)
+                         tokenizer=tokenizer, driver=driver)
     if dry_run:
         from kvlab.errors import ConfigError
 

@@ -34,7 +34,7 @@ from kvlab.analysis.gate import DEFAULT_MARGIN
 from kvlab.analysis.sequential import Design, Look, block_log_ratio, look
 from kvlab.analysis.summary_metrics import SUMMARY_METRICS
 from kvlab.analysis.validate import check_row
-from kvlab.bench.engines.inprocess import InProcessSettings
+from kvlab.bench.drivers.inprocess import InProcessSettings
 from kvlab.errors import ConfigError, RunInterrupted, WorkerError
 from kvlab.records import Record
 from kvlab.run.ab_setup import AbPair, make_pair
@@ -241,7 +241,7 @@ class AbSession:
         finally:
             for mode, capacity in reversed(list(executor.live)):
                 executor.stop(mode, capacity)
-            await executor.engine.aclose()
+            await executor.driver.aclose()
         journal.end_session(session)
 
     def add_block(self, records: list[Record]) -> None:
@@ -305,18 +305,18 @@ def run_ab(request: AbRequest, out: Path = Path("runs"),
     journal = AbJournal(run, reporter or SilentReporter())
     result = AbResult(run.path, pair.a, pair.b, pair.capacity, request.metric, design)
     session = AbSession(request, pair, plan, journal, result)
-    engine = plan.engine.build()
+    driver = plan.driver.build()
     interrupted: tuple[str, int] | None = None
     try:
-        engine.start()
-        run_interruptibly(session.run(Executor(plan, journal, engine)))
+        driver.start()
+        run_interruptibly(session.run(Executor(plan, journal, driver)))
     except KeyboardInterrupt:
         interrupted = ("interrupted", 130)
     except (ServerDied, WorkerError) as exc:
         interrupted = (f"interrupted ({exc})", 2)
     finally:
         try:
-            engine.close()
+            driver.close()
         finally:
             if interrupted is not None:
                 result.verdict, result.why = "not judged", interrupted[0]

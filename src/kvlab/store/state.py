@@ -81,7 +81,7 @@ class SessionEntry(_Facts):
     order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
     # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
     run_order: dict[str, Any] = Field(default_factory=dict)
-    # the load workers of this invocation (the load engine's facts, e.g. Ray's: engine,
+    # the load workers of this invocation (the load driver's facts, e.g. Ray's: driver,
     # version, address, nodes, and each worker's node, host and process); None: none
     workers: dict[str, Any] | None = None
     stopped: str | None = None
@@ -139,7 +139,7 @@ class RunState(_Facts):
     # point runs for a duration), so "n valid of m" reads m from what was planned
     rows_planned: list[tuple[str, int, str | None, int | None]] | None = None
     order: dict[str, Any] | None = None  # the order the last session used
-    # the load engine's settings as asked (bench.engines.kinds: kvlab run --workers or
+    # the load driver's settings as asked (bench.drivers.kinds: kvlab run --workers or
     # [load] workers); a resume uses them again unless told otherwise. None: in-process
     workers: dict[str, Any] | None = None
     # kvlab calibrate --workers N's limits for the run's N load workers, when it began
