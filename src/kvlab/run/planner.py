@@ -28,7 +28,7 @@ from kvlab.bench.plan.order import (
     interleave,
     plan_blocks,
     resolve_order,
-    server_sessions,
+    server_launches,
     split,
 )
 from kvlab.bench.plan.workload import BUILTIN_QUERIES
@@ -261,7 +261,7 @@ def build_plan(experiment: Experiment, dataset: Dataset, done: Done, *, tokenize
                                      interleaved=True))
             steps += [Stop(m, capacity) for m in reversed(here)]
     else:
-        for group in server_sessions(blocks):
+        for group in server_launches(blocks):
             mode, capacity = group[0].mode, group[0].capacity
             work = measures(mode, capacity, group if group[0].parts > 1 else None)
             if work:
