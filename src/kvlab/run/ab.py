@@ -195,7 +195,7 @@ def _values(records: list[Record], mode: str, metric: Callable[[Record], float |
     return out
 
 
-class AbSession:
+class AbRun:
     """One A/B over one run directory: its plan, journal and the test's state."""
 
     def __init__(self, request: AbRequest, pair: AbPair, plan: RunPlan, journal: AbJournal,
@@ -214,7 +214,7 @@ class AbSession:
         # the rows are open-ended: the test decides when to stop (None: not counted)
         journal.state.rows_planned = [(mode, self.pair.capacity, None, None)
                                       for mode in (self.pair.a, self.pair.b)]
-        session = journal.begin_session(self.plan, None)
+        invocation = journal.begin_invocation(self.plan, None)
         ids = [q.id for q in self.plan.workload.queries]
         try:
             for step in self.plan.steps:
@@ -242,7 +242,7 @@ class AbSession:
             for mode, capacity in reversed(list(executor.live)):
                 executor.stop(mode, capacity)
             await executor.driver.aclose()
-        journal.end_session(session)
+        journal.end_invocation(invocation)
 
     def add_block(self, records: list[Record]) -> None:
         """Take one block's records into the test; sets the verdict when it ends."""
@@ -304,12 +304,12 @@ def run_ab(request: AbRequest, out: Path = Path("runs"),
     run.state.tokenizer = plan.workload.tokenizer
     journal = AbJournal(run, reporter or SilentReporter())
     result = AbResult(run.path, pair.a, pair.b, pair.capacity, request.metric, design)
-    session = AbSession(request, pair, plan, journal, result)
+    ab = AbRun(request, pair, plan, journal, result)
     driver = plan.driver.build()
     interrupted: tuple[str, int] | None = None
     try:
         driver.start()
-        run_interruptibly(session.run(Executor(plan, journal, driver)))
+        run_interruptibly(ab.run(Executor(plan, journal, driver)))
     except KeyboardInterrupt:
         interrupted = ("interrupted", 130)
     except (ServerDied, WorkerError) as exc:
