@@ -139,5 +139,5 @@ def test_interleaved_rows_alternate_and_a_resume_skips_what_was_done(tmp_path) -
     assert len(keys) == len(set(keys)) == 2 * 4 * 2  # every row once
     # what is left alternates again, from the first mode: a has 5 rows left, b 6
     assert [r.mode for r in rows[5:]] == ["a", "b"] * 5 + ["b"]
-    sessions = RunDir.open(run_path).state.sessions
-    assert len(sessions) == 2 and sessions[-1].run_order["used"] == "interleaved"
+    invocations = RunDir.open(run_path).state.invocations
+    assert len(invocations) == 2 and invocations[-1].run_order["used"] == "interleaved"

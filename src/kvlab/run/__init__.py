@@ -1,1 +1,1 @@
-"""Running and storing: the runner (public entry points), sessions, targets, run directories."""
+"""Running and storing: the runner (public entry points), invocations, targets, run directories."""

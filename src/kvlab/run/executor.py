@@ -71,10 +71,10 @@ class Executor:
         self.live: dict[tuple[str, int], Live] = {}
 
     async def run(self) -> None:
-        """Every step, as one session of the run."""
-        session = self.journal.begin_session(self.plan, self.driver.facts())
+        """Every step, as one invocation of the runner."""
+        invocation = self.journal.begin_invocation(self.plan, self.driver.facts())
         await self.walk(self.plan.steps)
-        self.journal.end_session(session)
+        self.journal.end_invocation(invocation)
 
     async def walk(self, steps: tuple[Step, ...]) -> None:
         """Take ``steps`` in order; whatever happens, stop every server still up."""

@@ -84,7 +84,7 @@ def discard_if_empty(run: RunDir) -> None:
 
 def drive(plan: RunPlan, journal: Journal, driver: LoadDriver,
           targets: TargetFactory | None = None, walk: bool = False) -> None:
-    """Start the driver, execute the plan (``walk``: its steps only, no session), close
+    """Start the driver, execute the plan (``walk``: its steps only, no invocation entered), close
     everything; turn Ctrl-C, a dead server and a lost worker into RunInterrupted."""
     from kvlab.analysis.saturation import load_calibration
 

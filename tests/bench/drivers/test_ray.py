@@ -15,7 +15,7 @@ from kvlab.bench.workers.ray_pool import RayPool, RaySettings
 from kvlab.errors import ConfigError
 from kvlab.records import ApiKind
 from kvlab.run.planner import choose_driver
-from kvlab.store.state import RunState, SessionEntry
+from kvlab.store.state import InvocationEntry, RunState
 
 
 def test_the_command_line_wins_over_the_file_and_none_means_one_process(monkeypatch) -> None:
@@ -60,12 +60,12 @@ def test_a_worker_on_another_machine_cannot_be_sent_to_loopback() -> None:
     driver.check_reachable(Endpoint("http://10.0.0.5:8080", ApiKind.OPENAI_CHAT))
 
 
-def test_the_state_keeps_the_choice_and_the_last_sessions_worker_count() -> None:
+def test_the_state_keeps_the_choice_and_the_last_invocations_worker_count() -> None:
     asked = RayDriverSettings(count=2, address="h:1")
     state = RunState(workers=asked.model_dump(mode="json"))
     assert state.load_workers() is None
-    state.sessions += [SessionEntry(workers={"count": 3}), SessionEntry(),
-                       SessionEntry(workers={"count": 2})]
+    state.invocations += [InvocationEntry(workers={"count": 3}), InvocationEntry(),
+                          InvocationEntry(workers={"count": 2})]
     again = RunState.model_validate_json(state.dumps())
     assert saved_driver(again.workers) == asked
     assert again.load_workers() == 2
