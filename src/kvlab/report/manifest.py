@@ -1,5 +1,6 @@
 """The "Manifest essentials" section: the kvlab version and commit, the host, the
-invocations (the run and each resume) and each server's command line (report.html adds the whole manifest.json)."""
+invocations (the run and each resume) and each server's command line (report.html adds
+the whole manifest.json)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from kvlab.run.rundir import now_iso
 from kvlab.run.runplan import RunPlan
 from kvlab.servers.preflight import load_average
 from kvlab.store.rundir import RunDir
-from kvlab.store.state import PointClocks, ServerEntry, InvocationEntry
+from kvlab.store.state import InvocationEntry, PointClocks, ServerEntry
 from kvlab.store.writer import RunWriter
 
 
