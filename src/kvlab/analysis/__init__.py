@@ -10,7 +10,7 @@ one :class:`Metric` in :data:`SUMMARY_METRICS`; each analysis beyond the core is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.analysis.check import Check, Finding, Judged
@@ -58,7 +58,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

@@ -11,7 +11,7 @@ public entry point (:func:`run_experiment`, :func:`prepare_run`, :func:`measure_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.run.ab import AbRequest, AbResult, run_ab
@@ -61,7 +61,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

@@ -8,7 +8,7 @@ evaluation of a run directory, from its typed view (:func:`view_of`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.store.evaluation import evaluate_run_dir, view_of
@@ -39,7 +39,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

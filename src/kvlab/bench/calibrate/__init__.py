@@ -4,7 +4,7 @@ server, in one process or over load workers (``kvlab calibrate``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.bench.calibrate.check import CalibrateSettings, CalibrationReport, calibrate
@@ -24,7 +24,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

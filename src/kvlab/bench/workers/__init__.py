@@ -6,7 +6,7 @@ ends them; the Ray load driver (:mod:`kvlab.bench.drivers.ray`) uses it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.bench.workers.ray_pool import RayPool, RaySettings
@@ -27,7 +27,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

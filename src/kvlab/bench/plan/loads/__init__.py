@@ -5,7 +5,7 @@ one load point) and the registry (kinds: :data:`LOAD_KINDS`, :data:`LoadSettings
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.bench.plan.loads.base import LoadStrategy, LoadTable
@@ -28,7 +28,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

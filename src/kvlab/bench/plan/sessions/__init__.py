@@ -7,7 +7,7 @@ loops that send sessions (runner: :class:`SessionGraph`, :class:`SessionRun`); t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.bench.plan.sessions.runner import SessionGraph, SessionRun
@@ -28,7 +28,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
