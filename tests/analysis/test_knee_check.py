@@ -9,7 +9,7 @@ from kvlab.analysis.knee_check import KneeCheck, recorded_budgets
 from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.memory.presets import shape_from_preset
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, Record
+from kvlab.rundir import GaugeSample, Record
 from tests.rows import MS, row
 
 GEMMA = shape_from_preset("gemma-3-270m")

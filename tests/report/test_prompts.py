@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvlab.records import ApiKind, Outcome, Record
 from kvlab.report.prompts import prompt_rule, prompt_token_spread, prompts_markdown
+from kvlab.rundir import ApiKind, Outcome, Record
 
 
 def _record(capacity: int, tokens: int | None, warmup: bool = False,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvlab.records import ApiKind, Outcome, Record
 from kvlab.report.workers import workers_markdown
+from kvlab.rundir import ApiKind, Outcome, Record
 
 
 def rec(worker: int | None, warmup: bool = False) -> Record:

@@ -45,7 +45,7 @@ from kvlab.errors import KvlabError
 from kvlab.labels import read_label
 from kvlab.memory.knee import Knee, Workload
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, Record
+from kvlab.rundir import GaugeSample, Record
 
 Verdict = Literal["within one step", "agrees: none in the sweep", "miss", "not judged"]
 NONE_IN_SWEEP: Verdict = "agrees: none in the sweep"

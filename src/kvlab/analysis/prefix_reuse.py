@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from kvlab.analysis.server_counters import PointCounters
 from kvlab.analysis.validate import reuse_asked
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 ALLOWED = "reuse allowed"
 VERIFIED = "verified"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvlab.analysis.validate import reuse_asked
-from kvlab.records import GaugeSample, Outcome, Record
+from kvlab.rundir import GaugeSample, Outcome, Record
 
 COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
             "prefix_cache_hits")

@@ -43,7 +43,7 @@ from kvlab.analysis.server_counters import PointCounters, exposition
 from kvlab.analysis.validate import reuse_asked
 from kvlab.errors import KvlabError
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, Record
+from kvlab.rundir import GaugeSample, Record
 
 
 @dataclass(frozen=True)

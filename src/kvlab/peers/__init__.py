@@ -20,7 +20,7 @@ from typing import Any
 from kvlab.errors import ConfigError
 from kvlab.peers import aiperf, guidellm, vllm
 from kvlab.peers.common import first_missing, to_records
-from kvlab.records import ApiKind, Record
+from kvlab.rundir import ApiKind, Record
 
 SHAPES: tuple[str, ...] = (guidellm.SHAPE, vllm.SHAPE, aiperf.SHAPE)
 _READERS: dict[str, Any] = {"guidellm": guidellm, "vllm": vllm, "aiperf": aiperf}

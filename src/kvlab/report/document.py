@@ -11,7 +11,7 @@ from kvlab.analysis.evaluate import Evaluation
 from kvlab.experiment import Experiment
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import RunDir
 
 
 def render_markdown(report: ReportInput) -> str:
@@ -39,5 +39,4 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
 
 def write_document(run: RunDir, experiment: Experiment, evaluation: Evaluation) -> Path:
     """Write report.md into the run directory; return its path."""
-    run.report_path.write_text(render_document(run, experiment, evaluation), encoding="utf-8")
-    return run.report_path
+    return run.write_report(render_document(run, experiment, evaluation))

@@ -9,7 +9,7 @@ from html import escape
 from kvlab.report.html_blocks import markdown_block, section
 from kvlab.report.markdown import fmt
 from kvlab.report.section import ReportInput, Section
-from kvlab.store.state import RunState
+from kvlab.rundir import RunState
 
 
 class ManifestEssentials(Section):

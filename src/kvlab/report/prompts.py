@@ -18,8 +18,8 @@ from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.sizing import Sizing
 from kvlab.experiment import Workload
 from kvlab.markdown import row
-from kvlab.records import Outcome, Record
 from kvlab.report.section import ReportInput, Section
+from kvlab.rundir import Outcome, Record
 
 
 def prompt_rule(fraction: float, dataset: DatasetSettings | None = None) -> str:

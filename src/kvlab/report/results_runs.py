@@ -1,7 +1,7 @@
 """The results page's line for each run: the headline figure of each experiment of
 ``make run``, read typed from the run's evaluation.json
 (:class:`~kvlab.analysis.evaluation_file.StoredEvaluation`) and its manifest.json
-(:class:`~kvlab.store.state.RunState`). A figure a run cannot give says why in its line;
+(:class:`~kvlab.rundir.manifest.RunState`). A figure a run cannot give says why in its line;
 an evaluation.json that does not read gets a line saying so.
 """
 
@@ -16,8 +16,7 @@ from kvlab.analysis.load import LoadSummary
 from kvlab.analysis.summaries import Summary
 from kvlab.analysis.valid_rows import RowCount
 from kvlab.errors import ConfigError
-from kvlab.store.files import EVALUATION_FILE, MANIFEST_FILE
-from kvlab.store.state import RunState
+from kvlab.rundir import RunDir, RunState
 
 RUNS_DIR = Path("runs")
 BATCH_USERS = 8  # the continuous-batching headline: the gain at N = 8 users
@@ -81,7 +80,8 @@ def latest_runs(root: Path) -> tuple[dict[str, RunFiles], list[Headline]]:
     runs: dict[str, RunFiles] = {}
     unread: list[Headline] = []
     for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        file = path / EVALUATION_FILE
+        run = RunDir(path)
+        file = run.evaluation_path
         if not file.is_file():
             continue
         source = str(file.relative_to(root))
@@ -91,7 +91,7 @@ def latest_runs(root: Path) -> tuple[dict[str, RunFiles], list[Headline]]:
             unread.append(Headline(path.name, str(exc).replace(str(file), source), source))
             continue
         try:
-            state = RunState.read(path / MANIFEST_FILE)
+            state = run.state
         except ConfigError:  # a damaged manifest: the run's load averages are not known
             state = RunState()
         runs[evaluation.experiment or path.name] = RunFiles(source, evaluation, state)

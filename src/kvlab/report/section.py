@@ -18,9 +18,8 @@ from typing import Any, ClassVar, TypeVar
 from kvlab.analysis.check import Check, Finding
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.experiment import Experiment
-from kvlab.records import GaugeSample, Record
 from kvlab.report.html_blocks import markdown_block, section
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import GaugeSample, Record, RunDir
 
 
 @dataclass(frozen=True)

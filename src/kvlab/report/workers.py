@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvlab.markdown import row
-from kvlab.records import Record
 from kvlab.report.section import ReportInput, Section
+from kvlab.rundir import Record
 
 TITLE = "Load workers and clocks"
 

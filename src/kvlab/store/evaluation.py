@@ -24,9 +24,9 @@ from kvlab.analysis.summaries import modes_in_order
 from kvlab.analysis.trace_hits import TraceBlocks
 from kvlab.analysis.turns import TurnPlan
 from kvlab.analysis.valid_rows import CellPlan, GroupKey, ValidRows, current_rows, judge
-from kvlab.bench.plan.workload import Prepared
 from kvlab.experiment import Experiment, SearchSettings, SloSettings
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import Prepared, RunDir
+from kvlab.store.runs import known_experiment
 
 
 def search_of(experiment: Experiment) -> tuple[Objectives, SearchPlan] | None:
@@ -89,7 +89,7 @@ def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
     and kind (the manifest), prepared.json's plans, its run order and A/A mode.
     ``definitions``: other tools' definition sets evaluation.json keeps beside kvlab's
     (analysis.definitions)."""
-    experiment = run.known_experiment
+    experiment = known_experiment(run)
     records = run.records
     budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
                                         for e in run.state.servers)
@@ -141,7 +141,7 @@ def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
     point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
     verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
     workers, calibration = _client_limits(run)
-    experiment = run.known_experiment
+    experiment = known_experiment(run)
     limit = DEFAULT_LIMIT if experiment is None else experiment.load.client_error_limit
     plan = cell_plans(run)
     errors = client_errors(judge(run.records, verdicts, plan), calibration, limit, workers)

@@ -13,9 +13,8 @@ from kvlab.bench.engines.kinds import saved_engine
 from kvlab.bench.engines.ray import RayEngine, RayEngineSettings, loopback
 from kvlab.bench.workers.ray_pool import RayPool, RaySettings
 from kvlab.errors import ConfigError
-from kvlab.records import ApiKind
 from kvlab.run.planner import choose_engine
-from kvlab.store.state import RunState, SessionEntry
+from kvlab.rundir import ApiKind, RunState, SessionEntry
 
 
 def test_the_command_line_wins_over_the_file_and_none_means_one_process(monkeypatch) -> None:

@@ -30,7 +30,7 @@ from kvlab.bench.client.responses import ResponseFacts
 from kvlab.bench.engines.engine import ClocksFn, EngineSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
 from kvlab.bench.plan.schedule import run_point, sleep_until
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 _NS_PER_MS = 1_000_000
 

@@ -2,7 +2,7 @@
 
 The run's journal (:mod:`kvlab.run.journal`) changes a :class:`RunState` in memory
 (a server stopped, a load point done, a capacity's prompts sized) and saves it through
-the run's one writer (:class:`kvlab.store.writer.RunWriter`); nothing reads the
+the run's one writer (:class:`kvlab.rundir.writer.RunWriter`); nothing reads the
 file back to learn what the program itself just did. Keys a newer or older kvlab wrote
 are kept as they are (``extra="allow"``), so reading and saving a run never drops a fact.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvlab.store.state import RunState, ServerEntry
+from kvlab.rundir import RunState, ServerEntry
 
 
 def test_the_host_and_server_facts_read_typed_and_keep_every_key(tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_the_host_and_server_facts_read_typed_and_keep_every_key(tmp_path: Path)
 
 
 def test_the_load_workers_of_the_last_session_that_had_any() -> None:
-    from kvlab.store.state import SessionEntry
+    from kvlab.rundir import SessionEntry
 
     state = RunState(sessions=[SessionEntry(workers={"engine": "ray", "count": 3}),
                                SessionEntry()])
