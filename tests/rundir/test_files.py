@@ -38,11 +38,11 @@ def opened(tree: ast.AST) -> list[str]:
         if not isinstance(node, ast.Call):
             continue
         f = node.func
-        if isinstance(f, ast.Attribute) and f.attr in OPENERS \
-                and isinstance(f.value, ast.Attribute) and f.value.attr in RUN_PATHS:
-            found.append(f"{ast.unparse(node)}:{node.lineno}")
-        elif isinstance(f, ast.Name) and f.id == "open" and any(
-                isinstance(a, ast.Attribute) and a.attr in RUN_PATHS for a in node.args):
+        method = isinstance(f, ast.Attribute) and f.attr in OPENERS \
+            and isinstance(f.value, ast.Attribute) and f.value.attr in RUN_PATHS
+        builtin = isinstance(f, ast.Name) and f.id == "open" and any(
+            isinstance(a, ast.Attribute) and a.attr in RUN_PATHS for a in node.args)
+        if method or builtin:
             found.append(f"{ast.unparse(node)}:{node.lineno}")
     return found
 
@@ -65,11 +65,13 @@ def test_only_rundir_imports_the_names() -> None:
     found = []
     for rel, tree in outside():
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "kvlab.rundir.files" or \
-                    isinstance(node, ast.ImportFrom) and node.module == "kvlab.rundir" and \
-                    any(a.name == "files" for a in node.names) or \
-                    isinstance(node, ast.Import) and any(a.name == "kvlab.rundir.files"
-                                                         for a in node.names):
+            if isinstance(node, ast.ImportFrom):
+                names = {f"{node.module}.{a.name}" for a in node.names} | {node.module or ""}
+            elif isinstance(node, ast.Import):
+                names = {a.name for a in node.names}
+            else:
+                continue
+            if "kvlab.rundir.files" in names:
                 found.append(f"{rel}:{node.lineno}")
     assert found == []
 

@@ -59,6 +59,11 @@ class RunFiles:
         """Each mode's load point ``label``."""
         return {p.mode: p for p in self.evaluation.load if p.load == label}
 
+    def point(self, label: str, mode: str) -> LoadSummary | None:
+        """``mode``'s load point ``label`` (None: the run has none)."""
+        return next((p for p in self.evaluation.load
+                     if (p.load, p.mode) == (label, mode)), None)
+
 
 def _count(count: RowCount) -> str:
     """``12 valid of 16 (refused: 4 failed)``."""
@@ -142,8 +147,7 @@ def engine_headline(step: str, run: RunFiles) -> Headline:
 def batching_headline(step: str, run: RunFiles) -> Headline:
     """Valid output tokens/s at N = 8 users: continuous batching over one slot."""
     label = f"c={BATCH_USERS}"
-    points = run.points(label)
-    one, many = points.get("one-slot"), points.get("batching")
+    one, many = run.point(label, "one-slot"), run.point(label, "batching")
     if one is None or many is None or not one.output_tokens_per_s \
             or many.output_tokens_per_s is None:
         return Headline(step, f"no {label} point with output tokens/s for both modes",
@@ -192,9 +196,11 @@ def servers_headline(step: str, run: RunFiles) -> Headline:
                         run.source, run.load())
     text = ", ".join(f"{mode} {rate:.1f} ({_count(points[mode].count)})"
                      for mode, rate in rates.items() if rate is not None)
-    vllm, ours = rates.get("vllm"), rates.get("kvlab-serve")
-    if vllm and ours is not None:
-        text += f"; kvlab serve / vLLM = {ours / vllm:.2f}x"
+    vllm, ours = run.point(label, "vllm"), run.point(label, "kvlab-serve")
+    theirs = vllm.output_tokens_per_s if vllm is not None else None
+    mine = ours.output_tokens_per_s if ours is not None else None
+    if theirs and mine is not None:
+        text += f"; kvlab serve / vLLM = {mine / theirs:.2f}x"
     return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: {text}",
                     run.source, run.load())
 

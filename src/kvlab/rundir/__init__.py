@@ -28,7 +28,7 @@ from kvlab.rundir.manifest import (
     ServerFacts,
     SessionEntry,
 )
-from kvlab.rundir.prepared import Prepared, PreparedPrompt, prompt_of_json
+from kvlab.rundir.prepared import Prepared, PreparedPrompt
 from kvlab.rundir.process_memory import MemorySample, read_memory_samples
 from kvlab.rundir.records import (
     RECORD_SCHEMA,
@@ -50,5 +50,5 @@ __all__ = [
     "NoLaunch", "Outcome", "PointClocks", "Prepared", "PreparedPrompt", "Record",
     "RecordStore", "RunClock", "RunDir", "RunState", "RunWriter", "ServerEntry",
     "ServerFacts", "SessionEntry", "SessionTurn", "iter_records", "load_run", "measured",
-    "point_spans", "prompt_of_json", "read_gauges", "read_memory_samples", "read_records",
+    "point_spans", "read_gauges", "read_memory_samples", "read_records",
 ]

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 from kvlab.errors import ConfigError
 
@@ -38,10 +45,21 @@ class Host(_Facts):
     recorded_at: str | None = None
 
 
+def _unrecorded(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """A fact that does not read as its type reads as not recorded (None)."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return None
+
+
 class ServerFacts(_Facts):
     """What every server kind's ``facts()`` holds in common, read back: its kind, the
     command line (launched kinds), version (``""``: the kind records none), the log's
-    path, and for a server kvlab did not launch (``launched`` False) its URL."""
+    path, and for a server kvlab did not launch (``launched`` False) its URL. A launched
+    kind that knows them also records its KV budget (``kv_served``: the data of
+    ``memory.served.ServedKv``) and its weights' bytes (``weights_bytes``); None: not
+    recorded, or not of its type."""
 
     kind: str | None = None
     argv: list[str] | None = None
@@ -50,6 +68,8 @@ class ServerFacts(_Facts):
     log_path: str | None = None
     launched: bool | None = None
     base_url: str | None = None
+    kv_served: Annotated[dict[str, object] | None, WrapValidator(_unrecorded)] = None
+    weights_bytes: Annotated[int | None, WrapValidator(_unrecorded)] = None
 
 
 class _Workers(_Facts):

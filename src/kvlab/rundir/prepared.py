@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from kvlab.rundir.session_turn import SessionTurn
 
 
@@ -60,13 +62,6 @@ def _prompt_json(prompt: PreparedPrompt) -> dict[str, Any]:
     return data
 
 
-def prompt_of_json(data: dict[str, Any]) -> PreparedPrompt:
-    """A prompt as ``prepared.json`` keeps it."""
-    session = data.get("session")
-    return PreparedPrompt(**{**data, "session": SessionTurn.from_json(session)
-                             if session is not None else None})
-
-
 @dataclass
 class Prepared:
     """Everything ``prepare`` decided; saved as ``prepared.json`` in the run dir."""
@@ -89,20 +84,12 @@ class Prepared:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Prepared:
-        prepared = cls(
-            queries_per_mode=data["queries_per_mode"],
-            modes=list(data["modes"]),
-            capacities=[int(c) for c in data["capacities"]],
-            output_tokens=data["output_tokens"],
-            prompt_fraction=data["prompt_fraction"],
-        )
-        prepared.padding_tokens = {int(k): v for k, v in data["padding_tokens"].items()}
-        prepared.prompts = {
-            int(k): [prompt_of_json(p) for p in v] for k, v in data["prompts"].items()
-        }
-        prepared.sizing = {int(k): v for k, v in data.get("sizing", {}).items()}
-        return prepared
+    def from_json(cls, data: object) -> Prepared:
+        """``prepared.json``'s data, validated by its types (a capacity key read as an
+        int, a session's turn as :class:`SessionTurn`, defaults where :meth:`to_json`
+        left them out); a pydantic ValidationError (a ValueError) naming the key when it
+        does not read."""
+        return _READ.validate_python(data)
 
     def dumps(self) -> str:
         """``prepared.json``'s text."""
@@ -113,4 +100,7 @@ class Prepared:
 
     @classmethod
     def load(cls, path: Path) -> Prepared:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+        return _READ.validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+_READ = TypeAdapter(Prepared)

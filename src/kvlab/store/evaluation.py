@@ -91,8 +91,9 @@ def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
     (analysis.definitions)."""
     experiment = known_experiment(run)
     records = run.records
-    budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
-                                        for e in run.state.servers)
+    budgets, weights = recorded_budgets(((e.mode, e.capacity), known)
+                                        for e in run.state.servers
+                                        if (known := e.known) is not None)
     servers = {(e.mode, e.capacity): known.kind or "" for e in run.state.servers
                if (known := e.known) is not None and known.launched is not False}
     workers = run.state.load_workers()
