@@ -225,7 +225,7 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
                                                            "512": "usage-calibration"}
     assert all(s["probes"] > 0 for s in sizing.values())
     prepared = Prepared.load(run.prepared_path)
-    assert prepared.sizing[256]["method"] == "usage-calibration"
+    assert prepared.sizing[256].method == "usage-calibration"
     records = [r for r in read_records(run.records_path) if not r.warmup]
     assert len(records) == 4 and all(r.outcome == "ok" for r in records)
     planned = {(c, p.query_id): p.tokens for c, ps in prepared.prompts.items() for p in ps}

@@ -179,7 +179,7 @@ class StoredEvaluation:
     def from_dict(cls, data: Json) -> StoredEvaluation:
         """From evaluation.json's data of any version (KeyError, TypeError or
         ValueError when it lacks what the current layout needs)."""
-        d = migrate(data)
+        d: Json = migrate(data)
         return cls(d["schema_version"], str(d["run_id"]), str(d["experiment"]), d["counts"],
                    RowCount.from_dict(d["valid"]),
                    tuple(summary_of(s) for s in d["summaries"]),

@@ -271,7 +271,7 @@ def prepare(
     assert prepared is not None  # prepare_run wrote it
     for capacity, prompts in sorted(prepared.prompts.items()):
         mean = sum(p.tokens for p in prompts) / len(prompts)
-        how = prepared.sizing.get(capacity, {}).get("method", "?")
+        how = prepared.sizing[capacity].method if capacity in prepared.sizing else "?"
         console.print(f"capacity {capacity}: {len(prompts)} prompts, padding "
                       f"{prepared.padding_tokens[capacity]} tokens, mean prompt {mean:.0f} tokens "
                       f"(counted by {how})", highlight=False, markup=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
+from kvlab.rundir import RunState
 from kvlab.servers.kvlog import KvCheck, log_mib
 
 
@@ -49,22 +50,21 @@ def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def kv_check_body(manifest: dict[str, Any]) -> str:
+def kv_check_body(state: RunState) -> str:
     """The KV check of every launched llama-server, one table per server: kvlab's
     predicted KV-cache allocation next to the ``llama_kv_cache: size = ...`` lines of its
     log; "" when no server logged one."""
     out: list[str] = []
-    for entry in manifest.get("servers", []):
-        check = (entry.get("facts") or {}).get("kv_check")
+    for entry in state.servers:
+        check = known.kv_check if (known := entry.known) is not None else None
         if check:
-            out += [f"### {entry.get('mode')} @ {entry.get('capacity')}", "",
-                    kv_check_table(check), ""]
+            out += [f"### {entry.mode} @ {entry.capacity}", "", kv_check_table(check), ""]
     return "\n".join(out)
 
 
-def kv_check_markdown(manifest: dict[str, Any]) -> str:
+def kv_check_markdown(state: RunState) -> str:
     """The section as report.md text ("" when no server logged a check)."""
-    body = kv_check_body(manifest)
+    body = kv_check_body(state)
     return f"\n## {KvCheckSection.heading}\n\n{body}" if body else ""
 
 
@@ -74,4 +74,4 @@ class KvCheckSection(Section):
     heading = "KV check: predicted vs allocated by llama-server"
 
     def body(self, report: ReportInput) -> str:
-        return kv_check_body(report.manifest)
+        return kv_check_body(report.state)

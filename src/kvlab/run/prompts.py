@@ -45,10 +45,10 @@ class PromptBook:
                                                            w.prompt_fraction, w.output_tokens)
             self.prepared.padding_tokens[capacity] = padding
             self.prepared.prompts[capacity] = prompts
-            self.prepared.sizing[capacity] = counter.sizing.to_json()
+            self.prepared.sizing[capacity] = counter.sizing
             self.journal.writer.save_prepared(self.prepared)
             state = self.journal.state
             sizing = state.prompt_sizing = state.prompt_sizing or {}
-            sizing[str(capacity)] = counter.sizing.to_json()
+            sizing[str(capacity)] = counter.sizing
             self.journal.save()
         return self.prepared.prompts[capacity]

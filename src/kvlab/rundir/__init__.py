@@ -21,6 +21,7 @@ from kvlab.rundir.gauges import GaugeSample, point_spans, read_gauges
 from kvlab.rundir.jsonl import JsonlAppender
 from kvlab.rundir.manifest import (
     Host,
+    LoadWorkers,
     NoLaunch,
     PointClocks,
     RunState,
@@ -28,7 +29,7 @@ from kvlab.rundir.manifest import (
     ServerFacts,
     SessionEntry,
 )
-from kvlab.rundir.prepared import Prepared, PreparedPrompt
+from kvlab.rundir.prepared import Prepared, PreparedPrompt, Sizing
 from kvlab.rundir.process_memory import MemorySample, read_memory_samples
 from kvlab.rundir.records import (
     RECORD_SCHEMA,
@@ -46,9 +47,34 @@ from kvlab.rundir.session_turn import SessionTurn
 from kvlab.rundir.writer import RunWriter
 
 __all__ = [
-    "RECORD_SCHEMA", "ApiKind", "GaugeSample", "Host", "JsonlAppender", "MemorySample",
-    "NoLaunch", "Outcome", "PointClocks", "Prepared", "PreparedPrompt", "Record",
-    "RecordStore", "RunClock", "RunDir", "RunState", "RunWriter", "ServerEntry",
-    "ServerFacts", "SessionEntry", "SessionTurn", "iter_records", "load_run", "measured",
-    "point_spans", "read_gauges", "read_memory_samples", "read_records",
+    "RECORD_SCHEMA",
+    "ApiKind",
+    "GaugeSample",
+    "Host",
+    "JsonlAppender",
+    "LoadWorkers",
+    "MemorySample",
+    "NoLaunch",
+    "Outcome",
+    "PointClocks",
+    "Prepared",
+    "PreparedPrompt",
+    "Record",
+    "RecordStore",
+    "RunClock",
+    "RunDir",
+    "RunState",
+    "RunWriter",
+    "ServerEntry",
+    "ServerFacts",
+    "SessionEntry",
+    "SessionTurn",
+    "Sizing",
+    "iter_records",
+    "load_run",
+    "measured",
+    "point_spans",
+    "read_gauges",
+    "read_memory_samples",
+    "read_records",
 ]

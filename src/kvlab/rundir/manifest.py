@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from kvlab.errors import ConfigError
+from kvlab.rundir.prepared import Sizing
 
 
 class _Facts(BaseModel):
@@ -70,12 +71,38 @@ class ServerFacts(_Facts):
     base_url: str | None = None
     kv_served: Annotated[dict[str, object] | None, WrapValidator(_unrecorded)] = None
     weights_bytes: Annotated[int | None, WrapValidator(_unrecorded)] = None
+    kv_check: dict[str, Any] | None = None  # servers.kvlog.KvCheck's data (llama-server)
 
 
-class _Workers(_Facts):
-    """Of a session's load workers' facts, what the state reads: how many ran."""
+class WorkerFacts(_Facts):
+    """One load worker as the load engine's facts name it: its index, host and cores."""
+
+    worker: int
+    host: str = "?"
+    cores: int | None = None
+
+
+class LoadWorkers(_Facts):
+    """A session's load workers, read back from the load engine's facts: how many ran,
+    the Ray version, the cluster's address (None or ``local``: a local Ray kvlab
+    started), its nodes and each worker."""
 
     count: int | None = None
+    address: str | None = None
+    ray_version: str = "?"
+    nodes: int | None = None
+    workers: list[WorkerFacts] = Field(default_factory=list)
+
+
+class WorkerClock(_Facts):
+    """One worker's clock at a load point: its index, the requests it sent, and its
+    clock's offset to the coordinator's with its bound and round trip (ns)."""
+
+    worker: int
+    requests: int
+    offset_ns: int | float
+    error_ns: int | float
+    rtt_ns: int | float
 
 
 class ServerEntry(_Facts):
@@ -109,6 +136,11 @@ class SessionEntry(_Facts):
     load_average_started: list[float] | None = None
     load_average_stopped: list[float] | None = None
 
+    @property
+    def load_workers(self) -> LoadWorkers | None:
+        """:attr:`workers` read as :class:`LoadWorkers` (None: no load workers)."""
+        return None if not self.workers else LoadWorkers.model_validate(self.workers)
+
 
 class NoLaunch(_Facts):
     """``kvlab run --no-launch``: the URL (no credentials) of each MODE[@CAPACITY]."""
@@ -125,11 +157,16 @@ class PointClocks(_Facts):
     load: str
     clocks: list[dict[str, Any]]
 
+    @property
+    def readings(self) -> list[WorkerClock]:
+        """:attr:`clocks` read as :class:`WorkerClock`."""
+        return [WorkerClock.model_validate(c) for c in self.clocks]
+
 
 # Keys written only once they have a value (a manifest without them is as before).
-_OPTIONAL = ("overrides", "tokenizer", "dataset_file", "repeat_aa", "no_launch", "prompt_sizing",
-             "points_done", "rows_planned", "order", "workers", "worker_clocks",
-             "worker_calibration")
+_OPTIONAL = ("queries", "overrides", "tokenizer", "dataset_file", "repeat_aa", "no_launch",
+             "prompt_sizing", "points_done", "rows_planned", "order", "workers",
+             "worker_clocks", "worker_calibration")
 
 
 class RunState(_Facts):
@@ -147,13 +184,13 @@ class RunState(_Facts):
     servers: list[ServerEntry] = Field(default_factory=list)
     run_order: list[tuple[str, int]] = Field(default_factory=list)  # every session's blocks
     calibration: dict[str, Any] | None = None  # kvlab calibrate's limits when the run began
+    queries: int | None = None  # an older manifest's queries per (mode, capacity)
     overrides: dict[str, Any] | None = None  # kvlab run --queries N ("queries"), --set ("set")
     tokenizer: str | None = None  # the tokenizer file counting prompt tokens
     dataset_file: str | None = None  # the dataset's file, resolved when the run began
     repeat_aa: str | None = None  # the mode measured twice (kvlab run --repeat-aa)
     no_launch: NoLaunch | None = None
-    # capacity (as a string) -> bench.plan.sizing.Sizing.to_json()
-    prompt_sizing: dict[str, dict[str, Any]] | None = None
+    prompt_sizing: dict[str, Sizing] | None = None  # capacity (as a string) -> its sizing
     points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
     # the first session's plan: (mode, capacity, load label or None, rows; None when a
     # point runs for a duration), so "n valid of m" reads m from what was planned
@@ -188,7 +225,7 @@ class RunState(_Facts):
 
     def load_workers(self) -> int | None:
         """How many load workers the last session that had any ran (None: none did)."""
-        counts = [_Workers.model_validate(s.workers).count for s in self.sessions
+        counts = [LoadWorkers.model_validate(s.workers).count for s in self.sessions
                   if s.workers]
         return int(counts[-1]) if counts and counts[-1] is not None else None
 

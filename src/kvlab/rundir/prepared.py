@@ -15,6 +15,35 @@ from kvlab.rundir.session_turn import SessionTurn
 
 
 @dataclass
+class Sizing:
+    """Which method counted a capacity's prompt tokens, and with what (the methods:
+    ``bench.plan.sizing.METHODS``; prepared.json and the manifest keep it per capacity).
+
+    ``source``: the URL counted against (no credentials) or the tokenizer file;
+    ``sha256``: the tokenizer file's hash (None otherwise); ``probes``: requests the
+    calibration sent (0 for the other methods)."""
+
+    method: str
+    source: str
+    sha256: str | None = None
+    probes: int = 0
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One phrase for a report line."""
+        if self.method == "api-count":
+            return f"the API's own count of a request's prompt ({self.source})"
+        if self.method == "server-tokenize":
+            return f"the server's POST /tokenize ({self.source})"
+        if self.method == "tokenizer-file":
+            return f"the tokenizer file {self.source} (sha256 {(self.sha256 or '')[:12]}…)"
+        return (f"calibration on the server's usage.prompt_tokens ({self.source}, "
+                f"{self.probes} probe requests)")
+
+
+@dataclass
 class PreparedPrompt:
     """One prompt as sent: query id, text, SHA-256 and the tokenizer's count.
 
@@ -73,12 +102,12 @@ class Prepared:
     prompt_fraction: float
     padding_tokens: dict[int, int] = field(default_factory=dict)
     prompts: dict[int, list[PreparedPrompt]] = field(default_factory=dict)
-    sizing: dict[int, dict[str, Any]] = field(default_factory=dict)  # bench.plan.sizing.Sizing
+    sizing: dict[int, Sizing] = field(default_factory=dict)  # how each capacity was counted
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["padding_tokens"] = {str(k): v for k, v in self.padding_tokens.items()}
-        data["sizing"] = {str(k): v for k, v in self.sizing.items()}
+        data["sizing"] = {str(k): v.to_json() for k, v in self.sizing.items()}
         data["prompts"] = {str(k): [_prompt_json(p) for p in v]
                            for k, v in self.prompts.items()}
         return data
