@@ -47,6 +47,8 @@ RUN_READERS = (
     # RunDir.manifest()), and the command that prints prepared.json's sizing
     "report/protocol.py", "report/kv_check.py", "report/workers.py", "report/prompts.py",
     "report/section.py", "cli/bench_cmds.py",
+    # prepared.json's readers before they moved into rundir/
+    "bench/plan/workload.py", "bench/plan/sessions/turn.py",
 )
 READER_PACKAGES = ("rundir/", "store/")
 #: the files of a run directory (rundir/files.py defines them once)

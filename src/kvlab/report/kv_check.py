@@ -8,7 +8,7 @@ never hidden.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
@@ -16,18 +16,18 @@ from kvlab.rundir import RunState
 from kvlab.servers.kvlog import KvCheck, log_mib
 
 
-def _cell(value: Any) -> str:
+def _cell(value: float | str | None) -> str:
     """One side of a "predicted / logged" cell: – when missing, MiB with 2 decimals."""
     if value is None:
         return "–"
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _pair(predicted: Any, logged: Any) -> str:
+def _pair(predicted: float | str | None, logged: float | str | None) -> str:
     return f"{_cell(predicted)} / {_cell(logged)}"
 
 
-def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
+def kv_check_table(check: KvCheck | Mapping[str, object]) -> str:
     """A markdown table of a KV check (the model or its JSON form, as the manifest keeps
     it), its verdict with the log's resolution, and one line per mismatch."""
     chk = check if isinstance(check, KvCheck) else KvCheck.model_validate(check)

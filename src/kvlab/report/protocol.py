@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -17,7 +18,7 @@ from kvlab.report.html_blocks import section, table
 from kvlab.report.prompts import output_rule, prompt_rule
 from kvlab.report.section import ReportInput, Section
 from kvlab.report.verdicts import load_label
-from kvlab.rundir import RunState
+from kvlab.rundir import Overrides, RunState
 
 
 def manifest_queries(state: RunState, default: int) -> int:
@@ -25,10 +26,11 @@ def manifest_queries(state: RunState, default: int) -> int:
     return default if state.queries is None else state.queries
 
 
-def overrides_text(overrides: dict[str, Any]) -> list[str]:
+def overrides_text(overrides: Mapping[str, Any]) -> list[str]:
     """``key = value`` of each override a run kept (``--set``'s by their dotted keys)."""
     out = [f"{k} = {v}" for k, v in overrides.items() if k != "set"]
-    return out + [f"{k} = {json.dumps(v)}" for k, v in (overrides.get("set") or {}).items()]
+    given = Overrides.model_validate(overrides).set
+    return out + [f"{k} = {json.dumps(v)}" for k, v in given.items()]
 
 
 def queries_line(workload: Workload, state: RunState) -> str:

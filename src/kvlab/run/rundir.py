@@ -1,4 +1,4 @@
-"""A new run directory (:mod:`kvlab.store.rundir` reads one): the copy of the
+"""A new run directory (:mod:`kvlab.rundir.run` reads one): the copy of the
 experiment, and the facts known before the first request (versions, commit, host)."""
 
 from __future__ import annotations

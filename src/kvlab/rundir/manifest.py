@@ -71,7 +71,7 @@ class ServerFacts(_Facts):
     base_url: str | None = None
     kv_served: Annotated[dict[str, object] | None, WrapValidator(_unrecorded)] = None
     weights_bytes: Annotated[int | None, WrapValidator(_unrecorded)] = None
-    kv_check: dict[str, Any] | None = None  # servers.kvlog.KvCheck's data (llama-server)
+    kv_check: dict[str, object] | None = None  # servers.kvlog.KvCheck's data (llama-server)
 
 
 class WorkerFacts(_Facts):
@@ -140,6 +140,15 @@ class SessionEntry(_Facts):
     def load_workers(self) -> LoadWorkers | None:
         """:attr:`workers` read as :class:`LoadWorkers` (None: no load workers)."""
         return None if not self.workers else LoadWorkers.model_validate(self.workers)
+
+
+class Overrides(_Facts):
+    """What ``kvlab run`` changed in the experiment file, as the manifest keeps it:
+    ``queries`` (``--queries N``) and ``set`` (``--set KEY=VALUE``: dotted key -> value,
+    in the order given)."""
+
+    queries: int | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
 
 
 class NoLaunch(_Facts):

@@ -1,1 +1,3 @@
-"""A run directory on disk: its typed state, the one reader, the one writer, its evaluation."""
+"""A run with what sits above its directory (:mod:`kvlab.rundir`): its experiment as a
+model and a peer's file read as a run (runs), and the one evaluation of a run directory
+(evaluation)."""

@@ -6,9 +6,8 @@ call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
 from kvlab.analysis.client_error import DEFAULT_LIMIT, client_error_verdicts, client_errors
@@ -17,7 +16,7 @@ from kvlab.analysis.knee_check import recorded_budgets
 from kvlab.analysis.load import Slo
 from kvlab.analysis.point_verdicts import point_verdicts
 from kvlab.analysis.run_view import EvaluateOptions, RunView
-from kvlab.analysis.saturation import load_calibration
+from kvlab.analysis.saturation import Calibration, load_calibration
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.summaries import modes_in_order
@@ -96,11 +95,7 @@ def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
                                         if (known := e.known) is not None)
     servers = {(e.mode, e.capacity): known.kind or "" for e in run.state.servers
                if (known := e.known) is not None and known.launched is not False}
-    workers = run.state.load_workers()
-    if workers is None:
-        calibration = run.state.calibration or load_calibration()
-    else:  # the limit of as many load workers (kvlab calibrate --workers N)
-        calibration = run.state.worker_calibration or load_calibration(workers=workers)
+    workers, calibration = _client_limits(run)
     common = RunView(records, run_id=run.run_id, calibration=calibration,
                      definition_sets=tuple(definitions), order=run.state.order,
                      repeat_aa=run.state.repeat_aa, workers=workers, gauges=run.gauges,
@@ -128,7 +123,8 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                     options=EvaluateOptions(resamples=resamples, strict=strict))
 
 
-def _client_limits(run: RunDir) -> tuple[int | None, Any]:
+def _client_limits(run: RunDir
+                   ) -> tuple[int | None, Calibration | Mapping[str, object] | None]:
     """The run's load workers and the client limits it began with (else this machine's,
     from ``kvlab calibrate``, of as many load workers)."""
     workers = run.state.load_workers()
