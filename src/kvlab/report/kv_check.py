@@ -38,10 +38,10 @@ def kv_check_table(check: KvCheck | Mapping[str, object]) -> str:
     ]
     for c in chk.caches:
         p, lg = c.predicted, c.logged
-        rows.append(row([c.kind, _pair(p and p.cells, lg and lg.cells),
-                         _pair(p and p.layers, lg and lg.layers),
-                         _pair(p and log_mib(p.k_bytes), lg and lg.k_mib),
-                         _pair(p and log_mib(p.v_bytes), lg and lg.v_mib),
+        rows.append(row([c.kind, _pair(p.cells if p else None, lg.cells if lg else None),
+                         _pair(p.layers if p else None, lg.layers if lg else None),
+                         _pair(log_mib(p.k_bytes) if p else None, lg.k_mib if lg else None),
+                         _pair(log_mib(p.v_bytes) if p else None, lg.v_mib if lg else None),
                          p.size_bytes if p else '–', 'yes' if c.match else 'NO']))
     verdict = "prediction matches the log" if chk.match else "PREDICTION DIFFERS FROM THE LOG"
     lines = [*rows, "", f"KV check: {verdict}. {chk.note}"]

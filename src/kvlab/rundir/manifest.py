@@ -111,7 +111,7 @@ class ServerEntry(_Facts):
     mode: str = ""
     capacity: int = 0
     started: str | None = None  # local wall-clock time (ISO 8601)
-    facts: dict[str, Any] | None = None  # the Server's facts(); None: an external endpoint
+    facts: dict[str, object] | None = None  # the Server's facts(); None: an external endpoint
     stopped: str | None = None
 
     @property
@@ -127,10 +127,10 @@ class SessionEntry(_Facts):
     modes: list[str] = Field(default_factory=list)
     order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
     # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
-    run_order: dict[str, Any] = Field(default_factory=dict)
+    run_order: dict[str, object] = Field(default_factory=dict)
     # the load workers of this invocation (the load engine's facts, e.g. Ray's: engine,
     # version, address, nodes, and each worker's node, host and process); None: none
-    workers: dict[str, Any] | None = None
+    workers: dict[str, object] | None = None
     stopped: str | None = None
     # 1-, 5- and 15-minute load averages at start and stop (servers.preflight.load_average)
     load_average_started: list[float] | None = None
@@ -148,7 +148,7 @@ class Overrides(_Facts):
     in the order given)."""
 
     queries: int | None = None
-    set: dict[str, Any] = Field(default_factory=dict)
+    set: dict[str, object] = Field(default_factory=dict)
 
 
 class NoLaunch(_Facts):
@@ -164,7 +164,7 @@ class PointClocks(_Facts):
     mode: str
     capacity: int
     load: str
-    clocks: list[dict[str, Any]]
+    clocks: list[dict[str, object]]
 
     @property
     def readings(self) -> list[WorkerClock]:
@@ -188,13 +188,13 @@ class RunState(_Facts):
     git_commit: str | None = None
     experiment_name: str = ""
     experiment_file: str | None = None  # the experiment file verbatim, as the user wrote it
-    host: dict[str, Any] = Field(default_factory=dict)  # run.rundir.host_facts()
+    host: dict[str, object] = Field(default_factory=dict)  # run.rundir.host_facts()
     sessions: list[SessionEntry] = Field(default_factory=list)
     servers: list[ServerEntry] = Field(default_factory=list)
     run_order: list[tuple[str, int]] = Field(default_factory=list)  # every session's blocks
-    calibration: dict[str, Any] | None = None  # kvlab calibrate's limits when the run began
+    calibration: dict[str, object] | None = None  # kvlab calibrate's limits when the run began
     queries: int | None = None  # an older manifest's queries per (mode, capacity)
-    overrides: dict[str, Any] | None = None  # kvlab run --queries N ("queries"), --set ("set")
+    overrides: dict[str, object] | None = None  # kvlab run --queries N ("queries"), --set ("set")
     tokenizer: str | None = None  # the tokenizer file counting prompt tokens
     dataset_file: str | None = None  # the dataset's file, resolved when the run began
     repeat_aa: str | None = None  # the mode measured twice (kvlab run --repeat-aa)
@@ -204,12 +204,12 @@ class RunState(_Facts):
     # the first session's plan: (mode, capacity, load label or None, rows; None when a
     # point runs for a duration), so "n valid of m" reads m from what was planned
     rows_planned: list[tuple[str, int, str | None, int | None]] | None = None
-    order: dict[str, Any] | None = None  # the order the last session used
+    order: dict[str, object] | None = None  # the order the last session used
     # the load engine's settings as asked (bench.engines.kinds: kvlab run --workers or
     # [load] workers); a resume uses them again unless told otherwise. None: in-process
-    workers: dict[str, Any] | None = None
+    workers: dict[str, object] | None = None
     # kvlab calibrate --workers N's limits for the run's N load workers, when it began
-    worker_calibration: dict[str, Any] | None = None
+    worker_calibration: dict[str, object] | None = None
     worker_clocks: list[PointClocks] | None = None  # every sharded point, as measured
     imported_from: str | None = None  # a peer's result file read as a run (not written)
 
