@@ -43,8 +43,8 @@ RUN_READERS = (
     "history/ingest.py", "report/compare_runs.py", "report/manifest.py", "report/html.py",
     "report/csv_export.py", "analysis/evaluation_file.py", "analysis/knee_check.py",
     "records.py",
-    # the report sections that take manifest.json's data as a dict (ReportInput.manifest,
-    # RunDir.manifest()), and the command that prints prepared.json's sizing
+    # the report sections that read manifest.json's data (a dict before ReportInput.state
+    # typed it), and the command that prints prepared.json's sizing
     "report/protocol.py", "report/kv_check.py", "report/workers.py", "report/prompts.py",
     "report/section.py", "cli/bench_cmds.py",
     # prepared.json's readers before they moved into rundir/
