@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from kvlab.records import Record, RecordStore
+from kvlab.rundir import Record, RecordStore
 from tests.report.synthetic_runs import EXPERIMENT_TOML, make_row
 
 EXPERIMENT = EXPERIMENT_TOML.replace("capacities = [256, 1024]", "capacities = [256]")

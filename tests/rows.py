@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvlab.records import ApiKind, Outcome, Record
+from kvlab.rundir import ApiKind, Outcome, Record
 
 MS = 1_000_000  # ns per ms
 

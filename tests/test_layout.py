@@ -36,7 +36,7 @@ def read_rules() -> dict[str, set[str] | None]:
 def unit_of(module: str) -> str:
     """The unit a dotted module belongs to: ``bench.<folder>`` inside bench (the one
     package split finer in the table), else the top-level name (``kvlab.report.html``
-    -> ``report``, ``kvlab.records`` -> ``records``)."""
+    -> ``report``, ``kvlab.rundir.run`` -> ``rundir``)."""
     parts = module.split(".")[1:]
     if not parts:
         return "kvlab"

@@ -37,7 +37,7 @@ from kvlab.analysis.validate import check_row
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.models import declared_width
 from kvlab.bench.client.sse import SSEParser
-from kvlab.records import ApiKind, Record, RunClock
+from kvlab.rundir import ApiKind, Record, RunClock
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.embedded import EmbeddedSettings
 from kvlab.servers.llamacpp import LlamaCppSettings

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kvlab.analysis import metrics
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.records import read_records
+from kvlab.rundir import read_records
 
 EXPERIMENT = """\
 name = "first-n-ttft"

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from kvlab.history.ingest import add_to_history
 from kvlab.history.queries import read_only, trend
-from kvlab.records import ApiKind, Outcome, Record
 from kvlab.run.runner import evaluate_run
+from kvlab.rundir import ApiKind, Outcome, Record
 from kvlab.servers.preflight import cpu_flags, cpu_model, load_average
 
 MS = 1_000_000

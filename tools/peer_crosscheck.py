@@ -43,7 +43,7 @@ from typing import Any
 from kvlab.analysis import definition_cells as d
 from kvlab.analysis.valid_rows import current_rows
 from kvlab.analysis.validate import check_row
-from kvlab.records import Record, read_records
+from kvlab.rundir import Record, read_records
 from kvlab.servers.process import free_port
 
 CAPACITY, OUTPUT = 1024, 64

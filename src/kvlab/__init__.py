@@ -3,8 +3,9 @@
 Parts: ``kvlab.engine`` (reference transformer with an explicit KV cache),
 ``kvlab.memory`` (KV-cache byte accounting), ``kvlab.serve`` (embedded HTTP server over
 the engine), ``kvlab.servers`` (launch and stop real servers), and the benchmark
-harness along its data path: ``kvlab.bench`` (sending load), ``kvlab.records`` (the raw
-facts), ``kvlab.analysis`` (judging them), ``kvlab.store`` (a run directory),
+harness along its data path: ``kvlab.bench`` (sending load), ``kvlab.rundir`` (a run
+directory: the raw facts and every file beside them), ``kvlab.analysis`` (judging them),
+``kvlab.store`` (a run's evaluation),
 ``kvlab.report`` (rendering) and ``kvlab.run`` (running an experiment, on top).
 CONTRIBUTING.md's layout table says what each may import.
 """

@@ -46,7 +46,7 @@ from kvlab.bench.plan.load_settings import SearchSettings, SloSettings
 from kvlab.bench.plan.loads.kinds import LOAD_KINDS, LoadSettings
 from kvlab.bench.plan.loads.sequential import SequentialLoad
 from kvlab.errors import ExperimentError
-from kvlab.records import ApiKind
+from kvlab.rundir import ApiKind
 from kvlab.servers.embedded import EmbeddedSettings
 from kvlab.servers.external import ExternalSettings
 from kvlab.servers.kinds import SERVER_KINDS, ServerSettingsUnion

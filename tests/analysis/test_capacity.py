@@ -21,7 +21,7 @@ from kvlab.analysis.capacity import (
 )
 from kvlab.analysis.load import Slo
 from kvlab.analysis.valid_rows import RowCount, ValidRows, judge
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 from tests.rows import MS, row
 
 S_MS, TTFT_MS, N = 100.0, 20.0, 20

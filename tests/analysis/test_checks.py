@@ -7,10 +7,10 @@ from __future__ import annotations
 from kvlab.analysis.checks import CHECKS, KNEE, PROCESS_MEMORY, SERVER_HISTOGRAMS
 from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.run_view import EvaluateOptions, RunView
-from kvlab.records import MemorySample
 from kvlab.report.knee import KneeSection
 from kvlab.report.section import ReportInput
 from kvlab.report.server_memory import ServerMemory
+from kvlab.rundir import MemorySample
 from tests.analysis.test_knee_check import KVLAB, _point
 from tests.rows import row
 

@@ -9,7 +9,7 @@ from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.valid_rows import judge
 from kvlab.analysis.validate import Reason
-from kvlab.records import Record
+from kvlab.rundir import Record
 from tests.rows import MS, row
 
 US = 1_000

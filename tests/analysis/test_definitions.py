@@ -9,7 +9,7 @@ from kvlab.analysis.definition_cells import under
 from kvlab.analysis.evaluate import summarize
 from kvlab.analysis.valid_rows import judge
 from kvlab.errors import ConfigError
-from kvlab.records import ApiKind
+from kvlab.rundir import ApiKind
 from tests.rows import MS, row
 
 # --------------------------------------------------------------- kvlab against the seeds

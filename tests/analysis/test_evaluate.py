@@ -16,7 +16,7 @@ from kvlab.analysis.evaluate import (
 )
 from kvlab.analysis.run_view import RunView
 from kvlab.analysis.valid_rows import ValidRows, current_rows, judge
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 from tests.rows import MS, row
 
 

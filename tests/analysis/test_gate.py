@@ -19,7 +19,7 @@ from kvlab.analysis.gate import (
 )
 from kvlab.analysis.valid_rows import CellPlan, judge
 from kvlab.errors import ConfigError
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 from tests.gate_runs import LOAD, gate_rows
 
 FAILURES = FailOn("failures", VALID_SHARE, 0.0)

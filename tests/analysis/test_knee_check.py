@@ -9,7 +9,7 @@ from kvlab.analysis.knee_check import KneeCheck, recorded_budgets
 from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.memory.presets import shape_from_preset
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, Record
+from kvlab.rundir import GaugeSample, Record, ServerFacts
 from tests.rows import MS, row
 
 GEMMA = shape_from_preset("gemma-3-270m")
@@ -150,7 +150,7 @@ def test_budgets_come_from_the_launched_servers_facts() -> None:
     entries = [(("a", 512), {"kv_served": KVLAB.to_dict(), "weights_bytes": 100}),
                (("b", 512), {"kv_served": {"server": "?"}, "weights_bytes": "x"}),
                (("c", 512), {})]
-    budgets, weights = recorded_budgets(entries)
+    budgets, weights = recorded_budgets((c, ServerFacts.model_validate(f)) for c, f in entries)
     assert budgets == {("a", 512): KVLAB} and weights == {("a", 512): 100}
 
 

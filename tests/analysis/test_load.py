@@ -16,7 +16,7 @@ from kvlab.analysis.load import (
 )
 from kvlab.analysis.valid_rows import RowCount, judge
 from kvlab.labels import parse_label
-from kvlab.records import ApiKind, Outcome, Record
+from kvlab.rundir import ApiKind, Outcome, Record
 
 MS = 1_000_000
 

@@ -10,7 +10,7 @@ from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.valid_rows import judge
 from kvlab.analysis.validate import Reason
-from kvlab.records import GaugeSample
+from kvlab.rundir import GaugeSample
 from tests.rows import row
 
 OFF = {"cache_prompt": False}
@@ -94,7 +94,7 @@ def test_every_output_of_the_evaluation_carries_the_verdicts() -> None:
 
 def _failed(load: str | None, position: int):  # type: ignore[no-untyped-def]
     """A row that timed out before any count came back."""
-    from kvlab.records import Outcome
+    from kvlab.rundir import Outcome
 
     return row(load=load, query_id="qx", position=position, body=OFF, cached_tokens=None,
                outcome=Outcome.TIMEOUT, prompt_tokens=None, output_tokens=None,

@@ -11,7 +11,7 @@ from kvlab.analysis.prefix_reuse import (
     prefix_reuse,
 )
 from kvlab.analysis.server_counters import Check, PointCounters
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 from tests.rows import row
 
 OFF = {"cache_prompt": False}

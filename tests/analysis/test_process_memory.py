@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvlab.analysis.process_memory import point_memory
 from kvlab.memory.presets import shape_from_preset
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, MemorySample
+from kvlab.rundir import GaugeSample, MemorySample
 
 MIB = 1 << 20
 VLLM = ServedKv("vllm", shape_from_preset("gemma-3-270m"), "bf16", max_seqs=128)

@@ -10,7 +10,7 @@ from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.reasoning import reasoning_cells
 from kvlab.analysis.run_view import EvaluateOptions, RunView
 from kvlab.analysis.valid_rows import judge
-from kvlab.records import ApiKind, Record
+from kvlab.rundir import ApiKind, Record
 from tests.rows import MS, row
 
 OPENAI = {"api": ApiKind.OPENAI_CHAT, "path": "/v1/chat/completions", "timings": None}

@@ -16,7 +16,7 @@ from kvlab.analysis.saturation import (
     saturation_warning,
     save_calibration,
 )
-from kvlab.records import ApiKind, Outcome, Record
+from kvlab.rundir import ApiKind, Outcome, Record
 
 
 def _record(chunk_ns: list[int], tokens: list[int | None]) -> Record:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvlab.analysis.server_counters import family_of, point_counters
-from kvlab.records import GaugeSample, Outcome
+from kvlab.rundir import GaugeSample, Outcome
 from tests.rows import row
 
 

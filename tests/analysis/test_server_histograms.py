@@ -18,7 +18,7 @@ from kvlab.analysis.server_histograms import (
     point_histograms,
 )
 from kvlab.bench.client.gauges import parse_prometheus
-from kvlab.records import GaugeSample, Outcome, Record
+from kvlab.rundir import GaugeSample, Outcome, Record
 from tests.rows import MS, row
 
 BUCKETS = (0.1, 0.25, 0.5, 1.0)  # seconds; +Inf is added by prometheus_client

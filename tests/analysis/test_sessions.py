@@ -15,7 +15,7 @@ from kvlab.report import plots
 from kvlab.report.sessions import sessions_body
 from kvlab.run.planner import RunRequest, plan_new
 from kvlab.run.runner import evaluate_run
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import RunDir
 from tests.experiments import experiment
 from tests.run.test_executor import memory, no_socket, run  # noqa: F401
 

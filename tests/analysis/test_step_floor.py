@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from kvlab.analysis.step_floor import point_steps
 from kvlab.bench.client.gauges import parse_prometheus
 from kvlab.engine.phases import Histograms
-from kvlab.records import GaugeSample
 from kvlab.report.step_floor import section_body
+from kvlab.rundir import GaugeSample
 from kvlab.serve.generator import Gauges, StepGauges
 from kvlab.serve.metrics import render_metrics
 from tests.rows import row

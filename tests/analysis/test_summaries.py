@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvlab.analysis.summaries import summarize_run
 from kvlab.analysis.valid_rows import judge
 from kvlab.labels import load_order
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 from tests.report.synthetic_runs import make_row
 
 R = 300  # bootstrap resamples: enough for these clean data, fast

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvlab.analysis.turns import TurnPlan, turn_growth
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 from tests.rows import row
 
 PLANS = [TurnPlan(512, f"c.t{k}", "c", k, tokens) for k, tokens in

@@ -8,7 +8,7 @@ import pytest
 
 from kvlab.analysis.validate import Reason, check_pairs, check_row, check_rows
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.records import ApiKind, Outcome, RunClock
+from kvlab.rundir import ApiKind, Outcome, RunClock
 from tests.fakeserver import FakeServer
 from tests.rows import row
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.records import RecordStore
+from kvlab.rundir import RecordStore
 from tests.experiments import embedded, experiment, synthetic
 from tests.rows import MS, row
 

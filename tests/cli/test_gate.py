@@ -24,8 +24,8 @@ import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.cli import main
-from kvlab.records import Outcome
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
+from kvlab.rundir import Outcome
 from tests.lateness import LatenessProbe
 from tests.report.synthetic_runs import two_mode_rows, write_run
 

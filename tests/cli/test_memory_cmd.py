@@ -140,7 +140,7 @@ def test_a_list_of_lengths_needs_paged(monkeypatch, capsys):
 
 
 def test_paged_lengths_from_a_runs_records(monkeypatch, capsys, tmp_path):
-    from kvlab.records import Outcome, RecordStore
+    from kvlab.rundir import Outcome, RecordStore
     from tests.rows import row
 
     path = tmp_path / "records.jsonl"

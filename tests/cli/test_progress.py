@@ -7,8 +7,8 @@ import io
 from rich.console import Console
 
 from kvlab.cli.progress import BarReporter, PlainReporter, make_reporter
-from kvlab.records import ApiKind, Outcome, Record
 from kvlab.run.runner import SilentReporter
+from kvlab.rundir import ApiKind, Outcome, Record
 
 
 def record(qid: str, e2e_ms: float, outcome: Outcome = Outcome.OK) -> Record:

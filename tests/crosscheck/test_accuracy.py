@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvlab.crosscheck.accuracy import RoundTrip, Schedule, client_errors
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 from tests.rows import row
 
 

@@ -158,7 +158,7 @@ def test_peer_files_go_into_the_history_and_compare_under_their_definitions(
     from kvlab.analysis.definition_metrics import compared_under
     from kvlab.analysis.definitions import SETS
     from kvlab.report.compare_runs import compare_runs
-    from kvlab.store.rundir import load_run_or_import
+    from kvlab.store.runs import load_run_or_import
 
     _, out = crosscheck
     kvlab_run = next(p for p in (out / "round-1" / "kvlab" / "runs").iterdir())

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvlab.records import Outcome, Record, RecordStore
 from kvlab.run.runner import evaluate_run
+from kvlab.rundir import Outcome, Record, RecordStore
 from tests.report.synthetic_runs import EXPERIMENT_TOML, make_row
 
 EXPERIMENT = EXPERIMENT_TOML.replace("capacities = [256, 1024]", "capacities = [256]")

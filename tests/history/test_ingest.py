@@ -14,10 +14,9 @@ from kvlab.history.facts import EVALUATED, STORED, imported_run_id
 from kvlab.history.ingest import add_runs, add_to_history
 from kvlab.history.schema import RECORD_COLUMNS, RECORD_FIELDS_LEFT_OUT, connect, create
 from kvlab.peers import read_peer_file
-from kvlab.records import Record, RecordStore, read_records
 from kvlab.run.runner import evaluate_run
+from kvlab.rundir import Record, RecordStore, RunDir, read_records
 from kvlab.store.evaluation import valid_rows_of
-from kvlab.store.rundir import RunDir
 from tests.history.runs import write_load_run
 from tests.peers.files import guidellm_report
 

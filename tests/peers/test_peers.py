@@ -145,7 +145,7 @@ def test_a_recorded_vllm_bench_serve_against_kvlab_serve_is_accepted() -> None:
     prompt counts are the server's 32 (31 + BOS), and every output count is the 16
     forced tokens; kvlab compare accepts the file."""
     from kvlab.report.compare_runs import compare_runs
-    from kvlab.store.rundir import load_run_or_import
+    from kvlab.store.runs import load_run_or_import
 
     path = DATA / "vllm-0.32-vs-kvlab-serve-usage-chunk.json"
     records = read_peer_file(path)

@@ -12,10 +12,9 @@ import pytest
 import torch
 
 from kvlab.cli import main
-from kvlab.records import Record
 from kvlab.report.html import write_html
 from kvlab.run.runner import evaluate_run
-from kvlab.store.state import InvocationEntry
+from kvlab.rundir import InvocationEntry, Record
 from kvlab.studies.bench_files import write_outputs
 from kvlab.studies.timing import BenchSettings, run_kv_bench
 from tests.experiments import embedded, experiment

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvlab.records import ApiKind, Outcome, Record, RecordStore
+from kvlab.rundir import ApiKind, Outcome, Record, RecordStore
 from tests.experiments import embedded, experiment
 
 MS = 1_000_000  # ns per ms

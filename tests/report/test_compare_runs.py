@@ -9,7 +9,7 @@ import pytest
 from kvlab.analysis.stats import Verdict
 from kvlab.errors import ValidationFailure
 from kvlab.report.compare_runs import compare_runs
-from kvlab.store.rundir import load_run
+from kvlab.rundir import load_run
 from tests.report.synthetic_runs import two_mode_rows, write_run
 
 R = 300

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kvlab.report.html import render_html, write_html
+from kvlab.rundir import load_run
 from kvlab.servers.kvlog import LoggedKvCache, PredictedKvCache, build_check
-from kvlab.store.rundir import load_run
 from tests.report.synthetic_runs import make_row, two_mode_rows, write_run
 
 HEADINGS = ["Protocol", "Metric definitions", "Validation", "Summaries per (mode, capacity)",

@@ -8,6 +8,7 @@ from typing import Any, cast
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.report.manifest import ManifestEssentials
 from kvlab.report.section import ReportInput
+from kvlab.rundir import RunState
 
 RUN = {"started": "2026-01-01T12:00:00+00:00", "stopped": "2026-01-01T12:01:00+00:00"}
 RESUME = {"started": "2026-01-01T13:00:00+00:00"}  # interrupted: never stopped
@@ -15,7 +16,8 @@ RESUME = {"started": "2026-01-01T13:00:00+00:00"}  # interrupted: never stopped
 
 def body(manifest: dict[str, Any]) -> str:
     # the section reads the manifest alone
-    return ManifestEssentials().body(ReportInput(cast(Evaluation, None), None, manifest))
+    state = RunState.model_validate(manifest)
+    return ManifestEssentials().body(ReportInput(cast(Evaluation, None), None, state))
 
 
 def test_the_run_and_each_resume_are_named() -> None:

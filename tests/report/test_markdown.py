@@ -6,6 +6,7 @@ from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.run_view import RunView
 from kvlab.experiment import parse_experiment
 from kvlab.report.document import render_report
+from kvlab.rundir import RunState
 from tests.rows import MS, row
 
 EXPERIMENT = parse_experiment(
@@ -22,7 +23,7 @@ def test_report_states_protocol_definitions_validation_and_numbers() -> None:
     manifest = {"kvlab_version": "0.1.0", "git_commit": "abc", "host": {"cores": 2},
                 "servers": [{"mode": "a", "capacity": 512, "facts": {"argv": ["kvlab", "serve"]},
                              "started": "t0", "stopped": "t1"}]}
-    text = render_report(evaluation, EXPERIMENT, manifest)
+    text = render_report(evaluation, EXPERIMENT, RunState.model_validate(manifest))
     assert text.startswith("# kvlab run `run-1` — x")
     assert "Output forced to 64 tokens" in text and "seed 42" in text
     assert "`itl_effective_ms`" in text
@@ -54,9 +55,9 @@ def test_kv_check_section_shows_each_server_and_a_disagreement() -> None:
         {"mode": "t2", "capacity": 512, "facts": {"kv_check": _kv_check(768)}},
         {"mode": "embedded", "capacity": 512, "facts": {"argv": []}},
     ]}
-    text = kv_check_markdown(manifest)
+    text = kv_check_markdown(RunState.model_validate(manifest))
     assert "## KV check" in text
     assert "### t1 @ 512" in text and "### t2 @ 512" in text
     assert "embedded" not in text
     assert "512 / 768" in text  # the disagreement is printed, not hidden
-    assert kv_check_markdown({"servers": []}) == ""
+    assert kv_check_markdown(RunState(servers=[])) == ""

@@ -6,7 +6,7 @@ from kvlab.analysis.definition_cells import cells
 from kvlab.analysis.valid_rows import judge
 from kvlab.report.html import render_html
 from kvlab.report.peer_definitions import TITLE, definitions_markdown, section_body
-from kvlab.store.rundir import load_run
+from kvlab.rundir import load_run
 from tests.report.synthetic_runs import make_row, two_mode_rows, write_run
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvlab.records import ApiKind, Outcome, Record
 from kvlab.report.prompts import prompt_rule, prompt_token_spread, prompts_markdown
+from kvlab.rundir import ApiKind, Outcome, Record, RunState
 
 
 def _record(capacity: int, tokens: int | None, warmup: bool = False,
@@ -27,7 +27,8 @@ def test_section_names_the_method_and_the_spread() -> None:
                 "sha256": None, "probes": 31},
         "512": {"method": "tokenizer-file", "source": "/m/tokenizer.json",
                 "sha256": "ab" * 32, "probes": 0}}}
-    text = prompts_markdown(manifest, [_record(256, 120), _record(256, 126)], 0.5)
+    state = RunState.model_validate(manifest)
+    text = prompts_markdown(state, [_record(256, 120), _record(256, 126)], 0.5)
     assert "| 256 | 128 | calibration on the server's usage.prompt_tokens" in text
     assert "31 probe requests" in text and "120 / 123.0 / 126 | 2 |" in text
     assert "| 512 | 256 | the tokenizer file /m/tokenizer.json" in text
@@ -36,4 +37,4 @@ def test_section_names_the_method_and_the_spread() -> None:
 
 def test_rule_says_what_the_code_targets() -> None:
     assert "f·C − max(query tokens) − 2" in prompt_rule(0.5)
-    assert prompts_markdown({}, [], 0.5) == ""
+    assert prompts_markdown(RunState(), [], 0.5) == ""

@@ -9,8 +9,9 @@ from kvlab.report.document import render_document
 from kvlab.report.html import render_html
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
+from kvlab.rundir import RunDir, load_run
 from kvlab.store.evaluation import evaluate_run_dir
-from kvlab.store.rundir import RunDir, load_run
+from kvlab.store.runs import experiment_of
 from tests.report.synthetic_runs import two_mode_rows, write_run
 
 
@@ -21,7 +22,7 @@ def test_both_reports_show_the_same_sections_in_the_registry_order(tmp_path: Pat
     evaluation = evaluate_run_dir(run, resamples=100)
     evaluation.order = {"requested": "abba", "used": "abba", "sequence": [["slow", 256, 0, 1]]}
     evaluation.repeat_aa = "slow"
-    markdown = render_document(run, run.experiment(), evaluation)
+    markdown = render_document(run, experiment_of(run), evaluation)
     html = render_html(load_run(path), evaluation=evaluation)
     in_md = re.findall(r"^## (.+)$", markdown, flags=re.M)
     in_html = [t.replace("&#x27;", "'") for t in re.findall(r"<h2>(.+?)</h2>", html)]
@@ -32,6 +33,6 @@ def test_both_reports_show_the_same_sections_in_the_registry_order(tmp_path: Pat
     # one body, two renderings: the run order's words are in both
     assert "Order used: **abba**" in markdown and "Order used: <b>abba</b>" in html
     # every registered section with something to say is in both, in registry order
-    report = ReportInput.of_run(run, evaluation, run.experiment())
+    report = ReportInput.of_run(run, evaluation, experiment_of(run))
     shown = [s.title(report) for s in SECTIONS if s.markdown(report)]
     assert shown == in_md

@@ -7,9 +7,9 @@ import re
 
 from kvlab.analysis.evaluate import evaluate
 from kvlab.analysis.run_view import EvaluateOptions, RunView
-from kvlab.records import Outcome
 from kvlab.report.section import ReportInput
 from kvlab.report.validation import Validation
+from kvlab.rundir import Outcome
 from tests.rows import row
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvlab.records import ApiKind, Outcome, Record
 from kvlab.report.workers import workers_markdown
+from kvlab.rundir import ApiKind, Outcome, Record, RunState
 
 
 def rec(worker: int | None, warmup: bool = False) -> Record:
@@ -28,7 +28,7 @@ MANIFEST = {
 
 def test_the_section_gives_each_offset_with_its_bound_beside_the_rows() -> None:
     records = [rec(0), rec(0), rec(0), rec(1), rec(1, warmup=True), rec(None, warmup=True)]
-    text = workers_markdown(MANIFEST, records)
+    text = workers_markdown(RunState.model_validate(MANIFEST), records)
     assert text.startswith("\n## Load workers and clocks\n")
     assert "2 load workers (Ray 2.60.0, the Ray cluster at 10.0.0.5:6379) on 2 node(s): " \
            "a (1 worker, 8 cores), b (1 worker, 4 cores)" in text
@@ -40,4 +40,5 @@ def test_the_section_gives_each_offset_with_its_bound_beside_the_rows() -> None:
 
 
 def test_a_run_of_one_process_has_no_section() -> None:
-    assert workers_markdown({"sessions": [{"modes": ["a"]}]}, [rec(None)]) == ""
+    alone = RunState.model_validate({"sessions": [{"modes": ["a"]}]})
+    assert workers_markdown(alone, [rec(None)]) == ""

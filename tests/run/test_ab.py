@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from kvlab.cli import app
 from kvlab.errors import ConfigError
-from kvlab.records import read_records
-from kvlab.run.ab import AB_FILE, AbRequest, block_rows, run_ab
+from kvlab.run.ab import AbRequest, block_rows, run_ab
+from kvlab.rundir import RunDir, read_records
 from tests.experiments import experiment, synthetic
 
 WORKLOAD = {"queries": 4, "capacities": [256], "output_tokens": 8, "warmup": 1}
@@ -57,7 +57,7 @@ def test_a_threefold_itl_regresses_and_keeps_every_row(files: tuple[Path, Path],
     kept = [r for r in read_records(result.run_dir / "records.jsonl") if not r.warmup]
     assert len(kept) == result.rows == result.blocks * 8
     assert {r.mode for r in kept} == {"fast", "slow"}
-    saved = json.loads((result.run_dir / AB_FILE).read_text())
+    saved = json.loads(RunDir(result.run_dir).ab_path.read_text())
     assert saved["verdict"] == "regress" and len(saved["looks"]) == len(result.looks)
     assert (result.run_dir / "report.md").exists()
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kvlab.records import Record, read_records
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
+from kvlab.rundir import Record, read_records
 from tests.experiments import embedded, experiment
 
 SESSIONS = {"kind": "random-sessions", "sessions": 2, "turns": {"value": 3},

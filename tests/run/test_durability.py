@@ -18,7 +18,7 @@ import time
 import urllib.request
 
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.records import read_records
+from kvlab.rundir import read_records
 from tests.experiments import Experiment, experiment, synthetic
 
 USERS = 1

@@ -19,14 +19,13 @@ from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.drivers.memory import MemoryDriver, MemorySettings
 from kvlab.bench.plan.sizing import Counter, Sizing
 from kvlab.errors import RunInterrupted
-from kvlab.records import RunClock, read_records
 from kvlab.run.journal import Journal
 from kvlab.run.planner import RunRequest, plan_new, plan_resume
 from kvlab.run.reporter import SilentReporter
 from kvlab.run.rundir import create_run
 from kvlab.run.runner import drive, evaluate_run
 from kvlab.run.runplan import Launch, ModePlan, RunPlan
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import RunClock, RunDir, read_records
 from tests.experiments import experiment, external
 
 

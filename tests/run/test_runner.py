@@ -8,7 +8,6 @@ import pytest
 
 from kvlab.analysis.saturation import read_lag
 from kvlab.errors import ConfigError, RunInterrupted
-from kvlab.records import read_records
 from kvlab.run.runner import (
     RunOutput,
     RunRequest,
@@ -16,6 +15,7 @@ from kvlab.run.runner import (
     evaluate_run,
     run_experiment,
 )
+from kvlab.rundir import read_records
 from tests.experiments import (
     SMALL,
     Experiment,
@@ -214,7 +214,7 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
     """The synthetic server has no /tokenize: prompts are sized on its usage, and the
     method is in prepared.json, the manifest and the report."""
     from kvlab.bench.calibrate.check import synthetic_process
-    from kvlab.bench.plan.workload import Prepared
+    from kvlab.rundir import Prepared
 
     with synthetic_process() as url:
         path = synthetic_two(url).write(tmp_path)
@@ -225,7 +225,7 @@ def test_an_endpoint_without_tokenize_is_measured_with_calibrated_prompts(tmp_pa
                                                            "512": "usage-calibration"}
     assert all(s["probes"] > 0 for s in sizing.values())
     prepared = Prepared.load(run.prepared_path)
-    assert prepared.sizing[256]["method"] == "usage-calibration"
+    assert prepared.sizing[256].method == "usage-calibration"
     records = [r for r in read_records(run.records_path) if not r.warmup]
     assert len(records) == 4 and all(r.outcome == "ok" for r in records)
     planned = {(c, p.query_id): p.tokens for c, ps in prepared.prompts.items() for p in ps}
@@ -354,7 +354,7 @@ def test_prepare_refused_at_its_checks_leaves_no_run_directory(tmp_path) -> None
 def test_a_named_tokenizer_sizes_prompts_for_a_server_that_cannot_count(tmp_path) -> None:
     """No /tokenize and no usage: `kvlab run --tokenizer FILE` sizes the prompts, and the
     manifest, prepared.json and report say so."""
-    from kvlab.bench.plan.workload import Prepared
+    from kvlab.rundir import Prepared
     from tests.bench.plan.test_sizing import _word_level_tokenizer
 
     tokenizer = _word_level_tokenizer(tmp_path / "tokenizer.json")

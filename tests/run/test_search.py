@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.records import read_records
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
+from kvlab.rundir import read_records
 from tests.lateness import LatenessProbe
 
 SHIPPED = Path(__file__).parents[2] / "experiments" / "capacity-slo.toml"

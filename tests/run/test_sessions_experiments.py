@@ -15,8 +15,8 @@ import pytest
 from kvlab.analysis.checks import SESSIONS
 from kvlab.analysis.sessions import SessionsCell
 from kvlab.analysis.stats import percentile
-from kvlab.records import Record, read_records
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
+from kvlab.rundir import Record, read_records
 from kvlab.serve.chat import ChatTemplate
 from kvlab.servers.chat_template import LLAMACPP_CHATML
 from tests.experiments import Mode, experiment

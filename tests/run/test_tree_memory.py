@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvlab.records import RunClock, read_memory_samples
 from kvlab.run.tree_memory import TreeMemoryRecorder, tree_rss
+from kvlab.rundir import RunClock, read_memory_samples
 
 
 def test_a_tree_sums_its_children() -> None:

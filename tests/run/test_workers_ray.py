@@ -26,8 +26,8 @@ import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.bench.drivers.ray import RayDriverSettings
-from kvlab.records import read_records
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
+from kvlab.rundir import read_records
 from tests.experiments import experiment, synthetic
 
 cluster_utils = pytest.importorskip("ray.cluster_utils",

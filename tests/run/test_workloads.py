@@ -15,9 +15,8 @@ import pytest
 from kvlab.analysis.validate import Reason, check_row
 from kvlab.bench.calibrate.server import synthetic_process
 from kvlab.bench.plan.loads.trace import TracePoint
-from kvlab.bench.plan.workload import Prepared
-from kvlab.records import Record, read_records
 from kvlab.run.runner import RunOutput, RunRequest, RunResult, run_experiment
+from kvlab.rundir import Prepared, Record, read_records
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 

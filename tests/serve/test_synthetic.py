@@ -189,7 +189,7 @@ def test_responses_and_messages_stream_on_schedule_and_read_back(base_url: str,
     """kvlab's client against the synthetic server in the new dialects: a chunk per
     token, the prompt counted as a chat's, the usage and terminator read."""
     from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-    from kvlab.records import ApiKind, Outcome, RunClock
+    from kvlab.rundir import ApiKind, Outcome, RunClock
 
     endpoint = Endpoint(base_url, ApiKind(api), model="synthetic")
     spec = RequestSpec(prompt="The tide, at dusk.", max_tokens=6,

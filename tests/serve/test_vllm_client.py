@@ -79,7 +79,7 @@ def test_vllm_bench_serve_counts_the_forced_tokens(toy_url: str, tokenizer_dir: 
                                                    endpoint: str) -> None:
     from kvlab.peers import read_peer_file
     from kvlab.report.compare_runs import compare_runs
-    from kvlab.store.rundir import load_run_or_import
+    from kvlab.store.runs import load_run_or_import
 
     assert PYTHON is not None
     argv = [str(PYTHON), "-m", "vllm.entrypoints.cli.main", "bench", "serve",

@@ -70,7 +70,7 @@ def test_the_seeds_sequence_measures_every_cpu_profile(
     from kvlab.analysis.valid_rows import current_rows
     from kvlab.analysis.validate import check_row
     from kvlab.experiment import load_experiment
-    from kvlab.store.rundir import load_run
+    from kvlab.rundir import load_run
 
     _, env = compose
     urls = {c: f"http://127.0.0.1:{env[f'KVLAB_CPU_PORT_{c}']}" for c in (512, 2048)}

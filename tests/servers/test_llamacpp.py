@@ -206,7 +206,7 @@ def test_over_long_prompt_becomes_a_clear_failed_record(tmp_path: Path) -> None:
     import asyncio
 
     from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-    from kvlab.records import ApiKind, Outcome, RunClock
+    from kvlab.rundir import ApiKind, Outcome, RunClock
 
     server = LlamaServer(SMALL, 256)
     server.start(tmp_path / "server.log")

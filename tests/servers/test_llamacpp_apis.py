@@ -22,9 +22,9 @@ import pytest
 from kvlab.analysis.validate import Reason, check_row
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.plan.sessions.runner import SessionGraph, SessionRun, run_session
-from kvlab.bench.plan.sessions.turn import SessionTurn
 from kvlab.bench.plan.sizing import api_counter
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir.session_turn import SessionTurn
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
 from tests.conftest import llama_server_missing
 

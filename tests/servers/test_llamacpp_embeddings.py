@@ -21,7 +21,7 @@ from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.models import declared_width
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
 from kvlab.serve.embeddings import pooled
 from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
 from tests.conftest import llama_server_missing

@@ -28,7 +28,7 @@ from kvlab.bench.client.gauges import parse_prometheus
 from kvlab.bench.plan.sizing import api_counter, server_counter
 from kvlab.engine.gemma import Gemma3
 from kvlab.engine.gguf_tokenizer import GGUFTokenizer
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
 from kvlab.servers.vllm import VllmServer, VllmSettings, start_ticks
 from tests.agreement import Agreement, hold_to_floor, prompt_set, teacher_forced_logits
 from tests.conftest import vllm_missing

@@ -19,7 +19,7 @@ from kvlab.analysis import metrics
 from kvlab.analysis.server_histograms import point_histograms
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gauges import GaugeRecorder
-from kvlab.records import ApiKind, Outcome, Record, RunClock, read_gauges
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock, read_gauges
 from kvlab.servers.vllm import VllmServer, VllmSettings
 from tests.conftest import vllm_missing
 

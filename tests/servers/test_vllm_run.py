@@ -17,7 +17,7 @@ import pytest
 from kvlab.analysis.server_counters import exposition
 from kvlab.memory.served import ServedKv
 from kvlab.memory.vllm_blocks import vllm_block_bytes
-from kvlab.records import read_gauges
+from kvlab.rundir import read_gauges
 from kvlab.servers.vllm import descendants, start_ticks
 from tests.conftest import vllm_missing
 from tests.experiments import experiment as build

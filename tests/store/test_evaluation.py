@@ -11,15 +11,14 @@ import pytest
 from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.trace_hits import TraceBlocks
 from kvlab.analysis.turns import TurnPlan
-from kvlab.bench.plan.sessions.turn import SessionTurn
-from kvlab.bench.plan.workload import Prepared, PreparedPrompt
+from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.errors import ConfigError
 from kvlab.memory.presets import shape_from_preset
 from kvlab.memory.served import ServedKv
+from kvlab.rundir import Prepared, RunDir, RunState, ServerEntry
+from kvlab.rundir.files import PREPARED_FILE
+from kvlab.rundir.session_turn import SessionTurn
 from kvlab.store.evaluation import session_plans, trace_blocks, turn_plans, view_of
-from kvlab.store.files import PREPARED_FILE
-from kvlab.store.rundir import RunDir
-from kvlab.store.state import RunState, ServerEntry
 from tests.rows import row
 
 

@@ -44,7 +44,7 @@ from kvlab.analysis.intervals import Interval
 from kvlab.analysis.load import Slo, summarize_load
 from kvlab.analysis.valid_rows import RowCount, ValidRows
 from kvlab.labels import read_label
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 LATENCY: dict[str, Callable[[Record], float | None]] = {
     "ttft_ms": metrics.ttft_ms,

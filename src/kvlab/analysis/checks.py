@@ -20,7 +20,7 @@ from kvlab.analysis.server_histograms import PointHistograms, point_histograms
 from kvlab.analysis.sessions import SessionsCell, session_cells
 from kvlab.analysis.step_floor import PointStep, point_steps
 from kvlab.analysis.trace_hits import PointHits, trace_hits
-from kvlab.records import point_spans
+from kvlab.rundir import point_spans
 
 __all__ = ["CHECKS", "KNEE", "PROCESS_MEMORY", "REASONING", "SERVER_HISTOGRAMS",
            "SESSIONS", "STEP_FLOOR", "TRACE_HITS"]

@@ -46,7 +46,7 @@ from kvlab.analysis.stats import describe, percentile
 from kvlab.analysis.valid_rows import ValidRows
 from kvlab.analysis.validate import Reason
 from kvlab.labels import read_label
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 DEFAULT_LIMIT = 0.05  # the share of a point's median TTFT its client error may take
 _NS_PER_MS = 1e6

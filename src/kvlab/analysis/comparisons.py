@@ -25,7 +25,7 @@ from kvlab.analysis.summary_metrics import COMPARED_METRICS
 from kvlab.analysis.valid_rows import RowCount, ValidRows
 from kvlab.analysis.validate import Reason, Violation, check_pairs
 from kvlab.labels import load_order
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 __all__ = ["COMPARED_METRICS", "MetricComparison", "PairComparison", "compare_metric",
            "compare_rows", "compare_run", "default_pairs"]

@@ -16,7 +16,7 @@ from typing import Any
 from kvlab.analysis.definitions import METRICS, SETS, Samples
 from kvlab.analysis.stats import percentile, weighted_percentile
 from kvlab.analysis.valid_rows import ValidRows
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 
 @dataclass(frozen=True)

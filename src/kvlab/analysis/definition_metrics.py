@@ -17,7 +17,7 @@ from collections.abc import Callable
 from kvlab.analysis.definitions import METRICS, SETS, RowSamples, resolve
 from kvlab.analysis.metric import Metric
 from kvlab.errors import ConfigError
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 
 def _row_value(samples: RowSamples) -> Callable[[Record], float | None]:

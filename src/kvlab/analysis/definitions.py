@@ -30,7 +30,7 @@ from itertools import pairwise
 
 from kvlab.analysis import metrics
 from kvlab.errors import ConfigError
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 _NS_PER_MS = 1_000_000.0
 

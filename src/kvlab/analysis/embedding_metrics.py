@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from kvlab.analysis.metric import VALUE, Metric
 from kvlab.analysis.valid_rows import ValidRows
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 
 def _rate(count: Callable[[Record], int | None]) -> Callable[[ValidRows], float | None]:

@@ -22,7 +22,6 @@ CLI's tables render it; they compute nothing of their own.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -51,6 +50,7 @@ from kvlab.analysis.turns import ConversationCheck, turn_growth
 from kvlab.analysis.valid_rows import ValidRows, judge
 from kvlab.analysis.validate import Violation
 from kvlab.labels import load_order
+from kvlab.rundir.evaluation import write_evaluation as save_evaluation
 
 __all__ = [
     "SCHEMA_VERSION", "Comparison", "EvaluateOptions", "Evaluation", "RunView", "Summary",
@@ -312,8 +312,9 @@ def evaluate(view: RunView, *, options: EvaluateOptions | None = None) -> Evalua
 
 
 def write_evaluation(evaluation: Evaluation, path: Path) -> None:
-    """Write evaluation.json (indented, stable key order)."""
-    Path(path).write_text(json.dumps(evaluation.to_json(), indent=2) + "\n", encoding="utf-8")
+    """Write evaluation.json (indented, stable key order) through the run directory's
+    writer of it."""
+    save_evaluation(Path(path), evaluation.to_json())
 
 
 def explain_ratio(ratio: float) -> str:

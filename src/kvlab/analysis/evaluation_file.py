@@ -6,14 +6,14 @@ across-runs figures take from a run's stored evaluation.
 :meth:`StoredEvaluation.read` reads the file back into the same analysis types
 (:class:`~kvlab.analysis.summaries.Summary`, :class:`~kvlab.analysis.load.LoadSummary`,
 :class:`~kvlab.analysis.validate.Violation`, ...) without the rows. Files of every
-schema version on disk read: :func:`migrate` brings an older layout to the current one
-first, and is the one place that tolerates a missing key. A file that still does not
-read raises :class:`EvaluationFileError`, one line naming the file and the key.
+schema version on disk read: :func:`kvlab.rundir.evaluation.migrate` brings an older
+layout to the current one first, and is the one place that tolerates a missing key. A
+file that still does not read raises :class:`EvaluationFileError`, one line naming the
+file and the key.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -28,41 +28,10 @@ from kvlab.analysis.summaries import Summary
 from kvlab.analysis.summary_metrics import SUMMARY_METRICS
 from kvlab.analysis.valid_rows import RowCount
 from kvlab.analysis.validate import Reason, Violation
-from kvlab.errors import ConfigError
+from kvlab.rundir.evaluation import EvaluationFileError, migrate, read_evaluation, unreadable
 
 Json = dict[str, Any]
-_NO_COUNT = {"valid": 0, "measured": 0, "refused": {}, "flags": []}
 _UNKEPT = {f.name: None for f in fields(Distribution)} | {"count": 0}
-
-
-class EvaluationFileError(ConfigError):
-    """An evaluation.json that does not read (a hand edit, a cut copy)."""
-
-
-def migrate(data: Json) -> Json:
-    """``data`` (evaluation.json of any version) in the current layout. Version 1
-    (no ``schema_version``) kept no "n valid of m" counts: they read as 0 of 0, and
-    :attr:`StoredEvaluation.counts_refused_rows` says its load figures counted refused
-    rows. Keys added within a version default to empty."""
-    out = dict(data)
-    out["schema_version"] = int(data.get("schema_version") or 1)
-    for key in ("summaries", "load", "comparisons", "violations", "prefix_reuse"):
-        out[key] = list(data.get(key) or [])
-    out["intervals"] = {"pairs": list((data.get("intervals") or {}).get("pairs") or [])}
-    out["valid"] = data.get("valid") or _NO_COUNT
-    out["counts"] = dict(data.get("counts") or {})
-    out["run_id"], out["experiment"] = data.get("run_id") or "", data.get("experiment") or ""
-    out["summaries"] = [{"valid": _NO_COUNT, "mean_intervals": {}, **s}
-                        for s in out["summaries"]]
-    out["load"] = [{"count": _NO_COUNT, "slo": {}, **p} for p in out["load"]]
-    out["intervals"]["pairs"] = [{"count_a": _NO_COUNT, "count_b": _NO_COUNT, **p}
-                                 for p in out["intervals"]["pairs"]]
-    out["comparisons"] = [{"reasons": [], "load": None, **c, "metrics": {
-        name: {"interval": None, "verdict": None, **m}
-        for name, m in (c.get("metrics") or {}).items()}} for c in out["comparisons"]]
-    out["violations"] = [{"other_mode": None, "load": None, "detail": "", **v}
-                         for v in out["violations"]]
-    return out
 
 
 def _interval(data: Json | None) -> Interval | None:
@@ -210,7 +179,7 @@ class StoredEvaluation:
     def from_dict(cls, data: Json) -> StoredEvaluation:
         """From evaluation.json's data of any version (KeyError, TypeError or
         ValueError when it lacks what the current layout needs)."""
-        d = migrate(data)
+        d: Json = migrate(data)
         return cls(d["schema_version"], str(d["run_id"]), str(d["experiment"]), d["counts"],
                    RowCount.from_dict(d["valid"]),
                    tuple(summary_of(s) for s in d["summaries"]),
@@ -224,15 +193,11 @@ class StoredEvaluation:
     def read(cls, path: Path) -> StoredEvaluation:
         """The evaluation.json at ``path``; EvaluationFileError (one line) when it is
         missing or does not read."""
+        data = read_evaluation(path)
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise TypeError("not a JSON object")
             return cls.from_dict(data)
-        except OSError as exc:
-            raise EvaluationFileError(f"{path}: cannot read it ({exc.strerror})") from None
         except (ValueError, KeyError, TypeError) as exc:
-            raise EvaluationFileError(f"{path}: not an evaluation.json this kvlab reads "
-                                      f"({type(exc).__name__}: {exc}); rerun kvlab "
-                                      "evaluate on the run") from None
+            raise unreadable(path, exc) from None
 
+
+__all__ = ["EvaluationFileError", "StoredEvaluation", "migrate"]

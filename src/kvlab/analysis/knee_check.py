@@ -45,7 +45,7 @@ from kvlab.errors import KvlabError
 from kvlab.labels import read_label
 from kvlab.memory.knee import Knee, Workload
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, Record
+from kvlab.rundir import GaugeSample, Record, ServerFacts
 
 Verdict = Literal["within one step", "agrees: none in the sweep", "miss", "not judged"]
 NONE_IN_SWEEP: Verdict = "agrees: none in the sweep"
@@ -263,7 +263,7 @@ def _point(summary: Summary, users: int, in_flight: int, readings: Sequence[Gaug
         kv_waiting_max=_max(readings, _named(family, lambda f: kv_waiting and kv_waiting[0]),
                             kv_waiting[1] if kv_waiting else None),
         kv_usage_max=_max(readings, _named(family, lambda f: f.kv_usage)),
-        preemptions=counters.deltas.get("preemptions") if counters else None,
+        preemptions=counters.deltas["preemptions"] if counters else None,
         ttft_p50_ms=stat(TTFT.name, "p50"), ttft_p95_ms=stat(TTFT.name, "p95"),
         itl_p50_ms=stat(ITL.name, "p50"), itl_p95_ms=stat(ITL.name, "p95"),
         valid=summary.count.describe(flags=False))
@@ -308,7 +308,7 @@ def knee_check(cell: CellKey, served: ServedKv, valid: ValidRows, summaries: Seq
                      why)
 
 
-def recorded_budgets(entries: Iterable[tuple[CellKey, Mapping[str, Any]]]
+def recorded_budgets(entries: Iterable[tuple[CellKey, ServerFacts]]
                      ) -> tuple[dict[CellKey, ServedKv], dict[CellKey, int]]:
     """Per (mode, capacity), from its launched server's facts (the manifest): the KV
     budget the server kind recorded (``kv_served``) and the weights' bytes
@@ -316,12 +316,11 @@ def recorded_budgets(entries: Iterable[tuple[CellKey, Mapping[str, Any]]]
     budgets: dict[CellKey, ServedKv] = {}
     weights: dict[CellKey, int] = {}
     for cell, facts in entries:
-        served, size = facts.get("kv_served"), facts.get("weights_bytes")
-        if isinstance(served, dict):
+        if facts.kv_served is not None:
             with contextlib.suppress(KvlabError):
-                budgets[cell] = ServedKv.from_dict(served)
-        if isinstance(size, int):
-            weights[cell] = size
+                budgets[cell] = ServedKv.from_dict(facts.kv_served)
+        if facts.weights_bytes is not None:
+            weights[cell] = facts.weights_bytes
     return budgets, weights
 
 

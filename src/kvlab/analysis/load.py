@@ -42,7 +42,7 @@ from kvlab.analysis import metrics
 from kvlab.analysis.stats import describe
 from kvlab.analysis.valid_rows import GroupKey, RowCount, ValidRows
 from kvlab.labels import load_order, read_label
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 _NS_PER_S = 1e9
 _NS_PER_MS = 1e6

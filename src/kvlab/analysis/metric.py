@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 if TYPE_CHECKING:
     from kvlab.analysis.valid_rows import ValidRows

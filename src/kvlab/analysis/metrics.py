@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import pairwise
 
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 _NS_PER_MS = 1_000_000.0
 

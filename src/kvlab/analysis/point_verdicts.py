@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kvlab.analysis.server_counters import FAMILIES, Check, PointCounters
 from kvlab.analysis.validate import Reason, Violation
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 _RULE = {"all": "the server counts every prompt token",
          "computed": "the server counts the prompt tokens it computed, prompt - cached"}

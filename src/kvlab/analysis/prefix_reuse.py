@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from kvlab.analysis.server_counters import PointCounters
 from kvlab.analysis.validate import reuse_asked
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 ALLOWED = "reuse allowed"
 VERIFIED = "verified"
@@ -101,7 +101,7 @@ def prefix_reuse(rows: Iterable[Record], points: Sequence[PointCounters] = ()
     out = []
     for mode, group in found.items():
         with_hits = [p for p in points if p.mode == mode
-                     and p.deltas.get("prefix_cache_hits") is not None]
+                     and p.deltas["prefix_cache_hits"] is not None]
         covered = sum(1 for r in group if any(p.covers(r) for p in with_hits))
         holding = [p for p in with_hits if any(p.covers(r) for r in group)]
         hits = sum(p.deltas["prefix_cache_hits"] or 0.0 for p in holding) if holding else None

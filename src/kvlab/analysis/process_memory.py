@@ -27,7 +27,7 @@ from kvlab.analysis.knee_check import CellKey
 from kvlab.analysis.server_counters import exposition
 from kvlab.errors import KvlabError
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, MemorySample
+from kvlab.rundir import GaugeSample, MemorySample
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from kvlab.analysis import metrics
 from kvlab.analysis.percentiles import Distribution, describe, percentile
 from kvlab.analysis.valid_rows import RowCount, ValidRows
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 
 @dataclass(frozen=True)

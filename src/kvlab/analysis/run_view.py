@@ -24,7 +24,7 @@ from kvlab.analysis.trace_hits import TraceBlocks
 from kvlab.analysis.turns import TurnPlan
 from kvlab.analysis.valid_rows import CellPlan, GroupKey
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, MemorySample, Record
+from kvlab.rundir import GaugeSample, MemorySample, Record
 
 __all__ = ["EvaluateOptions", "RunView"]
 

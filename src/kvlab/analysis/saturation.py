@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 DEFAULT_THRESHOLD = 0.7  # fraction of the calibrated limit that triggers the warning
 DEFAULT_WINDOW_S = 1.0

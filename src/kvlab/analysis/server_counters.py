@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvlab.analysis.validate import reuse_asked
-from kvlab.records import GaugeSample, Outcome, Record
+from kvlab.rundir import GaugeSample, Outcome, Record
 
 COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
             "prefix_cache_hits")
@@ -166,7 +166,7 @@ class PointCounters:
     @property
     def prefix_hits_unasked(self) -> bool:
         """True when the server's prefix cache hit although no request allowed reuse."""
-        hits = self.deltas.get("prefix_cache_hits")
+        hits = self.deltas["prefix_cache_hits"]
         return not self.reuse_asked and hits is not None and hits > 0
 
     def to_dict(self) -> dict[str, object]:

@@ -34,7 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvlab.analysis import metrics
 from kvlab.analysis.percentiles import percentile
-from kvlab.records import GaugeSample, Outcome, Record, point_spans
+from kvlab.rundir import GaugeSample, Outcome, Record, point_spans
 
 QUANTILES: tuple[float, ...] = (50.0, 90.0, 99.0)  # percent
 

@@ -38,7 +38,7 @@ from typing import Any
 from kvlab.analysis import metrics
 from kvlab.analysis.prefix_hits import BlockLru
 from kvlab.analysis.valid_rows import ValidRows
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 HISTORY_BLOCK = 16  # tokens: kvlab serve's and vLLM's block; llama-server's cache is exact
 

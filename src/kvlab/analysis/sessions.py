@@ -30,7 +30,7 @@ from kvlab.analysis.session_turns import PlannedTurn, RunKey, TurnFacts, turn_fa
 from kvlab.analysis.stats import Distribution, describe, percentile
 from kvlab.analysis.valid_rows import ValidRows
 from kvlab.labels import load_order
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 CellKey = tuple[str, int, str | None]  # mode, capacity, load
 

@@ -31,7 +31,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvlab.analysis import metrics
-from kvlab.records import GaugeSample, Outcome, Record, point_spans
+from kvlab.rundir import GaugeSample, Outcome, Record, point_spans
 
 KVLAB_STEP = "kvlab:step_duration_seconds"
 KVLAB_PHASE = "kvlab:step_phase_seconds"

@@ -28,7 +28,7 @@ from kvlab.analysis.stats import Distribution, Interval, bootstrap_ci, describe
 from kvlab.analysis.summary_metrics import DISTRIBUTED, SUMMARY_METRICS
 from kvlab.analysis.valid_rows import RowCount, ValidRows
 from kvlab.labels import load_order, parse_label
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 # ------------------------------------------------------------------------------ groups
 

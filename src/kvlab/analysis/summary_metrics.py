@@ -15,7 +15,7 @@ from kvlab.analysis.embedding_metrics import INPUT_TOKENS_PER_SECOND, INPUTS_PER
 from kvlab.analysis.metric import DIST, VALUE, Column, Metric
 from kvlab.analysis.percentiles import describe
 from kvlab.analysis.valid_rows import ValidRows
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 
 def _mean_prompt_tokens(group: ValidRows) -> float | None:

@@ -43,7 +43,7 @@ from kvlab.analysis.server_counters import PointCounters, exposition
 from kvlab.analysis.validate import reuse_asked
 from kvlab.errors import KvlabError
 from kvlab.memory.served import ServedKv
-from kvlab.records import GaugeSample, Record
+from kvlab.rundir import GaugeSample, Record
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def _cell_hits(cell: CellKey, served: ServedKv, rows: list[Record],
         counter = counters.get(load)
         out.append(PointHits(
             mode, capacity, load, len(measured), sum(predicted[id(r)] for r in measured),
-            counter.deltas.get("prefix_cache_hits") if counter else None,
+            counter.deltas["prefix_cache_hits"] if counter else None,
             None if any(c is None for c in cached) else sum(c or 0 for c in cached),
             block, pool,
             tuple((r.query_id, predicted[id(r)], r.cached_tokens) for r in measured

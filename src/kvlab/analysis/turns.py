@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 Status = Literal["grows as sized", "differs", "incomplete"]
 

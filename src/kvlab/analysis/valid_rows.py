@@ -22,7 +22,7 @@ from typing import Any
 from kvlab.analysis.point_verdicts import PointVerdict
 from kvlab.analysis.validate import Reason, Violation, check_row
 from kvlab.labels import load_order
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 GroupKey = tuple[str, int, str | None]  # (mode, capacity, load)
 

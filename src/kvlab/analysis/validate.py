@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from kvlab.analysis.metrics import e2e_ms
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 
 class Reason(StrEnum):

@@ -1,6 +1,6 @@
 """Sending load, the harness's middle layer: plan/ (what to send), client/ (HTTP),
 workers/ (load beyond one process), drivers/ (what sends a run's requests), calibrate/
-(checking the client itself). The records it makes are :mod:`kvlab.records`; judging
+(checking the client itself). The records it makes are :mod:`kvlab.rundir.records`; judging
 them is :mod:`kvlab.analysis`, running an experiment :mod:`kvlab.run`. See
 CONTRIBUTING.md for what each folder may import."""
 

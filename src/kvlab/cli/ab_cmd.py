@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from kvlab.cli._app import BENCHMARK, app, console, err_console, print_json
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 
 class _Notes:

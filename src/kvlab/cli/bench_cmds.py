@@ -55,7 +55,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
 
     from kvlab.report.comparisons import comparison_header, comparison_rows
     from kvlab.report.summary_table import summary_header, summary_rows
-    from kvlab.store.files import HTML_FILE, REPORT_FILE
+    from kvlab.rundir import RunDir
 
     # Short headers so the table fits 100 columns; report.md has every column. The load
     # column only when the run has load points.
@@ -111,7 +111,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                           f"the set-up (median {e.setup_paid_p50_ms or 0:.3f} ms, apart from "
                           "TTFT)", highlight=False, markup=False)
     console.print(f"validation: {evaluation.valid.count.describe(flags=False)}, {pairs} pair "
-                  f"refusals (details in {run_dir / REPORT_FILE})", highlight=False,
+                  f"refusals (details in {RunDir(run_dir).report_path})", highlight=False,
                   markup=False)
     client = evaluation.client
     if client is not None:
@@ -126,8 +126,8 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
     for flag in (f for p in evaluation.found(SERVER_HISTOGRAMS) for f in p.flags):
         console.print(f"warning: {flag}", style="bold yellow", highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", highlight=False, markup=False)
-    html = run_dir / HTML_FILE
-    console.print(f"report: {run_dir / REPORT_FILE}"
+    html = RunDir(run_dir).html_path
+    console.print(f"report: {RunDir(run_dir).report_path}"
                   + (f" and {html} (opens offline)" if html.exists() else ""),
                   highlight=False, markup=False)
 
@@ -265,14 +265,13 @@ def prepare(
 ) -> None:
     """Size the prompts per capacity and write prepared.json (tokens counted by the
     server's /tokenize, the experiment's tokenizer, or calibration on usage)."""
-    from kvlab.bench.plan.workload import Prepared
     from kvlab.run.runner import prepare_run
-
     run_dir = prepare_run(experiment, out=out, tokenizer=tokenizer)
-    prepared = Prepared.load(run_dir.prepared_path)
+    prepared = run_dir.prepared
+    assert prepared is not None  # prepare_run wrote it
     for capacity, prompts in sorted(prepared.prompts.items()):
         mean = sum(p.tokens for p in prompts) / len(prompts)
-        how = prepared.sizing.get(capacity, {}).get("method", "?")
+        how = prepared.sizing[capacity].method if capacity in prepared.sizing else "?"
         console.print(f"capacity {capacity}: {len(prompts)} prompts, padding "
                       f"{prepared.padding_tokens[capacity]} tokens, mean prompt {mean:.0f} tokens "
                       f"(counted by {how})", highlight=False, markup=False)

@@ -134,7 +134,7 @@ def calibrate(
     from kvlab.api.dialects import dialect_of
     from kvlab.bench.calibrate.check import CalibrateSettings
     from kvlab.bench.calibrate.check import calibrate as run_calibration
-    from kvlab.records import ApiKind
+    from kvlab.rundir import ApiKind
 
     if workers is not None:
         from kvlab.bench.workers.ray_pool import ray_module

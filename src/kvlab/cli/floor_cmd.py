@@ -39,7 +39,7 @@ def floor(
     from kvlab.history.ingest import add_floors
     from kvlab.history.location import db_path
     from kvlab.history.queries import is_spec, read_only, resolve_runs
-    from kvlab.store.rundir import RunDir
+    from kvlab.rundir import RunDir
 
     where = db_path(db)
     if (experiment is None) == (not runs):

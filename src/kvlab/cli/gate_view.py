@@ -83,7 +83,7 @@ def compare_and_gate(run_a: str, run_b: str, *, json_out: bool, requested_tokens
     from kvlab.cli.sides import resolve_sides
     from kvlab.report.compare_runs import compare_runs
     from kvlab.report.gate_runs import plan_cells, refuse_self
-    from kvlab.store.rundir import load_run_or_import
+    from kvlab.store.runs import load_run_or_import
 
     rules = [FailOn.parse(text) for text in fail_on]  # a bad rule: one line, exit 2
     metrics = COMPARED_METRICS if definitions is None else compared_under(definitions)

@@ -27,7 +27,7 @@ def seq_lengths(numbers: list[int], paged: bool) -> list[int]:
 def lengths_from_records(path: Path, capacities: list[int] | None) -> dict[int, list[int]]:
     """Per capacity, the KV length each completed request reached: prompt + output - 1
     tokens (the last token is never fed back). Warm-ups and failures are left out."""
-    from kvlab.records import Outcome, measured, read_records
+    from kvlab.rundir import Outcome, measured, read_records
 
     if not path.is_file():
         raise ConfigError(f"--records {path}: no such file; give a run's records.jsonl")

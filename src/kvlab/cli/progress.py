@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from kvlab.analysis.metrics import e2e_ms
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 if TYPE_CHECKING:
     from kvlab.run.reporter import Reporter

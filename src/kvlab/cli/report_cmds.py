@@ -22,12 +22,11 @@ def report(
 ) -> None:
     """Rebuild report.md (and evaluation.json) from the records; optionally HTML and CSV."""
     from kvlab.run.runner import evaluate_run
-    from kvlab.store.files import EVALUATION_FILE, REPORT_FILE
-    from kvlab.store.rundir import load_run
+    from kvlab.rundir import load_run
 
-    load_run(run_dir)  # one-line error for a folder that is not a run
+    run = load_run(run_dir)  # one-line error for a folder that is not a run
     evaluation = evaluate_run(run_dir, strict=strict)
-    written = [run_dir / EVALUATION_FILE, run_dir / REPORT_FILE]
+    written = [run.evaluation_path, run.report_path]
     if html:
         from kvlab.report.html import write_html
 

@@ -26,7 +26,7 @@ def _paths(text: str) -> list[Path]:
 
 def _ids(paths: list[Path]) -> set[str]:
     """Run ids and resolved paths of ``paths`` (what a history spec must avoid)."""
-    from kvlab.store.rundir import RunDir
+    from kvlab.rundir import RunDir
 
     out = set()
     for path in paths:
@@ -39,7 +39,7 @@ def _ids(paths: list[Path]) -> set[str]:
 
 def _definition(paths: list[Path]) -> str | None:
     from kvlab.history.facts import experiment_hash
-    from kvlab.store.rundir import RunDir
+    from kvlab.rundir import RunDir
 
     if not paths or not paths[0].is_dir():
         return None

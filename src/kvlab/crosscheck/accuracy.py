@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from kvlab.analysis import metrics
 from kvlab.analysis.definition_cells import under
 from kvlab.analysis.stats import Interval, bootstrap_ci, percentile
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 # Which of kvlab's definition sets (kvlab.analysis.definitions) each client follows.
 DEFINITIONS = {"kvlab": "kvlab", "guidellm": "guidellm", "aiperf": "aiperf",

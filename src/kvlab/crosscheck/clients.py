@@ -8,7 +8,7 @@ definition times as the first token (:mod:`kvlab.analysis.definitions`), so its 
 would measure that definition rather than its clock. Each one's result file is the one
 its users keep (kvlab's run directory, GuideLLM's ``benchmarks.json``, AIPerf's
 ``profile_export.jsonl``, vLLM's ``--save-detailed`` JSON), read back by
-:func:`kvlab.store.rundir.load_run_or_import`.
+:func:`kvlab.store.runs.load_run_or_import`.
 A peer's own summary (:meth:`Client.reported`) is the figures it prints: how many
 requests it completed and its median TTFT, which its file read back must give again.
 """

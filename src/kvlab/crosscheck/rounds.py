@@ -27,12 +27,12 @@ from kvlab.crosscheck.accuracy import RoundTrip, Schedule, client_errors, round_
 from kvlab.crosscheck.clients import CLIENTS, Job
 from kvlab.crosscheck.result import ClientLine, CrossCheck, Figure, RoundTripLine, save
 from kvlab.errors import ConfigError, KvlabError, ServerLaunchError
-from kvlab.records import Record
+from kvlab.rundir import Record
 from kvlab.servers.preflight import cpu_flags
 from kvlab.servers.process import free_port
 from kvlab.servers.vllm_env import find_vllm
 from kvlab.servers.vllm_model import convert_bundled
-from kvlab.store.rundir import load_run_or_import
+from kvlab.store.runs import load_run_or_import
 
 Progress = Callable[[str], None]
 CLIENT_TIMEOUT_S = 300  # one client's run of one round, start-up included

@@ -23,20 +23,12 @@ from kvlab.analysis.evaluation_file import EvaluationFileError, StoredEvaluation
 from kvlab.analysis.load import LoadSummary
 from kvlab.analysis.summaries import Summary
 from kvlab.history.schema import DISTRIBUTIONS, STATS, SUMMARY_FIGURES
+from kvlab.rundir import RunDir, ServerFacts
 from kvlab.store.evaluation import evaluate_run_dir
-from kvlab.store.files import (
-    EVALUATION_FILE,
-    EXPERIMENT_FILE,
-    GAUGES_FILE,
-    MANIFEST_FILE,
-    RECORDS_FILE,
-)
-from kvlab.store.rundir import RunDir
-from kvlab.store.state import ServerFacts
+from kvlab.store.runs import known_experiment
 
-# The files whose size and modification time make a run directory's fingerprint.
-WATCHED = (RECORDS_FILE, MANIFEST_FILE, EVALUATION_FILE, GAUGES_FILE, EXPERIMENT_FILE)
-STORED = EVALUATION_FILE  # the evaluation column when the run's own file was read
+# the evaluation column when the run's own evaluation.json was read: the file's name
+STORED = RunDir(Path()).evaluation_path.name
 EVALUATED = "evaluated on add"  # ... when it was missing or older than the records
 
 ViolationKey = tuple[str, int, str, int, str | None]  # (mode, capacity, query, rep, load)
@@ -45,7 +37,7 @@ ViolationKey = tuple[str, int, str, int, str | None]  # (mode, capacity, query, 
 def fingerprint(path: Path) -> str:
     """A digest of the size and modification time (ns) of a run's files (of the file
     itself for a peer's file): it changes when a resume appends or a report is redone."""
-    files = [path] if path.is_file() else [path / name for name in WATCHED]
+    files = [path] if path.is_file() else list(RunDir(path).watched_paths)
     parts = []
     for f in files:
         try:
@@ -145,7 +137,7 @@ def _refusals(evaluation: StoredEvaluation) -> dict[ViolationKey, list[str]]:
 
 
 def _modes(run: RunDir) -> list[dict[str, Any]]:
-    experiment = run.known_experiment
+    experiment = known_experiment(run)
     if experiment is None:  # an imported file: its modes are the tools named in its rows
         names = dict.fromkeys(r.mode for r in run.records)
         return [{"mode": n, "server": None, "api": None, "stream": None, "capacities": None,
@@ -171,13 +163,8 @@ def _servers(run: RunDir) -> list[dict[str, Any]]:
 def experiment_hash(run: RunDir) -> str | None:
     """sha256 of the experiment as measured (the run's experiment.toml; else the
     manifest's verbatim copy); None for an imported file."""
-    if run.experiment_path.is_file():
-        data = run.experiment_path.read_bytes()
-    elif run.state.experiment_file is not None:
-        data = run.state.experiment_file.encode()
-    else:
-        return None
-    return hashlib.sha256(data).hexdigest()
+    data = run.experiment_bytes
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
@@ -204,7 +191,7 @@ def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
 
 def run_facts(run: RunDir, scratch: Path) -> RunFacts:
     """The rows of one run (a run directory, or a peer's file read as one by
-    :func:`~kvlab.store.rundir.load_run_or_import`). ``scratch``: a folder for the
+    :func:`~kvlab.store.runs.load_run_or_import`). ``scratch``: a folder for the
     JSONL of an imported file's records."""
     path = run.path.resolve()
     if path.is_file():

@@ -30,8 +30,8 @@ from kvlab.analysis.gate_stats import FLOOR_CONFIDENCE, between_run_sd
 from kvlab.analysis.summary_metrics import COMPARED_METRICS
 from kvlab.errors import ConfigError
 from kvlab.history.facts import experiment_hash
+from kvlab.rundir import RunDir
 from kvlab.store.evaluation import valid_rows_of
-from kvlab.store.rundir import RunDir
 
 if TYPE_CHECKING:
     import duckdb

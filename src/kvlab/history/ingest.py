@@ -38,8 +38,8 @@ from kvlab.history.schema import (
     recorded_paths,
     version,
 )
-from kvlab.store.files import RECORDS_FILE
-from kvlab.store.rundir import RunDir, load_run_or_import
+from kvlab.rundir import RunDir
+from kvlab.store.runs import load_run_or_import
 
 if TYPE_CHECKING:
     import duckdb
@@ -73,7 +73,7 @@ class AddResult:
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / RECORDS_FILE).is_file()
+    return RunDir(path).records_path.is_file()
 
 
 def discover(paths: Iterable[Path | str]) -> tuple[list[Path], list[str]]:
@@ -87,9 +87,10 @@ def discover(paths: Iterable[Path | str]) -> tuple[list[Path], list[str]]:
         if path.is_file() or (path.is_dir() and is_run_dir(path)):
             found[path] = None
         elif path.is_dir():
-            runs = sorted(p.parent for p in path.rglob(RECORDS_FILE))
+            runs = RunDir.under(path)
             if not runs:
-                refused.append(f"{given}: no run directory in it (none holds {RECORDS_FILE})")
+                name = RunDir(path).records_path.name
+                refused.append(f"{given}: no run directory in it (none holds {name})")
             found.update(dict.fromkeys(runs))
         else:
             refused.append(f"{given}: no such file or directory")

@@ -20,7 +20,7 @@ from typing import Any
 from kvlab.errors import ConfigError
 from kvlab.peers import aiperf, guidellm, vllm
 from kvlab.peers.common import first_missing, to_records
-from kvlab.records import ApiKind, Record
+from kvlab.rundir import ApiKind, Record
 
 __all__ = ["SHAPES", "missing_field", "read_peer_file", "tool_of"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvlab.errors import ConfigError, ValidationFailure
-from kvlab.records import ApiKind, Outcome, Record
+from kvlab.rundir import ApiKind, Outcome, Record
 
 
 @dataclass

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from kvlab.analysis.summary_metrics import ITL, TTFT
 from kvlab.labels import load_order, parse_label
 from kvlab.report.plots import _colours, _figure, _png, _style
 
@@ -66,12 +67,11 @@ def pareto_points(evaluation: Evaluation | StoredEvaluation, prefix: str = ""
         summary = evaluation.summary(point.mode, point.capacity, point.load)
         if summary is None:
             continue
-        itl, ttft = summary.metrics.get("itl_effective_ms"), summary.metrics.get("ttft_ms")
         capacity = f" @ {point.capacity}" if len({p.capacity for p in evaluation.load}) > 1 \
             else ""
         points.append(ParetoPoint(f"{prefix}{point.mode}{capacity}", point.load,
-                                  point.output_tokens_per_s, itl.p95 if itl else None,
-                                  ttft.p95 if ttft else None))
+                                  point.output_tokens_per_s, summary.stat(ITL, "p95"),
+                                  summary.stat(TTFT, "p95")))
     return points
 
 

@@ -20,10 +20,9 @@ from kvlab.analysis.comparisons import COMPARED_METRICS, PairComparison, compare
 from kvlab.analysis.metric import Metric
 from kvlab.analysis.summaries import modes_in_order
 from kvlab.errors import ValidationFailure
-from kvlab.records import Record
 from kvlab.report.verdicts import comparisons_markdown
+from kvlab.rundir import Record, RunDir
 from kvlab.store.evaluation import valid_rows_of
-from kvlab.store.rundir import RunDir
 
 
 @dataclass

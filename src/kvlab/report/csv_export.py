@@ -13,7 +13,6 @@ counters included.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,8 @@ from kvlab.analysis.metric import STATS, Metric
 from kvlab.analysis.summaries import Summary, report_order
 from kvlab.analysis.summary_metrics import INTERVAL_METRICS, ROW_METRICS, SUMMARY_METRICS
 from kvlab.analysis.validate import Violation
-from kvlab.records import Record
+from kvlab.rundir import Record, load_run
 from kvlab.store.evaluation import evaluate_run_dir
-from kvlab.store.files import RECORDS_CSV, SUMMARIES_CSV
-from kvlab.store.rundir import load_run
 
 RECORD_COLUMNS: tuple[str, ...] = (
     "run_id", "mode", "capacity", "load", "query_id", "repetition", "session", "turn",
@@ -106,14 +103,6 @@ def summary_row(s: Summary) -> dict[str, Any]:
     return {k: _cell(data[k]) for k in SUMMARY_COLUMNS}
 
 
-def _write(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 def write_csvs(run_dir: Path | str, *, resamples: int = 2000,
                evaluation: Evaluation | None = None) -> list[Path]:
     """Write records.csv and summaries.csv into the run directory; return their paths.
@@ -133,7 +122,4 @@ def write_csvs(run_dir: Path | str, *, resamples: int = 2000,
             (r.mode, r.capacity, r.query_id, r.repetition, r.load), [])
         records.append(record_row(r, superseded=superseded, problems=problems))
     summaries = [summary_row(s) for s in report_order(evaluation.summaries)]
-    return [
-        _write(run.path / RECORDS_CSV, RECORD_COLUMNS, records),
-        _write(run.path / SUMMARIES_CSV, SUMMARY_COLUMNS, summaries),
-    ]
+    return run.write_csvs((RECORD_COLUMNS, records), (SUMMARY_COLUMNS, summaries))

@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.experiment import Experiment
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import RunDir, RunState
 
 
 def render_markdown(report: ReportInput) -> str:
@@ -25,11 +24,10 @@ def render_markdown(report: ReportInput) -> str:
     return head + "".join(section.markdown(report) for section in SECTIONS)
 
 
-def render_report(evaluation: Evaluation, experiment: Experiment,
-                  manifest: dict[str, Any]) -> str:
-    """report.md from an evaluation and a manifest alone (no run directory: the sections
-    that read records or gauges find none)."""
-    return render_markdown(ReportInput(evaluation, experiment, manifest))
+def render_report(evaluation: Evaluation, experiment: Experiment, state: RunState) -> str:
+    """report.md from an evaluation and a run's state (manifest.json) alone (no run
+    directory: the sections that read records or gauges find none)."""
+    return render_markdown(ReportInput(evaluation, experiment, state))
 
 
 def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation) -> str:
@@ -39,5 +37,4 @@ def render_document(run: RunDir, experiment: Experiment, evaluation: Evaluation)
 
 def write_document(run: RunDir, experiment: Experiment, evaluation: Evaluation) -> Path:
     """Write report.md into the run directory; return its path."""
-    run.report_path.write_text(render_document(run, experiment, evaluation), encoding="utf-8")
-    return run.report_path
+    return run.write_report(render_document(run, experiment, evaluation))

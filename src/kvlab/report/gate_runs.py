@@ -18,16 +18,16 @@ from kvlab.analysis.gate import CellKey, CellRuns, NoiseFloor
 from kvlab.analysis.valid_rows import ValidRows
 from kvlab.errors import ConfigError
 from kvlab.report.compare_runs import check_comparable
+from kvlab.rundir import RunDir
 from kvlab.store.evaluation import valid_rows_of
-from kvlab.store.rundir import RunDir
 
 FloorKey = tuple[str, int, str | None, str]  # (mode, capacity, load, metric)
 
 
 def _records_digest(run: RunDir) -> str:
     """sha256 of a run's records.jsonl ("" without one)."""
-    path = run.records_path
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+    data = run.records_bytes()
+    return hashlib.sha256(data).hexdigest() if data is not None else ""
 
 
 def refuse_self(a: Sequence[RunDir], b: Sequence[RunDir]) -> None:

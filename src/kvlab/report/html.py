@@ -16,9 +16,9 @@ from kvlab.analysis.evaluate import Evaluation
 from kvlab.report.html_blocks import CSS
 from kvlab.report.section import ReportInput
 from kvlab.report.sections import SECTIONS
+from kvlab.rundir import RunDir, load_run
 from kvlab.store.evaluation import evaluate_run_dir
-from kvlab.store.files import HTML_FILE
-from kvlab.store.rundir import RunDir, load_run
+from kvlab.store.runs import known_experiment
 
 
 def render_html(run: RunDir, *, resamples: int = 2000,
@@ -28,7 +28,7 @@ def render_html(run: RunDir, *, resamples: int = 2000,
     the one evaluation of a run directory, when None)."""
     if evaluation is None:
         evaluation = evaluate_run_dir(run, resamples=resamples)
-    report = ReportInput.of_run(run, evaluation, run.known_experiment)
+    report = ReportInput.of_run(run, evaluation, known_experiment(run))
     parts = [f"<h1>kvlab run <code>{escape(run.run_id)}</code></h1>",
              f"<p class=muted>Rebuilt from {escape(str(run.path))} by kvlab "
              f"{escape(kvlab.__version__)}.</p>"]
@@ -44,10 +44,7 @@ def write_html(run_dir: Path | str, *, resamples: int = 2000,
     """Write ``report.html`` into the run directory; return its path. ``evaluation``:
     the run's, when the caller has it (else :func:`render_html` evaluates the run)."""
     run = load_run(run_dir)
-    path = run.path / HTML_FILE
-    path.write_text(render_html(run, resamples=resamples, evaluation=evaluation),
-                    encoding="utf-8")
-    return path
+    return run.write_html(render_html(run, resamples=resamples, evaluation=evaluation))
 
 
-__all__ = ["CSS", "HTML_FILE", "render_html", "write_html"]
+__all__ = ["CSS", "render_html", "write_html"]

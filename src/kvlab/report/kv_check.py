@@ -8,25 +8,26 @@ never hidden.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from kvlab.markdown import row
 from kvlab.report.section import ReportInput, Section
+from kvlab.rundir import RunState
 from kvlab.servers.kvlog import KvCheck, log_mib
 
 
-def _cell(value: Any) -> str:
+def _cell(value: float | str | None) -> str:
     """One side of a "predicted / logged" cell: – when missing, MiB with 2 decimals."""
     if value is None:
         return "–"
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _pair(predicted: Any, logged: Any) -> str:
+def _pair(predicted: float | str | None, logged: float | str | None) -> str:
     return f"{_cell(predicted)} / {_cell(logged)}"
 
 
-def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
+def kv_check_table(check: KvCheck | Mapping[str, object]) -> str:
     """A markdown table of a KV check (the model or its JSON form, as the manifest keeps
     it), its verdict with the log's resolution, and one line per mismatch."""
     chk = check if isinstance(check, KvCheck) else KvCheck.model_validate(check)
@@ -37,10 +38,10 @@ def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
     ]
     for c in chk.caches:
         p, lg = c.predicted, c.logged
-        rows.append(row([c.kind, _pair(p and p.cells, lg and lg.cells),
-                         _pair(p and p.layers, lg and lg.layers),
-                         _pair(p and log_mib(p.k_bytes), lg and lg.k_mib),
-                         _pair(p and log_mib(p.v_bytes), lg and lg.v_mib),
+        rows.append(row([c.kind, _pair(p.cells if p else None, lg.cells if lg else None),
+                         _pair(p.layers if p else None, lg.layers if lg else None),
+                         _pair(log_mib(p.k_bytes) if p else None, lg.k_mib if lg else None),
+                         _pair(log_mib(p.v_bytes) if p else None, lg.v_mib if lg else None),
                          p.size_bytes if p else '–', 'yes' if c.match else 'NO']))
     verdict = "prediction matches the log" if chk.match else "PREDICTION DIFFERS FROM THE LOG"
     lines = [*rows, "", f"KV check: {verdict}. {chk.note}"]
@@ -49,22 +50,21 @@ def kv_check_table(check: KvCheck | dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def kv_check_body(manifest: dict[str, Any]) -> str:
+def kv_check_body(state: RunState) -> str:
     """The KV check of every launched llama-server, one table per server: kvlab's
     predicted KV-cache allocation next to the ``llama_kv_cache: size = ...`` lines of its
     log; "" when no server logged one."""
     out: list[str] = []
-    for entry in manifest.get("servers", []):
-        check = (entry.get("facts") or {}).get("kv_check")
+    for entry in state.servers:
+        check = known.kv_check if (known := entry.known) is not None else None
         if check:
-            out += [f"### {entry.get('mode')} @ {entry.get('capacity')}", "",
-                    kv_check_table(check), ""]
+            out += [f"### {entry.mode} @ {entry.capacity}", "", kv_check_table(check), ""]
     return "\n".join(out)
 
 
-def kv_check_markdown(manifest: dict[str, Any]) -> str:
+def kv_check_markdown(state: RunState) -> str:
     """The section as report.md text ("" when no server logged a check)."""
-    body = kv_check_body(manifest)
+    body = kv_check_body(state)
     return f"\n## {KvCheckSection.heading}\n\n{body}" if body else ""
 
 
@@ -74,4 +74,4 @@ class KvCheckSection(Section):
     heading = "KV check: predicted vs allocated by llama-server"
 
     def body(self, report: ReportInput) -> str:
-        return kv_check_body(report.manifest)
+        return kv_check_body(report.state)

@@ -10,7 +10,6 @@ from html import escape
 from kvlab.report.html_blocks import markdown_block, section
 from kvlab.report.markdown import fmt
 from kvlab.report.section import ReportInput, Section
-from kvlab.store.state import RunState
 
 
 class ManifestEssentials(Section):
@@ -19,7 +18,7 @@ class ManifestEssentials(Section):
     heading = "Manifest essentials"
 
     def body(self, report: ReportInput) -> str:
-        state = RunState.model_validate(report.manifest)
+        state = report.state
         host = state.machine
         lines = [
             f"- kvlab {state.kvlab_version}, git commit {state.git_commit}",
@@ -43,7 +42,7 @@ class ManifestEssentials(Section):
         return "\n".join(lines) + "\n"
 
     def html(self, report: ReportInput) -> str:
-        document = escape(json.dumps(report.manifest, indent=2, default=str))
+        document = escape(json.dumps(report.state.to_json(), indent=2, default=str))
         return section(self.heading, markdown_block(self.body(report))
                        + "\n<details><summary>manifest.json</summary>"
                        f"<pre>{document}</pre></details>")

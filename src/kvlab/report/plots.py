@@ -22,7 +22,7 @@ from kvlab.analysis.summaries import Summary, load_value
 from kvlab.analysis.summary_metrics import E2E, ITL, TTFT
 from kvlab.analysis.valid_rows import ValidRows
 from kvlab.labels import load_order, read_label
-from kvlab.records import GaugeSample
+from kvlab.rundir import GaugeSample
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from statistics import fmean
-from typing import Any
 
 from kvlab.bench.plan.builtin import BuiltinDataset
 from kvlab.bench.plan.dataset import DatasetSettings
-from kvlab.bench.plan.sizing import Sizing
 from kvlab.experiment import Workload
 from kvlab.markdown import row
-from kvlab.records import Outcome, Record
 from kvlab.report.section import ReportInput, Section
+from kvlab.rundir import Outcome, Record, RunState
 
 
 def prompt_rule(fraction: float, dataset: DatasetSettings | None = None) -> str:
@@ -46,17 +44,17 @@ def prompt_token_spread(records: Sequence[Record]) -> dict[int, tuple[int, float
     return {c: (min(v), fmean(v), max(v), len(v)) for c, v in sorted(by_capacity.items())}
 
 
-def prompts_markdown(manifest: dict[str, Any], records: Sequence[Record],
+def prompts_markdown(state: RunState, records: Sequence[Record],
                      fraction: float, dataset: DatasetSettings | None = None) -> str:
     """The "Prompts" section of report.md ("" when nothing was prepared or measured)."""
-    body = prompts_body(manifest, records, fraction, dataset)
+    body = prompts_body(state, records, fraction, dataset)
     return f"\n## Prompts\n\n{body}" if body else ""
 
 
-def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: float,
+def prompts_body(state: RunState, records: Sequence[Record], fraction: float,
                  dataset: DatasetSettings | None = None) -> str:
     """The section's text without its heading (report.html renders it too)."""
-    sizing = manifest.get("prompt_sizing") or {}
+    sizing = state.prompt_sizing or {}
     spread = prompt_token_spread(records)
     capacities = sorted({int(c) for c in sizing} | set(spread))
     if not capacities:
@@ -67,7 +65,7 @@ def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: 
              "min / mean / max | rows |", "|---|---|---|---|---|"]
     for capacity in capacities:
         facts = sizing.get(str(capacity))
-        how = Sizing(**facts).describe() if facts else "— (not recorded)"
+        how = facts.describe() if facts else "— (not recorded)"
         if capacity in spread:
             low, mean, high, rows = spread[capacity]
             counted, n = f"{low} / {mean:.1f} / {high}", str(rows)
@@ -75,7 +73,7 @@ def prompts_body(manifest: dict[str, Any], records: Sequence[Record], fraction: 
             counted, n = "— (no record states them)", "0"
         target = str(int(fraction * capacity)) if padded else "each row's own"
         lines.append(row([capacity, target, how, counted, n]))
-    methods = {f.get("method") for f in sizing.values()}
+    methods = {f.method for f in sizing.values()}
     if methods - {"server-tokenize"}:
         lines += ["", "A tokenizer file counts the prompt text (no chat template); a "
                   "calibration counts what the server reports for the whole request, chat "
@@ -92,5 +90,5 @@ class Prompts(Section):
         if report.experiment is None:
             return ""
         workload = report.experiment.workload
-        return prompts_body(report.manifest, report.records, workload.prompt_fraction,
+        return prompts_body(report.state, report.records, workload.prompt_fraction,
                             workload.dataset)

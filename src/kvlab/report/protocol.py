@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -17,23 +18,26 @@ from kvlab.report.html_blocks import section, table
 from kvlab.report.prompts import output_rule, prompt_rule
 from kvlab.report.section import ReportInput, Section
 from kvlab.report.verdicts import load_label
+from kvlab.rundir import Overrides, RunState
 
 
-def manifest_queries(manifest: dict[str, Any], default: int) -> int:
-    return int(manifest.get("queries", default))
+def manifest_queries(state: RunState, default: int) -> int:
+    """The queries per (mode, capacity) an older manifest kept, else ``default``."""
+    return default if state.queries is None else state.queries
 
 
-def overrides_text(overrides: dict[str, Any]) -> list[str]:
+def overrides_text(overrides: Mapping[str, Any]) -> list[str]:
     """``key = value`` of each override a run kept (``--set``'s by their dotted keys)."""
     out = [f"{k} = {v}" for k, v in overrides.items() if k != "set"]
-    return out + [f"{k} = {json.dumps(v)}" for k, v in (overrides.get("set") or {}).items()]
+    given = Overrides.model_validate(overrides).set
+    return out + [f"{k} = {json.dumps(v)}" for k, v in given.items()]
 
 
-def queries_line(workload: Workload, manifest: dict[str, Any]) -> str:
+def queries_line(workload: Workload, state: RunState) -> str:
     """How many queries each (mode, capacity) measures: the built-in count, or the
     dataset's rows (``prepared.json`` lists them)."""
     if workload.dataset.kind == "builtin":
-        return str(manifest_queries(manifest, workload.queries))
+        return str(manifest_queries(state, workload.queries))
     return f"the rows of the {workload.dataset.kind!r} dataset (prepared.json)"
 
 
@@ -43,12 +47,12 @@ class Protocol(Section):
     heading = "Protocol"
 
     def body(self, report: ReportInput) -> str:
-        experiment, manifest = report.experiment, report.manifest
+        experiment, state = report.experiment, report.state
         if experiment is None:
             return ""
         w, p = experiment.workload, experiment.protocol
         lines = [
-            f"- Queries per (mode, capacity): {queries_line(w, manifest)} "
+            f"- Queries per (mode, capacity): {queries_line(w, state)} "
             f"× {w.repetitions} repetition(s); {w.warmup} warm-up request(s) per server, "
             "recorded and flagged, never aggregated.",
             f"- {prompt_rule(w.prompt_fraction, w.dataset)} How tokens were counted, and "
@@ -60,13 +64,12 @@ class Protocol(Section):
             f"timeout {p.ready_timeout_s:g} s.",
             "- Modes:", "",
         ]
-        if manifest.get("overrides"):  # kvlab run --queries N, --set KEY=VALUE
-            given = ", ".join(overrides_text(manifest["overrides"]))
+        if state.overrides:  # kvlab run --queries N, --set KEY=VALUE
+            given = ", ".join(overrides_text(state.overrides))
             lines[-2:-2] = [f"- Overrides of this run (kvlab run): {given}; experiment.toml "
                             "in the run dir says so, manifest.json keeps the file verbatim."]
-        if manifest.get("no_launch"):  # kvlab run --no-launch
-            where = ", ".join(f"{k} → {v}"
-                              for k, v in manifest["no_launch"]["endpoints"].items())
+        if state.no_launch is not None:  # kvlab run --no-launch
+            where = ", ".join(f"{k} → {v}" for k, v in state.no_launch.endpoints.items())
             lines[-2:-2] = [f"- Servers not launched by kvlab (--no-launch), measured at: "
                             f"{where}."]
         for m in experiment.modes:

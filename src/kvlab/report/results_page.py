@@ -44,7 +44,7 @@ from kvlab.report.results_steps import (
     paged_headline,
     step_machines,
 )
-from kvlab.store.files import EVALUATION_FILE, REPORTS
+from kvlab.rundir import RunDir
 
 
 @dataclass
@@ -84,10 +84,8 @@ def _reports(root: Path) -> list[str]:
     kv-bench's PNG, and the memory files."""
     found: list[Path] = []
     for run in sorted((root / RUNS_DIR).iterdir()) if (root / RUNS_DIR).is_dir() else []:
-        for name in REPORTS:
-            if (run / name).is_file():
-                found.append(run / name)
-                break
+        if (report := RunDir(run).first_report()) is not None:
+            found.append(report)
     found += sorted(p for p in (root / KV_BENCH_FILE).parent.glob("*.png"))
     found += sorted((root / MEMORY_DIR).glob("*.json"))
     return [str(p.relative_to(root)) for p in found]
@@ -114,7 +112,8 @@ def results_page(root: Path) -> ResultsPage:
         step, read = RUN_HEADLINES[name]
         step = f"{step} ({name})"
         if name not in runs:
-            return Headline(step, f"no {RUNS_DIR}/{name}-*/{EVALUATION_FILE} (step not run)")
+            never = RunDir(Path(RUNS_DIR) / f"{name}-*").evaluation_path
+            return Headline(step, f"no {never} (step not run)")
         return current(read, step, runs[name])
 
     others = [current(other_run_headline, name, run)

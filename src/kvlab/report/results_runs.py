@@ -1,7 +1,7 @@
 """The results page's line for each run: the headline figure of each experiment of
 ``make run``, read typed from the run's evaluation.json
 (:class:`~kvlab.analysis.evaluation_file.StoredEvaluation`) and its manifest.json
-(:class:`~kvlab.store.state.RunState`). A figure a run cannot give says why in its line;
+(:class:`~kvlab.rundir.manifest.RunState`). A figure a run cannot give says why in its line;
 an evaluation.json that does not read gets a line saying so.
 """
 
@@ -16,8 +16,7 @@ from kvlab.analysis.load import LoadSummary
 from kvlab.analysis.summaries import Summary
 from kvlab.analysis.valid_rows import RowCount
 from kvlab.errors import ConfigError
-from kvlab.store.files import EVALUATION_FILE, MANIFEST_FILE
-from kvlab.store.state import RunState
+from kvlab.rundir import RunDir, RunState
 
 RUNS_DIR = Path("runs")
 BATCH_USERS = 8  # the continuous-batching headline: the gain at N = 8 users
@@ -60,6 +59,11 @@ class RunFiles:
         """Each mode's load point ``label``."""
         return {p.mode: p for p in self.evaluation.load if p.load == label}
 
+    def point(self, label: str, mode: str) -> LoadSummary | None:
+        """``mode``'s load point ``label`` (None: the run has none)."""
+        return next((p for p in self.evaluation.load
+                     if (p.load, p.mode) == (label, mode)), None)
+
 
 def _count(count: RowCount) -> str:
     """``12 valid of 16 (refused: 4 failed)``."""
@@ -81,7 +85,8 @@ def latest_runs(root: Path) -> tuple[dict[str, RunFiles], list[Headline]]:
     runs: dict[str, RunFiles] = {}
     unread: list[Headline] = []
     for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        file = path / EVALUATION_FILE
+        run = RunDir(path)
+        file = run.evaluation_path
         if not file.is_file():
             continue
         source = str(file.relative_to(root))
@@ -91,7 +96,7 @@ def latest_runs(root: Path) -> tuple[dict[str, RunFiles], list[Headline]]:
             unread.append(Headline(path.name, str(exc).replace(str(file), source), source))
             continue
         try:
-            state = RunState.read(path / MANIFEST_FILE)
+            state = run.state
         except ConfigError:  # a damaged manifest: the run's load averages are not known
             state = RunState()
         runs[evaluation.experiment or path.name] = RunFiles(source, evaluation, state)
@@ -142,8 +147,7 @@ def engine_headline(step: str, run: RunFiles) -> Headline:
 def batching_headline(step: str, run: RunFiles) -> Headline:
     """Valid output tokens/s at N = 8 users: continuous batching over one slot."""
     label = f"c={BATCH_USERS}"
-    points = run.points(label)
-    one, many = points.get("one-slot"), points.get("batching")
+    one, many = run.point(label, "one-slot"), run.point(label, "batching")
     if one is None or many is None or not one.output_tokens_per_s \
             or many.output_tokens_per_s is None:
         return Headline(step, f"no {label} point with output tokens/s for both modes",
@@ -192,9 +196,11 @@ def servers_headline(step: str, run: RunFiles) -> Headline:
                         run.source, run.load())
     text = ", ".join(f"{mode} {rate:.1f} ({_count(points[mode].count)})"
                      for mode, rate in rates.items() if rate is not None)
-    vllm, ours = rates.get("vllm"), rates.get("kvlab-serve")
-    if vllm and ours is not None:
-        text += f"; kvlab serve / vLLM = {ours / vllm:.2f}x"
+    vllm, ours = run.point(label, "vllm"), run.point(label, "kvlab-serve")
+    theirs = vllm.output_tokens_per_s if vllm is not None else None
+    mine = ours.output_tokens_per_s if ours is not None else None
+    if theirs and mine is not None:
+        text += f"; kvlab serve / vLLM = {mine / theirs:.2f}x"
     return Headline(step, f"output tokens/s at N = {BATCH_USERS} users: {text}",
                     run.source, run.load())
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from kvlab.analysis.check import Check, Finding
 from kvlab.analysis.evaluate import Evaluation
 from kvlab.experiment import Experiment
-from kvlab.records import GaugeSample, Record
 from kvlab.report.html_blocks import markdown_block, section
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import GaugeSample, Record, RunDir, RunState
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class ReportInput:
 
     evaluation: Evaluation
     experiment: Experiment | None
-    manifest: dict[str, Any] = field(default_factory=dict)
+    state: RunState = field(default_factory=RunState)  # manifest.json
     records: Sequence[Record] = ()
     gauges: Sequence[GaugeSample] = ()
 
@@ -40,7 +39,7 @@ class ReportInput:
     def of_run(cls, run: RunDir, evaluation: Evaluation,
                experiment: Experiment | None) -> ReportInput:
         """The input of a run directory."""
-        return cls(evaluation, experiment, run.manifest(), run.records, run.gauges)
+        return cls(evaluation, experiment, run.state, run.records, run.gauges)
 
 
 T = TypeVar("T", bound=Finding)

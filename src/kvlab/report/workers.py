@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from kvlab.markdown import row
-from kvlab.records import Record
 from kvlab.report.section import ReportInput, Section
-from kvlab.store.state import RunState
+from kvlab.rundir import LoadWorkers, Record, RunState
 
 TITLE = "Load workers and clocks"
 
@@ -33,50 +31,51 @@ def _ms(ns: int | float) -> str:
     return f"{ns / 1e6:.3f}"
 
 
-def _where(workers: dict[str, Any]) -> str:
-    count = workers.get("count", len(workers.get("workers", [])))
-    address = workers.get("address")
-    ray = f"Ray {workers.get('ray_version', '?')}"
+def _where(workers: LoadWorkers) -> str:
+    count = workers.count
+    if count is None:
+        count = len(workers.workers)
+    address = workers.address
+    ray = f"Ray {workers.ray_version}"
     place = ("a local Ray kvlab started and stopped" if address in (None, "local")
              else f"the Ray cluster at {address}")
-    hosts = Counter(w.get("host", "?") for w in workers.get("workers", []))
-    cores = {w.get("host", "?"): w.get("cores") for w in workers.get("workers", [])}
+    hosts = Counter(w.host for w in workers.workers)
+    cores = {w.host: w.cores for w in workers.workers}
     on = ", ".join(f"{h} ({n} worker{'s' * (n != 1)}, {cores[h]} cores)"
                    for h, n in hosts.items())
     return (f"{count} load workers ({ray}, {place}) on "
-            f"{workers.get('nodes', '?')} node(s): {on}")
+            f"{'?' if workers.nodes is None else workers.nodes} node(s): {on}")
 
 
-def workers_body(manifest: dict[str, Any], records: Sequence[Record]) -> str:
+def workers_body(state: RunState, records: Sequence[Record]) -> str:
     """The section's markdown without its heading; "" when no worker sent a row."""
-    ran = [i.workers for i in RunState.model_validate(manifest).invocations if i.workers]
+    ran = [w for i in state.invocations if (w := i.load_workers) is not None]
     if not ran:
         return ""
     lines = [f"- {_where(w)}" for w in ran]
     lines += ["", CLOCK_RULE, ""]
-    hosts = {w["worker"]: w.get("host", "?") for w in ran[-1].get("workers", [])}
+    hosts = {w.worker: w.host for w in ran[-1].workers}
     rows = Counter((r.mode, r.capacity, r.load, r.worker) for r in records
                    if r.worker is not None and not r.warmup)
     lines += ["| mode | capacity | load | worker | host | requests | rows | offset ms "
               "| ± bound ms | round trip ms |", "|---|---|---|---|---|---|---|---|---|---|"]
     bounds = []
-    for point in manifest.get("worker_clocks") or []:
-        for c in point["clocks"]:
-            bounds.append(c["error_ns"])
-            recorded = rows.get((point["mode"], point["capacity"], point["load"], c["worker"]),
-                                0)
-            lines.append(row([point['mode'], point['capacity'], point['load'], c['worker'],
-                              hosts.get(c['worker'], '?'), c['requests'], recorded,
-                              _ms(c['offset_ns']), _ms(c['error_ns']), _ms(c['rtt_ns'])]))
+    for point in state.worker_clocks or []:
+        for c in point.readings:
+            bounds.append(c.error_ns)
+            recorded = rows.get((point.mode, point.capacity, point.load, c.worker), 0)
+            lines.append(row([point.mode, point.capacity, point.load, c.worker,
+                              hosts.get(c.worker, '?'), c.requests, recorded,
+                              _ms(c.offset_ns), _ms(c.error_ns), _ms(c.rtt_ns)]))
     if bounds:
         lines += ["", f"Largest bound: ± {_ms(max(bounds))} ms: two records of different "
                   "workers whose ends are closer than that may be in either order."]
     return "\n".join(lines) + "\n"
 
 
-def workers_markdown(manifest: dict[str, Any], records: Sequence[Record]) -> str:
+def workers_markdown(state: RunState, records: Sequence[Record]) -> str:
     """The "Load workers and clocks" section; "" for a run of one process."""
-    body = workers_body(manifest, records)
+    body = workers_body(state, records)
     return f"\n## {TITLE}\n\n{body}" if body else ""
 
 
@@ -86,4 +85,4 @@ class Workers(Section):
     heading = TITLE
 
     def body(self, report: ReportInput) -> str:
-        return workers_body(report.manifest, report.records)
+        return workers_body(report.state, report.records)

@@ -36,7 +36,6 @@ from kvlab.analysis.summary_metrics import SUMMARY_METRICS
 from kvlab.analysis.validate import check_row
 from kvlab.bench.drivers.inprocess import InProcessSettings
 from kvlab.errors import ConfigError, RunInterrupted, WorkerError
-from kvlab.records import Record
 from kvlab.run.ab_setup import AbPair, make_pair
 from kvlab.run.executor import Executor, ServerDied
 from kvlab.run.interrupt import run_interruptibly
@@ -46,9 +45,9 @@ from kvlab.run.planner import Done, build_plan
 from kvlab.run.reporter import Reporter, SilentReporter
 from kvlab.run.rundir import create_run
 from kvlab.run.runplan import Launch, MeasureRows, Row, RunPlan, WarmUp
-from kvlab.store.files import AB_FILE
+from kvlab.rundir import Record
 
-__all__ = ["AB_FILE", "AbRequest", "AbResult", "block_rows", "run_ab"]
+__all__ = ["AbRequest", "AbResult", "block_rows", "run_ab"]
 
 AbVerdict = Literal["pass", "regress", "inconclusive", "not judged"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regress": 1, "not judged": 2, "inconclusive": 3}
@@ -298,7 +297,7 @@ def run_ab(request: AbRequest, out: Path = Path("runs"),
                       asked=InProcessSettings(), overrides={}, repeat_aa=None)
     setup = tuple(s for s in full.steps if isinstance(s, Launch | WarmUp))
     plan = dataclasses.replace(full, steps=setup)
-    from kvlab.store.rundir import RunDir
+    from kvlab.rundir import RunDir
 
     run = RunDir.open(_new_run(out, pair))
     run.state.tokenizer = plan.workload.tokenizer
@@ -320,7 +319,7 @@ def run_ab(request: AbRequest, out: Path = Path("runs"),
         finally:
             if interrupted is not None:
                 result.verdict, result.why = "not judged", interrupted[0]
-            journal.writer.save_text(AB_FILE, json.dumps(result.to_json(), indent=1))
+            journal.writer.save_ab(json.dumps(result.to_json(), indent=1))
             journal.close()
     if interrupted is not None:
         raise RunInterrupted(f"{interrupted[0]}: {result.rows} rows kept in {run.path}",

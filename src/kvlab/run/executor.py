@@ -20,7 +20,6 @@ from kvlab.bench.client.endpoints import Endpoint, RequestSpec
 from kvlab.bench.drivers.driver import LoadDriver
 from kvlab.bench.plan.loads.base import LoadStrategy
 from kvlab.bench.plan.workload import PreparedPrompt, warmup_prompt
-from kvlab.records import Outcome, Record
 from kvlab.run.journal import Journal
 from kvlab.run.prompts import PromptBook
 from kvlab.run.runplan import (
@@ -36,7 +35,7 @@ from kvlab.run.runplan import (
 )
 from kvlab.run.search import SEARCH_DONE, search_capacity
 from kvlab.run.targets import ServerTarget, Target
-from kvlab.store.state import ServerEntry
+from kvlab.rundir import Outcome, Record, ServerEntry
 
 TargetFactory = Callable[[ModePlan, Launch], Target]
 

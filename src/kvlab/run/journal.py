@@ -3,7 +3,7 @@
 The executor records everything a run does through one :class:`Journal`: each Record as
 it lands (appended through the run's one writer, off the event loop), each server's
 time up, each load point done, each invocation (a run or a resume), each
-sharded point's worker clocks. The state (:class:`~kvlab.store.state.RunState`)
+sharded point's worker clocks. The state (:class:`~kvlab.rundir.manifest.RunState`)
 is kept in memory and saved on every change; :meth:`Journal.close` syncs every record
 to the disk and saves the state a last time (every exit path calls it).
 """
@@ -12,14 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvlab.records import Record, RunClock
 from kvlab.run.reporter import Reporter
 from kvlab.run.rundir import now_iso
 from kvlab.run.runplan import RunPlan
+from kvlab.rundir import (
+    InvocationEntry,
+    PointClocks,
+    Record,
+    RunClock,
+    RunDir,
+    RunWriter,
+    ServerEntry,
+)
 from kvlab.servers.preflight import load_average
-from kvlab.store.rundir import RunDir
-from kvlab.store.state import InvocationEntry, PointClocks, ServerEntry
-from kvlab.store.writer import RunWriter
 
 
 class Journal:

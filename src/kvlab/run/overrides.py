@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvlab.errors import ConfigError
+from kvlab.rundir import Overrides
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
@@ -68,7 +69,8 @@ def parse_setting(spec: str) -> Setting:
 
 def settings_of(overrides: Mapping[str, Any]) -> list[Setting]:
     """The settings a manifest's ``overrides`` keep (``"set": {key: value}``), in order."""
-    return [Setting(tuple(k.split(".")), v) for k, v in (overrides.get("set") or {}).items()]
+    given = Overrides.model_validate(overrides).set
+    return [Setting(tuple(k.split(".")), v) for k, v in given.items()]
 
 
 def overridden_text(text: str, overrides: Mapping[str, Any], source: str = "<experiment>"

@@ -34,7 +34,6 @@ from kvlab.bench.plan.order import (
 from kvlab.bench.plan.workload import BUILTIN_QUERIES
 from kvlab.errors import ConfigError
 from kvlab.experiment import Experiment, Mode, load_experiment, read_experiment
-from kvlab.records import Outcome
 from kvlab.run.overrides import Setting, overridden_text
 from kvlab.run.runplan import (
     Launch,
@@ -51,7 +50,8 @@ from kvlab.run.runplan import (
 )
 from kvlab.run.search import SEARCH_DONE
 from kvlab.run.targets import Attach, attach_plan, endpoint_for
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import Outcome, RunDir
+from kvlab.store.runs import experiment_of
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def plan_resume(request: RunRequest, run: RunDir, only: str | None = None) -> Ru
                           "experiment it started with (its experiment.toml)")
     named = tokenizer_path(request.tokenizer)
     _endpoints_need_no_launch(request)
-    experiment = run.experiment()
+    experiment = experiment_of(run)
     state = run.state
     recorded = state.no_launch
     attach = None

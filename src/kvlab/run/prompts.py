@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.plan.workload import Prepared, PreparedPrompt
+from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.run.journal import Journal
 from kvlab.run.runplan import RunPlan
 from kvlab.run.targets import Target
-from kvlab.store.files import PREPARED_FILE
+from kvlab.rundir import Prepared
 
 
 class PromptBook:
@@ -25,9 +25,8 @@ class PromptBook:
     def __init__(self, plan: RunPlan, journal: Journal) -> None:
         self.plan = plan
         self.journal = journal
-        path = journal.run.prepared_path
         w = plan.workload
-        self.prepared = Prepared.load(path) if path.exists() else Prepared(
+        self.prepared = journal.run.prepared or Prepared(
             queries_per_mode=w.rows, modes=[m.name for m in plan.modes],
             capacities=list(w.capacities), output_tokens=w.output_tokens,
             prompt_fraction=w.prompt_fraction)
@@ -46,10 +45,10 @@ class PromptBook:
                                                            w.prompt_fraction, w.output_tokens)
             self.prepared.padding_tokens[capacity] = padding
             self.prepared.prompts[capacity] = prompts
-            self.prepared.sizing[capacity] = counter.sizing.to_json()
-            self.journal.writer.save_text(PREPARED_FILE, self.prepared.dumps())
+            self.prepared.sizing[capacity] = counter.sizing
+            self.journal.writer.save_prepared(self.prepared)
             state = self.journal.state
             sizing = state.prompt_sizing = state.prompt_sizing or {}
-            sizing[str(capacity)] = counter.sizing.to_json()
+            sizing[str(capacity)] = counter.sizing
             self.journal.save()
         return self.prepared.prompts[capacity]

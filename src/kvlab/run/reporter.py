@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 
 class Reporter(Protocol):

@@ -1,4 +1,4 @@
-"""A new run directory (:mod:`kvlab.store.rundir` reads one): the copy of the
+"""A new run directory (:mod:`kvlab.rundir.run` reads one): the copy of the
 experiment, and the facts known before the first request (versions, commit, host)."""
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from typing import Any
 import kvlab
 from kvlab.experiment import Experiment
 from kvlab.run.overrides import overridden_text
+from kvlab.rundir import RunDir, RunState, RunWriter
 from kvlab.servers.preflight import cpu_flags, cpu_model
-from kvlab.store.rundir import RunDir
-from kvlab.store.state import RunState
-from kvlab.store.writer import RunWriter
 from kvlab.version import source_commit
 
 __all__ = ["RunDir", "create_run", "host_facts", "initial_state", "now_iso"]
@@ -40,7 +38,7 @@ def create_run(out: Path, experiment_file: Path, experiment: Experiment,
     run = RunDir(path)
     text = Path(experiment_file).read_text(encoding="utf-8")
     copy = overridden_text(text, overrides or {}, str(experiment_file))
-    run.experiment_path.write_text(copy, encoding="utf-8")
+    run.write_experiment(copy)
     run.state = initial_state(run, experiment, text, overrides)
     with RunWriter(run.path) as writer:
         writer.save(run.state)

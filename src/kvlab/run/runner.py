@@ -27,7 +27,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvlab.analysis.evaluate import Evaluation, write_evaluation
+from kvlab.analysis.evaluate import Evaluation
 from kvlab.bench.drivers.driver import LoadDriver
 from kvlab.bench.drivers.inprocess import InProcessSettings
 from kvlab.errors import ConfigError, EndpointError, RunInterrupted, WorkerError
@@ -38,9 +38,9 @@ from kvlab.run.planner import RunRequest, check_endpoints, plan_new, plan_resume
 from kvlab.run.reporter import Reporter, SilentReporter
 from kvlab.run.rundir import create_run
 from kvlab.run.runplan import Launch, RunPlan, Stop
+from kvlab.rundir import NoLaunch, RunDir
 from kvlab.store.evaluation import evaluate_run_dir
-from kvlab.store.rundir import RunDir
-from kvlab.store.state import NoLaunch
+from kvlab.store.runs import experiment_of
 
 __all__ = [
     "Reporter", "RunOutput", "RunRequest", "RunResult", "SilentReporter", "evaluate_run",
@@ -77,7 +77,7 @@ def discard_if_empty(run: RunDir) -> None:
     kept (a dir with a ``logs/`` folder stays)."""
     import shutil
 
-    recorded = run.records_path.exists() and run.records_path.stat().st_size > 0
+    recorded = run.has_records
     if not recorded and not (run.path / "logs").exists():
         shutil.rmtree(run.path, ignore_errors=True)
 
@@ -208,8 +208,8 @@ def evaluate_run(run_dir: Path, definitions: tuple[str, ...] = (), *,
     from kvlab.report.document import write_document
 
     run = RunDir.open(run_dir)
-    experiment = run.experiment()  # a damaged experiment.toml is refused here
+    experiment = experiment_of(run)  # a damaged experiment.toml is refused here
     evaluation = evaluate_run_dir(run, definitions, strict=strict)
-    write_evaluation(evaluation, run.evaluation_path)
+    run.save_evaluation(evaluation.to_json())
     write_document(run, experiment, evaluation)
     return evaluation

@@ -39,7 +39,7 @@ from kvlab.bench.plan.load_settings import SearchSettings, SloSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, LoadTable
 from kvlab.bench.plan.order import Block, OrderChoice, sequence_of
 from kvlab.bench.plan.workload import PreparedPrompt, Query
-from kvlab.records import ApiKind
+from kvlab.rundir import ApiKind
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.external import ExternalSettings
 from kvlab.servers.process import ServerProcess

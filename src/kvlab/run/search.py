@@ -20,10 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from kvlab.analysis.capacity import Probe, judge_rate, next_rate
 from kvlab.analysis.valid_rows import current_rows, judge
 from kvlab.bench.plan.loads.base import LoadStrategy
-from kvlab.records import Record
 from kvlab.run.runplan import Search
+from kvlab.rundir import Record, RunState
 from kvlab.store.evaluation import objectives_of
-from kvlab.store.state import RunState
 
 SEARCH_DONE = "search"  # the state's points_done label of a finished search
 

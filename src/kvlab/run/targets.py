@@ -33,13 +33,12 @@ from kvlab.bench.client.urls import redact_url, require_http_url
 from kvlab.bench.plan.sizing import Counter
 from kvlab.errors import ConfigError
 from kvlab.experiment import Experiment
-from kvlab.records import RunClock
 from kvlab.run.attached import AttachedServer
 from kvlab.run.runplan import Launch, ModePlan
 from kvlab.run.tree_memory import TreeMemoryRecorder
+from kvlab.rundir import RunClock, RunDir
 from kvlab.servers.base import Server
 from kvlab.servers.external import ExternalSettings
-from kvlab.store.files import MEMORY_FILE
 
 
 class Target(Protocol):
@@ -161,7 +160,7 @@ class ServerTarget:
                                  capacity=self.capacity, load=load, start_position=start,
                                  end_position=end, headers=headers,
                                  interval_s=DEFAULT_INTERVAL_S if poll else None), \
-                TreeMemoryRecorder(pid, path.with_name(MEMORY_FILE), clock,
+                TreeMemoryRecorder(pid, RunDir(path.parent).memory_path, clock,
                                    mode=self.mode.name, capacity=self.capacity, load=load,
                                    interval_s=DEFAULT_INTERVAL_S) \
                 if poll and pid is not None else nullcontext():

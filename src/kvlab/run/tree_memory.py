@@ -5,7 +5,7 @@ tree (the process kvlab started and every descendant: vLLM's API server, engine 
 workers) before the point's first request, every ``interval_s`` while it runs (on the
 same event loop as the load, beside the ``/metrics`` polling) and after its last
 answer, and appends each reading to ``process_memory.jsonl``
-(:class:`kvlab.records.MemorySample`). A reading costs one small ``/proc`` read
+(:class:`kvlab.rundir.process_memory.MemorySample`). A reading costs one small ``/proc`` read
 per process. A process that ends between listing and reading is left out of that
 sample; a tree that is gone is not sampled.
 """
@@ -16,11 +16,11 @@ import asyncio
 import contextlib
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TextIO
+from typing import Literal
 
 import psutil
 
-from kvlab.records import MemorySample, RunClock
+from kvlab.rundir import JsonlAppender, MemorySample, RunClock
 
 DEFAULT_INTERVAL_S = 0.25
 
@@ -51,11 +51,11 @@ class TreeMemoryRecorder:
         self.mode, self.capacity, self.load = mode, capacity, load
         self.interval_s = interval_s
         self.samples = 0
-        self._out: TextIO | None = None
+        self._out: JsonlAppender | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> TreeMemoryRecorder:
-        self._out = self.path.open("a", encoding="utf-8")
+        self._out = JsonlAppender(self.path)
         self._sample("start")
         self._task = asyncio.create_task(self._poll())
         return self
@@ -85,6 +85,5 @@ class TreeMemoryRecorder:
         row = MemorySample(mode=self.mode, capacity=self.capacity, load=self.load,
                            t_ns=self.clock.now(), rss_bytes=found[0], processes=found[1],
                            phase=phase)
-        self._out.write(row.model_dump_json() + "\n")
-        self._out.flush()
+        self._out.append(row)
         self.samples += 1

@@ -6,9 +6,8 @@ call :func:`evaluate_run_dir`, so a run has one evaluation whichever path built 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from kvlab.analysis.capacity import Objectives, SearchPlan
 from kvlab.analysis.client_error import DEFAULT_LIMIT, client_error_verdicts, client_errors
@@ -17,16 +16,16 @@ from kvlab.analysis.knee_check import recorded_budgets
 from kvlab.analysis.load import Slo
 from kvlab.analysis.point_verdicts import point_verdicts
 from kvlab.analysis.run_view import EvaluateOptions, RunView
-from kvlab.analysis.saturation import load_calibration
+from kvlab.analysis.saturation import Calibration, load_calibration
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.summaries import modes_in_order
 from kvlab.analysis.trace_hits import TraceBlocks
 from kvlab.analysis.turns import TurnPlan
 from kvlab.analysis.valid_rows import CellPlan, GroupKey, ValidRows, current_rows, judge
-from kvlab.bench.plan.workload import Prepared
 from kvlab.experiment import Experiment, SearchSettings, SloSettings
-from kvlab.store.rundir import RunDir
+from kvlab.rundir import Prepared, RunDir
+from kvlab.store.runs import known_experiment
 
 
 def search_of(experiment: Experiment) -> tuple[Objectives, SearchPlan] | None:
@@ -89,17 +88,14 @@ def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
     and kind (the manifest), prepared.json's plans, its run order and A/A mode.
     ``definitions``: other tools' definition sets evaluation.json keeps beside kvlab's
     (analysis.definitions)."""
-    experiment = run.known_experiment
+    experiment = known_experiment(run)
     records = run.records
-    budgets, weights = recorded_budgets(((e.mode, e.capacity), e.facts or {})
-                                        for e in run.state.servers)
+    budgets, weights = recorded_budgets(((e.mode, e.capacity), known)
+                                        for e in run.state.servers
+                                        if (known := e.known) is not None)
     servers = {(e.mode, e.capacity): known.kind or "" for e in run.state.servers
                if (known := e.known) is not None and known.launched is not False}
-    workers = run.state.load_workers()
-    if workers is None:
-        calibration = run.state.calibration or load_calibration()
-    else:  # the limit of as many load workers (kvlab calibrate --workers N)
-        calibration = run.state.worker_calibration or load_calibration(workers=workers)
+    workers, calibration = _client_limits(run)
     common = RunView(records, run_id=run.run_id, calibration=calibration,
                      definition_sets=tuple(definitions), order=run.state.order,
                      repeat_aa=run.state.repeat_aa, workers=workers, gauges=run.gauges,
@@ -127,7 +123,8 @@ def evaluate_run_dir(run: RunDir, definitions: Sequence[str] = (), *,
                     options=EvaluateOptions(resamples=resamples, strict=strict))
 
 
-def _client_limits(run: RunDir) -> tuple[int | None, Any]:
+def _client_limits(run: RunDir
+                   ) -> tuple[int | None, Calibration | Mapping[str, object] | None]:
     """The run's load workers and the client limits it began with (else this machine's,
     from ``kvlab calibrate``, of as many load workers)."""
     workers = run.state.load_workers()
@@ -141,7 +138,7 @@ def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
     point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
     verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
     workers, calibration = _client_limits(run)
-    experiment = run.known_experiment
+    experiment = known_experiment(run)
     limit = DEFAULT_LIMIT if experiment is None else experiment.load.client_error_limit
     plan = cell_plans(run)
     errors = client_errors(judge(run.records, verdicts, plan), calibration, limit, workers)

@@ -29,7 +29,7 @@ import time
 import aiohttp
 
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.records import ApiKind, Outcome, RunClock
+from kvlab.rundir import ApiKind, Outcome, RunClock
 
 
 def _events(api: ApiKind, n: int) -> list[bytes]:

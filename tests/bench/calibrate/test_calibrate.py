@@ -18,7 +18,7 @@ from kvlab.bench.calibrate.check import (
     run_level,
     synthetic_process,
 )
-from kvlab.records import ApiKind, Outcome, Record
+from kvlab.rundir import ApiKind, Outcome, Record
 from tests.lateness import LatenessProbe
 
 

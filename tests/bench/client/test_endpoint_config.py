@@ -13,7 +13,7 @@ from kvlab.bench.client.endpoint_config import (
     select_endpoint,
 )
 from kvlab.errors import ConfigError
-from kvlab.records import ApiKind
+from kvlab.rundir import ApiKind
 
 KEY = "sk-config-SECRET-42"
 

@@ -12,7 +12,7 @@ import pytest
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.models import check_models
 from kvlab.errors import EndpointAuthError, EndpointError, EndpointUnreachable
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
 from tests.fakeserver import FakeServer
 from tests.lateness import LatenessProbe
 from tests.ports import refusing_url
@@ -349,7 +349,7 @@ def test_a_pooled_connection_closed_by_the_server_is_retried_once() -> None:
     import asyncio
 
     from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-    from kvlab.records import ApiKind, Outcome, RunClock
+    from kvlab.rundir import ApiKind, Outcome, RunClock
 
     body = (
         b'data: {"content":"a","tokens":[1],"stop":false}\n\n'

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from kvlab.bench.client.gauges import GaugeRecorder, parse_prometheus
-from kvlab.records import RunClock, read_gauges
 from kvlab.report.plots import gauges_over_time
+from kvlab.rundir import RunClock, read_gauges
 from kvlab.serve import BackgroundServer, ServeSettings, create_app
 from tests.fakeserver import FakeServer
 from tests.ports import refusing_url

@@ -13,7 +13,7 @@ from kvlab.bench.client.endpoints import (
     record_of,
 )
 from kvlab.bench.client.responses import ResponseFacts
-from kvlab.records import RECORD_SCHEMA, ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import RECORD_SCHEMA, ApiKind, Outcome, Record, RunClock
 from tests.fakeserver import FakeServer
 
 KEY = "sk-record-of-test"

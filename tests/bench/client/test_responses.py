@@ -12,7 +12,7 @@ import json
 
 from kvlab.api.dialects import ApiKind, dialect_of
 from kvlab.bench.client.responses import ERROR_EXCERPT_CHARS, ResponseFacts
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 
 CHAT = dialect_of(ApiKind.OPENAI_CHAT)
 

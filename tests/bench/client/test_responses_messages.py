@@ -11,7 +11,7 @@ import pytest
 
 from kvlab.analysis.validate import Reason, check_row
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
 from tests.fakeserver import FakeServer
 
 KEY = "sk-test-SECRET-0123456789"

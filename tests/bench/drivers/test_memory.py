@@ -8,7 +8,7 @@ from itertools import pairwise
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
 from kvlab.bench.drivers.memory import MemorySettings
 from kvlab.bench.plan.loads.concurrency import ConcurrencyPoint
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
 
 MS = 1_000_000
 ENDPOINT = Endpoint("http://memory.invalid/v1", ApiKind.OPENAI_CHAT, model="m", name="chat")

@@ -13,9 +13,8 @@ from kvlab.bench.drivers.kinds import saved_driver
 from kvlab.bench.drivers.ray import RayDriver, RayDriverSettings, loopback
 from kvlab.bench.workers.ray_pool import RayPool, RaySettings
 from kvlab.errors import ConfigError
-from kvlab.records import ApiKind
 from kvlab.run.planner import choose_driver
-from kvlab.store.state import InvocationEntry, RunState
+from kvlab.rundir import ApiKind, InvocationEntry, RunState
 
 
 def test_the_command_line_wins_over_the_file_and_none_means_one_process(monkeypatch) -> None:

@@ -75,8 +75,8 @@ def test_abba_run_and_repeat_aa_through_the_runner(tmp_path) -> None:
     """The runner follows A B B A (positions), records it, and --repeat-aa reports A/A."""
     import json
 
-    from kvlab.records import read_records
     from kvlab.run.runner import RunOutput, RunRequest, run_experiment
+    from kvlab.rundir import read_records
 
     path = ABBA.write(tmp_path)
     result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs"))

@@ -26,7 +26,7 @@ from kvlab.bench.plan.schedule import (
     run_point,
     sleep_until,
 )
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
 from kvlab.servers.embedded import EmbeddedServer
 from tests.experiments import embedded, experiment
 from tests.lateness import LatenessProbe
@@ -193,8 +193,8 @@ def test_sweep_through_the_runner_resumes_whole_points(tmp_path) -> None:
     import json
 
     from kvlab.errors import RunInterrupted
-    from kvlab.records import read_records
     from kvlab.run.runner import RunOutput, RunRequest, SilentReporter, run_experiment
+    from kvlab.rundir import read_records
 
     class StopAfter(SilentReporter):
         def __init__(self, n: int) -> None:

@@ -16,7 +16,7 @@ from kvlab.bench.client.endpoints import Endpoint
 from kvlab.bench.plan.sizing import choose_counter, file_counter, server_counter
 from kvlab.bench.plan.workload import builtin_queries, padding_text, prepare_capacity
 from kvlab.errors import ConfigError, EndpointAuthError
-from kvlab.records import ApiKind
+from kvlab.rundir import ApiKind
 from kvlab.serve.synthetic_events import prompt_token_count
 
 

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from kvlab.bench.plan.workload import (
-    Prepared,
     builtin_queries,
     load_queries,
     padding_text,
@@ -55,14 +54,6 @@ def test_custom_queries_file(tmp_path) -> None:
     path.write_text('{"id": "a"}\n')
     with pytest.raises(ConfigError, match=":1: expected"):
         load_queries(path)
-
-
-def test_prepared_round_trip(tmp_path) -> None:
-    _, prompts = asyncio.run(prepare_capacity(byte_tokens, builtin_queries(2), 256, 0.5, 8))
-    prepared = Prepared(2, ["a"], [256], 8, 0.5, {256: 100}, {256: prompts})
-    prepared.save(tmp_path / "prepared.json")
-    again = Prepared.load(tmp_path / "prepared.json")
-    assert again == prepared
 
 
 @pytest.mark.parametrize("target", [2, 37, 500, 2000, 9000])

@@ -8,7 +8,7 @@ in events per second it is that times the events per record (one per streamed ch
 Here each worker produces ready-made records of ``--events`` chunks as fast as it can
 (no HTTP: the workers' own ingest is what ``kvlab calibrate --workers`` measures), and
 the coordinator runs the real path (:func:`kvlab.bench.workers.dispatch.collect` into a
-:class:`kvlab.store.writer.RunWriter`). Printed: records/s through the
+:class:`kvlab.rundir.writer.RunWriter`). Printed: records/s through the
 coordinator and its CPU µs per record (process time, the writer's thread included),
 so 1e6 / µs is the records/s one core could take.
 
@@ -31,8 +31,7 @@ from kvlab.bench.plan.loads.base import Shard
 from kvlab.bench.plan.schedule import ClosedLoopShare
 from kvlab.bench.workers.dispatch import Launch, collect
 from kvlab.bench.workers.ray_pool import RayLoadWorker, RayPool, RaySettings
-from kvlab.records import ApiKind, Outcome, Record, RunClock
-from kvlab.store.writer import RunWriter
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock, RunWriter
 
 
 class RecordSource(RayLoadWorker):

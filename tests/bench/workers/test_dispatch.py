@@ -25,7 +25,7 @@ from kvlab.bench.workers.dispatch import collect, launch, stop_all
 from kvlab.bench.workers.merge import Merger
 from kvlab.bench.workers.worker import LoadWorker
 from kvlab.errors import WorkerError
-from kvlab.records import ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import ApiKind, Outcome, Record, RunClock
 
 
 @pytest.fixture(scope="module")

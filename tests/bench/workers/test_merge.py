@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvlab.bench.workers.merge import Merger
-from kvlab.records import ApiKind, Outcome, Record
+from kvlab.rundir import ApiKind, Outcome, Record
 
 
 def rec(worker: int, t_end: int, position: int = 0) -> Record:

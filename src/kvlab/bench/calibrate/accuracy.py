@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kvlab.records import Outcome, Record
+from kvlab.rundir import Outcome, Record
 
 
 @dataclass

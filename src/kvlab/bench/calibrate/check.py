@@ -51,7 +51,7 @@ from kvlab.bench.calibrate.server import (
 )
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.errors import ConfigError
-from kvlab.records import ApiKind, RunClock
+from kvlab.rundir import ApiKind, RunClock
 
 
 @dataclass(frozen=True)

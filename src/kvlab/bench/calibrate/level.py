@@ -22,7 +22,7 @@ from kvlab.bench.calibrate.accuracy import Errors, pcts, steady_rate, timestamp_
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gcpause import paused_gc
 from kvlab.bench.plan.schedule import sleep_until
-from kvlab.records import ApiKind, Record, RunClock
+from kvlab.rundir import ApiKind, Record, RunClock
 
 
 @dataclass

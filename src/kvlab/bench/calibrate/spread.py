@@ -31,7 +31,7 @@ from kvlab.bench.calibrate.level import LoadResult, level_result, level_spread, 
 from kvlab.bench.calibrate.server import get_json, raise_fd_limit, synthetic_process
 from kvlab.bench.workers.clocks import measure_offset
 from kvlab.bench.workers.ray_pool import RayHandle, RayPool, RaySettings
-from kvlab.records import ApiKind
+from kvlab.rundir import ApiKind
 
 START_LEAD_NS = 300_000_000  # the common start: time for every worker to get ready
 

@@ -2,7 +2,7 @@
 
 An :class:`Endpoint` (a base URL and its API) and a :class:`RequestSpec` (one request to
 send) go through a :class:`HarnessClient`, which hands back the request's
-:class:`~kvlab.records.Record`; the transport's facts sit beside the dialect's
+:class:`~kvlab.rundir.records.Record`; the transport's facts sit beside the dialect's
 (responses), ``/metrics`` is polled and parsed (gauges), and ``/v1/models`` is checked
 before a run (models).
 """

@@ -25,7 +25,7 @@ from kvlab.bench.client.responses import (
     malformed,
 )
 from kvlab.bench.client.sse import SSEParser
-from kvlab.records import Outcome, RunClock
+from kvlab.rundir import Outcome, RunClock
 
 
 class AiohttpAnswer:

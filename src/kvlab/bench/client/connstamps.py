@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from kvlab.bench.client.responses import ResponseFacts
-from kvlab.records import RunClock
+from kvlab.rundir import RunClock
 
 
 @dataclass

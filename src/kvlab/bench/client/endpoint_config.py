@@ -42,7 +42,7 @@ from dotenv import dotenv_values
 from kvlab.api.dialects import dialect_of
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.errors import ConfigError
-from kvlab.records import ApiKind
+from kvlab.rundir import ApiKind
 
 MAX_SLOTS = 32  # numbered OPENAI_* slots looked at
 FIELDS = ("base_url", "model", "api_key", "name")

@@ -68,7 +68,7 @@ from kvlab.bench.client.connstamps import SetupStamps, setup_trace
 from kvlab.bench.client.rawhttp import RAW_SUPPORTED, Disconnected, ProtocolError
 from kvlab.bench.client.rawpool import RawPool
 from kvlab.bench.client.responses import MalformedResponse, ResponseFacts, WrongApi
-from kvlab.records import RECORD_SCHEMA, ApiKind, Outcome, Record, RunClock
+from kvlab.rundir import RECORD_SCHEMA, ApiKind, Outcome, Record, RunClock
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ vLLM, llama-server (started with ``--metrics``, as kvlab starts it) and kvlab se
 expose Prometheus text: requests running and waiting, KV-cache use, and counters of
 prompt and generated tokens. :class:`GaugeRecorder` reads it for one load point (or the
 sequential rows of one mode and capacity) and appends every answer to the run's
-``gauges.jsonl`` (:class:`kvlab.records.GaugeSample`):
+``gauges.jsonl`` (:class:`kvlab.rundir.gauges.GaugeSample`):
 
 - a ``start`` sample before the point's first request, and an ``end`` sample after its
   last answer. Each is taken once the server's counters have stopped moving (two
@@ -31,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TextIO
+from typing import Literal
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvlab.records import GaugeSample, RunClock
+from kvlab.rundir import GaugeSample, JsonlAppender, RunClock
 
 DEFAULT_INTERVAL_S = 0.25
 SETTLE_INTERVAL_S = 0.1
@@ -125,7 +125,7 @@ class GaugeRecorder:
         self.failure: str | None = None
         self._refused = False  # that failure was a refused connection
         self._client: httpx.AsyncClient | None = None
-        self._out: TextIO | None = None
+        self._out: JsonlAppender | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> GaugeRecorder:
@@ -136,7 +136,7 @@ class GaugeRecorder:
             await self._client.aclose()
             self._client = None
             return self
-        self._out = self.path.open("a", encoding="utf-8")
+        self._out = JsonlAppender(self.path)
         if first is None:  # a failed read is named on the point, never left out
             self._write_failure("start", self.start_position)
             return self
@@ -216,8 +216,7 @@ class GaugeRecorder:
         row = GaugeSample(mode=self.mode, capacity=self.capacity, load=self.load,
                           t_ns=self.clock.now(), samples={}, phase=phase, position=position,
                           error=self.failure)
-        self._out.write(row.model_dump_json() + "\n")
-        self._out.flush()
+        self._out.append(row)
 
     def _write(self, found: Exposition, phase: Literal["start", "during", "end"],
                position: int | None) -> None:
@@ -225,6 +224,5 @@ class GaugeRecorder:
         row = GaugeSample(mode=self.mode, capacity=self.capacity, load=self.load,
                           t_ns=self.clock.now(), samples=found.samples, types=found.types,
                           timestamps=found.timestamps, phase=phase, position=position)
-        self._out.write(row.model_dump_json() + "\n")
-        self._out.flush()
+        self._out.append(row)
         self.samples += 1

@@ -19,7 +19,7 @@ from kvlab.api.facts import (
     WrongApi,
     malformed,
 )
-from kvlab.records import Outcome
+from kvlab.rundir import Outcome
 
 __all__ = ["ERROR_EXCERPT_CHARS", "MalformedResponse", "ResponseFacts", "WrongApi",
            "malformed"]

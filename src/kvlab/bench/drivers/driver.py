@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 # The clocks of one sharded point's workers, for the run's state before the point starts
 ClocksFn = Callable[[list[dict[str, Any]]], None]

@@ -15,7 +15,7 @@ from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.drivers.driver import ClocksFn, DriverSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
 from kvlab.bench.plan.schedule import run_point
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 
 class InProcessSettings(DriverSettings):

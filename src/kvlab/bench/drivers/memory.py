@@ -30,7 +30,7 @@ from kvlab.bench.client.responses import ResponseFacts
 from kvlab.bench.drivers.driver import ClocksFn, DriverSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
 from kvlab.bench.plan.schedule import run_point, sleep_until
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 _NS_PER_MS = 1_000_000
 

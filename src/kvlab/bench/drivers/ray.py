@@ -23,7 +23,7 @@ from kvlab.bench.drivers.inprocess import InProcessDriver
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
 from kvlab.bench.workers.ray_pool import RayPool, RaySettings, ray_module
 from kvlab.errors import ConfigError
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 _LOOPBACK = ("localhost", "::1")
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.client.gcpause import paused_gc
 from kvlab.bench.plan.loads.base import PointShare, RecordFn, SendFn, Shard, split_evenly
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 _NS_PER_S = 1_000_000_000
 # Sleep until this close to a deadline, then yield to the loop until it passes: the

@@ -35,7 +35,6 @@ import asyncio
 import hashlib
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,36 +42,9 @@ import httpx
 
 from kvlab.bench.client.endpoints import Endpoint
 from kvlab.errors import ConfigError, EndpointAuthError, EndpointError, EndpointUnreachable
+from kvlab.rundir.prepared import Sizing
 
 METHODS = ("server-tokenize", "tokenizer-file", "api-count", "usage-calibration")
-
-
-@dataclass
-class Sizing:
-    """Which method counted a capacity's prompt tokens, and with what.
-
-    ``source``: the URL counted against (no credentials) or the tokenizer file;
-    ``sha256``: the tokenizer file's hash (None otherwise); ``probes``: requests the
-    calibration sent (0 for the other methods)."""
-
-    method: str
-    source: str
-    sha256: str | None = None
-    probes: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def describe(self) -> str:
-        """One phrase for a report line."""
-        if self.method == "api-count":
-            return f"the API's own count of a request's prompt ({self.source})"
-        if self.method == "server-tokenize":
-            return f"the server's POST /tokenize ({self.source})"
-        if self.method == "tokenizer-file":
-            return f"the tokenizer file {self.source} (sha256 {(self.sha256 or '')[:12]}…)"
-        return (f"calibration on the server's usage.prompt_tokens ({self.source}, "
-                f"{self.probes} probe requests)")
 
 
 class Counter:

@@ -18,12 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from kvlab.bench.plan.sessions.turn import SessionTurn
 from kvlab.errors import ConfigError
+from kvlab.rundir.prepared import PreparedPrompt
 
 # Short, varied questions; the answer does not matter (output length is forced).
 BUILTIN_QUERIES: tuple[str, ...] = (
@@ -230,43 +229,6 @@ async def size_padding(tokenizer: Tokenizer, target_tokens: int,
     return best
 
 
-@dataclass
-class PreparedPrompt:
-    """One prompt as sent: query id, text, SHA-256 and the tokenizer's count.
-
-    A dataset row also says what it asks for, where it came from and where it sits:
-    ``output_tokens`` (None: the workload's ``output_tokens``), ``target_tokens`` (the
-    prompt length it asked for, tokens; None: none), ``source`` (``file:line``),
-    ``arrival_ms`` (a trace's arrival time), ``conversation`` and ``turn`` (a
-    multi-turn row: turn 1, 2, ... of one conversation), ``prefix_group`` (the rows
-    sharing one prefix) and ``prefix_tokens`` (its length, tokens), ``blocks`` (a trace
-    row's block names in order, one per ``block_tokens`` prompt tokens: its hash ids,
-    ``"3~2"`` for block 2 that is row 3's own). A session's turn
-    (``session``) is sent by a sessions load: ``prompt`` is the text it adds, ``tokens``
-    that text's count (the new input), and its history is the server's answers."""
-
-    query_id: str
-    query: str
-    prompt: str
-    sha256: str
-    tokens: int
-    output_tokens: int | None = None
-    target_tokens: int | None = None
-    source: str | None = None
-    arrival_ms: float | None = None
-    conversation: str | None = None
-    turn: int | None = None
-    prefix_group: str | None = None
-    prefix_tokens: int | None = None
-    blocks: list[str] | None = None
-    block_tokens: int | None = None
-    session: SessionTurn | None = None
-
-    def asked_output(self, default: int) -> int:
-        """The output tokens this row asks for (``default``: the workload's)."""
-        return self.output_tokens if self.output_tokens is not None else default
-
-
 WARMUP_MARK = "~warm-up~ "  # opens a warm-up prompt where prefixes may be reused
 
 
@@ -279,73 +241,6 @@ def warmup_prompt(first: PreparedPrompt, reuse: bool) -> PreparedPrompt:
         return first
     text = WARMUP_MARK + first.prompt[len(WARMUP_MARK):]
     return replace(first, prompt=text, sha256=sha256(text))
-
-
-_ALWAYS = ("query_id", "query", "prompt", "sha256", "tokens")
-
-
-def _prompt_json(prompt: PreparedPrompt) -> dict[str, Any]:
-    """A prompt's JSON: a dataset row's facts only where it has them."""
-    data = {k: v for k, v in asdict(prompt).items() if k in _ALWAYS or v is not None}
-    if prompt.session is not None:
-        data["session"] = prompt.session.to_json()
-    return data
-
-
-def prompt_of_json(data: dict[str, Any]) -> PreparedPrompt:
-    """A prompt as ``prepared.json`` keeps it."""
-    session = data.get("session")
-    return PreparedPrompt(**{**data, "session": SessionTurn.from_json(session)
-                             if session is not None else None})
-
-
-@dataclass
-class Prepared:
-    """Everything ``prepare`` decided; saved as ``prepared.json`` in the run dir."""
-
-    queries_per_mode: int
-    modes: list[str]
-    capacities: list[int]
-    output_tokens: int
-    prompt_fraction: float
-    padding_tokens: dict[int, int] = field(default_factory=dict)
-    prompts: dict[int, list[PreparedPrompt]] = field(default_factory=dict)
-    sizing: dict[int, dict[str, Any]] = field(default_factory=dict)  # bench.plan.sizing.Sizing
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["padding_tokens"] = {str(k): v for k, v in self.padding_tokens.items()}
-        data["sizing"] = {str(k): v for k, v in self.sizing.items()}
-        data["prompts"] = {str(k): [_prompt_json(p) for p in v]
-                           for k, v in self.prompts.items()}
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Prepared:
-        prepared = cls(
-            queries_per_mode=data["queries_per_mode"],
-            modes=list(data["modes"]),
-            capacities=[int(c) for c in data["capacities"]],
-            output_tokens=data["output_tokens"],
-            prompt_fraction=data["prompt_fraction"],
-        )
-        prepared.padding_tokens = {int(k): v for k, v in data["padding_tokens"].items()}
-        prepared.prompts = {
-            int(k): [prompt_of_json(p) for p in v] for k, v in data["prompts"].items()
-        }
-        prepared.sizing = {int(k): v for k, v in data.get("sizing", {}).items()}
-        return prepared
-
-    def dumps(self) -> str:
-        """``prepared.json``'s text."""
-        return json.dumps(self.to_json(), indent=2) + "\n"
-
-    def save(self, path: Path) -> None:
-        Path(path).write_text(self.dumps(), encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: Path) -> Prepared:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 async def prepare_capacity(

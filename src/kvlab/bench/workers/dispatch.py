@@ -27,7 +27,7 @@ from kvlab.bench.workers.clocks import ClockOffset, measure_offset
 from kvlab.bench.workers.merge import Merger
 from kvlab.bench.workers.worker import Batch
 from kvlab.errors import WorkerError
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 DRAIN_S = 0.05  # a worker answers a drain after this long without records (s)
 START_LEAD_NS = 50_000_000  # the common start is this far after the last worker took its shard

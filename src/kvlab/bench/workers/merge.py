@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 
-from kvlab.records import Record
+from kvlab.rundir import Record
 
 _Key = tuple[int, int, int]
 

@@ -33,7 +33,7 @@ from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
 from kvlab.bench.client.gcpause import paused_gc
 from kvlab.bench.plan.loads.base import Shard
 from kvlab.bench.plan.schedule import sleep_until
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 
 @dataclass

@@ -16,8 +16,8 @@ from kvlab.bench.plan.sessions.runner import (
     session_runs,
     shard_sessions,
 )
-from kvlab.bench.plan.sessions.turn import SessionTurn
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
+from kvlab.rundir.session_turn import SessionTurn
 
 ENDPOINT = Endpoint("http://memory.invalid/v1", ApiKind.OPENAI_CHAT, model="m")
 

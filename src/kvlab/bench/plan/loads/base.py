@@ -25,7 +25,7 @@ from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.plan.dataset import DatasetSettings
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.labels import PointKind
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 SendFn = Callable[[RequestSpec], Awaitable[Record]]
 RecordFn = Callable[[Record], None]

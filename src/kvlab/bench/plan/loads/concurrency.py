@@ -20,7 +20,7 @@ from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import ClosedLoopShare, shard_closed_loop
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.labels import CONCURRENCY, PointKind
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 # The requests made up front for a point that stops by time: users never need more.
 BY_DURATION_REQUESTS = 5000

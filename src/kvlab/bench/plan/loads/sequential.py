@@ -18,7 +18,7 @@ from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import run_sequential
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.labels import SEQUENTIAL, PointKind
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 
 class SequentialLoad(LoadTable):

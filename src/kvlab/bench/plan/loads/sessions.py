@@ -42,7 +42,7 @@ from kvlab.bench.plan.sessions.runner import (
 )
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.labels import SESSION_RATE, SESSIONS, PointKind
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 
 class SessionsLoad(LoadTable):

@@ -22,7 +22,7 @@ from kvlab.bench.plan.loads.base import LoadTable, RecordFn, SendFn, Shard
 from kvlab.bench.plan.schedule import OpenLoopShare, shard_open_loop
 from kvlab.bench.plan.workload import PreparedPrompt
 from kvlab.labels import TRACE, PointKind
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
 
 
 class TraceLoad(LoadTable):

@@ -1,5 +1,6 @@
 """Sessions as the unit of load: conversations and agent traces whose turns wait for the
-server's previous answer. The data model (turn: :class:`SessionTurn`), the readers of
+server's previous answer. The data model (:class:`SessionTurn`, kept in the run's
+prepared.json: :mod:`kvlab.rundir.session_turn`), the readers of
 each dataset kind (jsonl, sharegpt, weka, synthetic) and their sizing (rows), and the
 loops that send sessions (runner: :class:`SessionGraph`, :class:`SessionRun`); the
 ``sessions`` load kind is :mod:`kvlab.bench.plan.loads.sessions`.
@@ -11,12 +12,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kvlab.bench.plan.sessions.runner import SessionGraph, SessionRun
-    from kvlab.bench.plan.sessions.turn import SessionTurn
 
 __all__ = [
     "SessionGraph",
     "SessionRun",
-    "SessionTurn",
 ]
 
 # Each name's module, imported on first use: importing one module of the package
@@ -24,7 +23,6 @@ __all__ = [
 _HOMES = {
     "SessionGraph": "kvlab.bench.plan.sessions.runner",
     "SessionRun": "kvlab.bench.plan.sessions.runner",
-    "SessionTurn": "kvlab.bench.plan.sessions.turn",
 }
 
 

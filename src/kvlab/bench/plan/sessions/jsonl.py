@@ -42,7 +42,7 @@ from kvlab.bench.plan.sessions.rows import (
     TurnRow,
     describe_think,
 )
-from kvlab.bench.plan.sessions.turn import MAIN
+from kvlab.rundir.session_turn import MAIN
 
 
 class SessionsDataset(FileDatasetSettings):

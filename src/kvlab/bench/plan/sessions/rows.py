@@ -13,7 +13,7 @@ ids, equal text, so sessions sharing leading blocks share that prefix.
 Each prepared prompt is one turn: ``prompt`` is the text it adds (its messages joined
 by blank lines), ``tokens`` the count of its messages' texts (the turn's new input),
 ``output_tokens`` the answer it asks for, and ``session`` the
-:class:`~kvlab.bench.plan.sessions.turn.SessionTurn`. A session whose turns and answers
+:class:`~kvlab.rundir.session_turn.SessionTurn`. A session whose turns and answers
 add up past the capacity is refused with the ``file:line`` of the turn that overflows.
 """
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from kvlab.bench.plan.exact import fit_tokens, row_tag
 from kvlab.bench.plan.lengths import Lengths
-from kvlab.bench.plan.sessions.turn import MAIN, SessionTurn, turn_id
 from kvlab.bench.plan.textrows import QUERY_CHARS, OutputBounds
 from kvlab.bench.plan.workload import PreparedPrompt, Query, Tokenizer, sha256
 from kvlab.errors import ConfigError
+from kvlab.rundir.session_turn import MAIN, SessionTurn, turn_id
 
 ROLES = ("system", "user", "tool")  # what a turn may add (the server answers as assistant)
 BlockKey = tuple[str | None, int] | tuple[str, int, int]  # (scope, hash id) or a turn's own

@@ -33,8 +33,8 @@ from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.plan.exact import row_tag
 from kvlab.bench.plan.loads.base import RecordFn, SendFn, Shard, split_evenly
 from kvlab.bench.plan.schedule import sleep_until
-from kvlab.bench.plan.sessions.turn import SessionTurn
-from kvlab.records import Record, RunClock
+from kvlab.rundir import Record, RunClock
+from kvlab.rundir.session_turn import SessionTurn
 
 _NS_PER_MS = 1_000_000
 

@@ -40,7 +40,7 @@ from pydantic import Field
 from kvlab.bench.plan.dataset import FileDatasetSettings, WorkloadFacts
 from kvlab.bench.plan.rows import FileRow, read_json_array, read_text
 from kvlab.bench.plan.sessions.rows import SessionRows, TurnRow
-from kvlab.bench.plan.sessions.turn import MAIN
+from kvlab.rundir.session_turn import MAIN
 
 
 class WekaDataset(FileDatasetSettings):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvlab.store.state import RunState, ServerEntry
+from kvlab.rundir import RunState, ServerEntry
 
 
 def test_the_host_and_server_facts_read_typed_and_keep_every_key(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_the_host_and_server_facts_read_typed_and_keep_every_key(tmp_path: Path)
 
 
 def test_the_load_workers_of_the_last_invocation_that_had_any() -> None:
-    from kvlab.store.state import InvocationEntry
+    from kvlab.rundir import InvocationEntry
 
     state = RunState(invocations=[InvocationEntry(workers={"driver": "ray", "count": 3}),
                                   InvocationEntry()])

@@ -7,9 +7,7 @@ import threading
 
 import pytest
 
-from kvlab.records import read_records
-from kvlab.store.state import RunState, ServerEntry
-from kvlab.store.writer import RunWriter
+from kvlab.rundir import RunState, RunWriter, ServerEntry, read_records
 from tests.rows import row
 
 
@@ -46,8 +44,8 @@ def test_append_returns_before_the_disk_is_touched(tmp_path) -> None:
 
 def test_a_failed_write_is_raised_by_the_next_call(tmp_path) -> None:
     writer = RunWriter(tmp_path)
-    (tmp_path / "sub").mkdir()
-    writer.save_text("sub", "{}")  # a directory cannot be replaced by a file
+    (tmp_path / "manifest.json").mkdir()
+    writer.save(RunState())  # a directory cannot be replaced by a file
     with pytest.raises(OSError, match="cannot write the run directory"):
         writer.sync()
     writer.close()

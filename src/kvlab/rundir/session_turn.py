@@ -65,14 +65,3 @@ class SessionTurn:
         defaults = SessionTurn(self.session, self.index)
         return {k: v for k, v in data.items()
                 if k in ("session", "index") or v != getattr(defaults, k)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SessionTurn:
-        """A turn as :meth:`to_json` wrote it."""
-        return cls(
-            str(data["session"]), int(data["index"]), str(data.get("chain", MAIN)),
-            float(data.get("think_ms", 0.0)),
-            tuple((str(r), str(c)) for r, c in data.get("messages", ())),
-            tuple(str(a) for a in data.get("after", ())), data.get("answer"),
-            tuple(int(h) for h in data.get("hash_ids", ())), data.get("hash_scope"),
-            data.get("block_tokens"), data.get("stop"))

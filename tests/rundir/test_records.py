@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kvlab.analysis import metrics
-from kvlab.records import RECORD_SCHEMA, read_records
+from kvlab.rundir import RECORD_SCHEMA, read_records
 
 # One line as kvlab wrote it before schema 2 (its fields exactly: no schema_version,
 # no connection set-up), t_sent taken before the pool gave a connection.

@@ -1,20 +1,18 @@
 """The names of a run directory's files, each defined once.
 
-Every module that reads or writes a file of a run takes its name from here (through
-:class:`~kvlab.store.rundir.RunDir`'s paths where it can). ``gauges.jsonl`` and
-``process_memory.jsonl`` are named in :mod:`kvlab.records`, whose writers (the
-``/metrics`` poller, the process-tree sampler) sit below ``store``; they are
-re-exported here so no other module spells them.
+Only the modules of :mod:`kvlab.rundir` take a name from here; every other module
+reaches a run's files through :class:`~kvlab.rundir.run.RunDir`
+(tests/rundir/test_files.py checks both).
 """
 
 from __future__ import annotations
 
-from kvlab.records import GAUGES_FILE, MEMORY_FILE
-
 EXPERIMENT_FILE = "experiment.toml"  # the experiment as measured
-MANIFEST_FILE = "manifest.json"  # the run's state (store.state.RunState)
+MANIFEST_FILE = "manifest.json"  # the run's state (rundir.manifest.RunState)
 PREPARED_FILE = "prepared.json"  # the prompts every mode sends, per capacity
 RECORDS_FILE = "records.jsonl"  # one line per request
+GAUGES_FILE = "gauges.jsonl"  # the server's /metrics during each load point
+MEMORY_FILE = "process_memory.jsonl"  # a launched server's process-tree memory
 EVALUATION_FILE = "evaluation.json"  # analysis.evaluate.Evaluation
 REPORT_FILE = "report.md"
 HTML_FILE = "report.html"

@@ -1,10 +1,10 @@
 """The one writer of a run directory: records appended and state saved off the event loop.
 
 Every write of a run goes through a :class:`RunWriter`: the Records as they land
-(``records.jsonl``), the run's state (``manifest.json``) and the prepared prompts
-(``prepared.json``). A thread of its own does the writing, so the event loop that
-stamps the requests never waits on the disk (an fsync per record would add its own
-loop lag to the measurements).
+(``records.jsonl``), the run's state (``manifest.json``), the prepared prompts
+(``prepared.json``) and kvlab ab's ``ab.json``. A thread of its own does the writing,
+so the event loop that stamps the requests never waits on the disk (an fsync per record
+would add its own loop lag to the measurements).
 
 Durability: each record is handed to the operating system as soon as the thread takes
 it (``write`` + ``flush``), so killing kvlab (even ``kill -9``) loses only the rows
@@ -23,9 +23,10 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from kvlab.records import Record
-from kvlab.store.files import MANIFEST_FILE, RECORDS_FILE
-from kvlab.store.state import RunState
+from kvlab.rundir.files import AB_FILE, MANIFEST_FILE, PREPARED_FILE, RECORDS_FILE
+from kvlab.rundir.manifest import RunState
+from kvlab.rundir.prepared import Prepared
+from kvlab.rundir.records import Record
 
 
 class _Sync:
@@ -61,9 +62,18 @@ class RunWriter:
     def save(self, state: RunState) -> None:
         """Queue ``manifest.json`` as ``state`` is now (serialized here, so later changes
         to the state are not in it)."""
-        self.save_text(MANIFEST_FILE, state.dumps())
+        self._save(MANIFEST_FILE, state.dumps())
 
-    def save_text(self, name: str, text: str) -> None:
+    def save_prepared(self, prepared: Prepared) -> None:
+        """Queue ``prepared.json`` as ``prepared`` is now."""
+        self._save(PREPARED_FILE, prepared.dumps())
+
+    def save_ab(self, text: str) -> None:
+        """Queue ``ab.json`` (kvlab ab's design, looks and verdict, as ``run.ab`` writes
+        them)."""
+        self._save(AB_FILE, text)
+
+    def _save(self, name: str, text: str) -> None:
         """Queue a file of the run directory, replaced whole."""
         self._check()
         self._jobs.put((self.path / name, text))

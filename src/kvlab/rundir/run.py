@@ -6,7 +6,7 @@ Layout::
       experiment.toml   the experiment file (verbatim, or with `kvlab run --queries N`
                         applied; manifest.json keeps the verbatim text and the overrides)
       manifest.json     the run's state: versions, host, servers (argv, /props, logs),
-                        times, run order (store.state.RunState)
+                        times, run order (rundir.manifest.RunState)
       prepared.json     the prompts every mode sends (per capacity)
       records.jsonl     one line per request, warm-ups flagged
       gauges.jsonl      the server's /metrics during each load point (where it has one)
@@ -16,28 +16,22 @@ Layout::
 
 Everything a run, a resume, ``kvlab evaluate`` and the reports read from a run
 directory comes through :class:`RunDir`; each file is read once, on first use. Writes
-go through :class:`kvlab.store.writer.RunWriter`. A peer's result file (GuideLLM,
-vLLM, AIPerf) can be read as a run too (:func:`load_run_or_import`).
+go through :class:`kvlab.rundir.writer.RunWriter`. A peer's result file (GuideLLM,
+vLLM, AIPerf) can be read as a run too (:func:`kvlab.store.runs.load_run_or_import`).
 """
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.plan.workload import Prepared
-from kvlab.errors import ConfigError, KvlabError
-from kvlab.experiment import Experiment, load_experiment, parse_experiment
-from kvlab.records import (
-    GaugeSample,
-    MemorySample,
-    Record,
-    read_gauges,
-    read_memory_samples,
-    read_records,
-)
-from kvlab.store.files import (
+from kvlab.errors import ConfigError
+from kvlab.rundir.evaluation import read_evaluation, write_evaluation
+from kvlab.rundir.files import (
+    AB_FILE,
     EVALUATION_FILE,
     EXPERIMENT_FILE,
     GAUGES_FILE,
@@ -46,10 +40,20 @@ from kvlab.store.files import (
     MANIFEST_FILE,
     MEMORY_FILE,
     PREPARED_FILE,
+    RECORDS_CSV,
     RECORDS_FILE,
     REPORT_FILE,
+    REPORTS,
+    SUMMARIES_CSV,
 )
-from kvlab.store.state import RunState
+from kvlab.rundir.gauges import GaugeSample, read_gauges
+from kvlab.rundir.manifest import RunState
+from kvlab.rundir.prepared import Prepared
+from kvlab.rundir.process_memory import MemorySample, read_memory_samples
+from kvlab.rundir.records import Record, read_records
+
+#: a CSV file's columns and rows (column -> value)
+CsvTable = tuple[Sequence[str], Sequence[Mapping[str, object]]]
 
 
 class RunDir:
@@ -116,8 +120,72 @@ class RunDir:
     def html_path(self) -> Path:
         return self.path / HTML_FILE
 
+    @property
+    def records_csv_path(self) -> Path:
+        return self.path / RECORDS_CSV
+
+    @property
+    def summaries_csv_path(self) -> Path:
+        return self.path / SUMMARIES_CSV
+
+    @property
+    def ab_path(self) -> Path:
+        """kvlab ab's design, every look and its verdict (``run.ab``)."""
+        return self.path / AB_FILE
+
     def log_path(self, mode: str, capacity: int) -> Path:
         return self.path / LOGS_DIR / f"{mode}-{capacity}.log"
+
+    @property
+    def watched_paths(self) -> tuple[Path, ...]:
+        """The files whose size and modification time change when a resume appends or a
+        report is redone (records, manifest, evaluation, gauges, experiment)."""
+        return (self.records_path, self.manifest_path, self.evaluation_path,
+                self.gauges_path, self.experiment_path)
+
+    def first_report(self) -> Path | None:
+        """The report a reader opens first that the run has (report.html, else
+        report.md); None: neither."""
+        return next((self.path / name for name in REPORTS if (self.path / name).is_file()),
+                    None)
+
+    # -- writes outside a run's writer (a run's own go through RunWriter) --------------
+
+    def write_report(self, text: str) -> Path:
+        """Write report.md; its path."""
+        self.report_path.write_text(text, encoding="utf-8")
+        return self.report_path
+
+    def write_html(self, text: str) -> Path:
+        """Write report.html; its path."""
+        self.html_path.write_text(text, encoding="utf-8")
+        return self.html_path
+
+    def write_experiment(self, text: str) -> None:
+        """Write experiment.toml (a new run's copy of the experiment as measured)."""
+        self.experiment_path.write_text(text, encoding="utf-8")
+
+    def write_csvs(self, records: CsvTable, summaries: CsvTable) -> list[Path]:
+        """Write records.csv and summaries.csv (each its columns and rows); their paths."""
+        out = []
+        for path, (columns, rows) in ((self.records_csv_path, records),
+                                      (self.summaries_csv_path, summaries)):
+            with path.open("w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(columns))
+                writer.writeheader()
+                writer.writerows(rows)
+            out.append(path)
+        return out
+
+    def save_evaluation(self, data: dict[str, object]) -> Path:
+        """Write evaluation.json (``Evaluation.to_json()``'s data); its path."""
+        write_evaluation(self.evaluation_path, data)
+        return self.evaluation_path
+
+    def evaluation_data(self) -> dict[str, object]:
+        """evaluation.json's data in the current layout (migrated); EvaluationFileError
+        (one line) when it is missing or does not read."""
+        return read_evaluation(self.evaluation_path)
 
     # -- contents ----------------------------------------------------------------------
 
@@ -176,29 +244,42 @@ class RunDir:
         there is none)."""
         return read_memory_samples(self.memory_path)
 
-    def experiment(self) -> Experiment:
-        """The experiment as measured: experiment.toml (the manifest's verbatim copy
-        when the file is gone), reduced to one mode measured twice for an A/A run
-        (``repeat_aa``). Raises ExperimentError or ConfigError."""
-        if self.experiment_path.is_file():
-            experiment = load_experiment(self.experiment_path)
-        elif self.state.experiment_file is not None:
-            experiment = parse_experiment(self.state.experiment_file,
-                                          f"{self.manifest_path}: experiment_file")
-        else:
-            raise ConfigError(f"{self.path}: no experiment.toml and no experiment in "
-                              "manifest.json")
-        aa = self.state.repeat_aa
-        return experiment.repeat_aa(aa) if aa else experiment
+    @classmethod
+    def under(cls, folder: Path) -> list[Path]:
+        """Every run directory under ``folder``, at any depth (those holding
+        records.jsonl), sorted."""
+        return sorted(p.parent for p in folder.rglob(RECORDS_FILE))
 
-    @cached_property
-    def known_experiment(self) -> Experiment | None:
-        """:meth:`experiment`, or None when the run has none that reads (an imported
-        file, a damaged copy)."""
+    def records_bytes(self) -> bytes | None:
+        """records.jsonl byte for byte (None: the run has none), for a digest."""
+        return self.records_path.read_bytes() if self.records_path.is_file() else None
+
+    @property
+    def has_records(self) -> bool:
+        """True once records.jsonl holds a byte (a run that recorded something)."""
+        return self.records_path.is_file() and self.records_path.stat().st_size > 0
+
+    @property
+    def experiment_bytes(self) -> bytes | None:
+        """The experiment as measured, byte for byte: experiment.toml, else the manifest's
+        verbatim copy (UTF-8); None: neither (an imported file)."""
+        if self.experiment_path.is_file():
+            return self.experiment_path.read_bytes()
+        text = self.state.experiment_file
+        return None if text is None else text.encode()
+
+    @property
+    def experiment_text(self) -> str | None:
+        """The experiment as measured: experiment.toml's text, else the manifest's verbatim
+        copy (None: neither; the experiment's model is ``store.runs.experiment_of``'s,
+        which sits above the experiment file's layer)."""
+        if not self.experiment_path.is_file():
+            return self.state.experiment_file
         try:
-            return self.experiment()
-        except (KvlabError, OSError):
-            return None
+            return self.experiment_path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{self.experiment_path}: cannot read the experiment file "
+                              f"({exc.strerror})") from None
 
 
 def load_run(path: Path | str) -> RunDir:
@@ -212,26 +293,3 @@ def load_run(path: Path | str) -> RunDir:
         raise ConfigError(f"{path}: no {RECORDS_FILE}; is this a run directory?")
     _ = run.records, run.state  # read now: a damaged file is refused here
     return run
-
-
-def load_run_or_import(path: Path | str, requested_tokens: int | None = None,
-                       as_cell: tuple[str, int] | None = None) -> RunDir:
-    """A run directory, or a peer's result file (GuideLLM, vLLM, AIPerf) read as one.
-
-    A file's requests become imported Records (kvlab.peers); its state only says
-    where they came from. ``requested_tokens``: the output length the peer asked for,
-    when its file does not say (vLLM). ``as_cell``: the (mode, capacity) a file's rows
-    stand for (default: the tool's name and 0), so they meet a run's cell in a
-    comparison.
-    """
-    path = Path(path)
-    if path.is_file():
-        from kvlab.peers import read_peer_file
-
-        records = read_peer_file(path, requested_tokens)
-        if as_cell is not None:
-            mode, capacity = as_cell
-            records = [r.model_copy(update={"mode": mode, "capacity": capacity})
-                       for r in records]
-        return RunDir(path, records=records, state=RunState(imported_from=str(path)))
-    return load_run(path)
