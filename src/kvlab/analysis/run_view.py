@@ -11,7 +11,7 @@ judge it (bootstrap resamples, strict counters), not facts of the run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +23,12 @@ from kvlab.analysis.session_turns import PlannedTurn
 from kvlab.analysis.trace_hits import TraceBlocks
 from kvlab.analysis.turns import TurnPlan
 from kvlab.analysis.valid_rows import CellPlan, GroupKey
+from kvlab.errors import KvlabError
 from kvlab.memory.served import ServedKv
+from kvlab.metric_names import MetricNames
 from kvlab.records import GaugeSample, MemorySample, Record
 
-__all__ = ["EvaluateOptions", "RunView"]
+__all__ = ["EvaluateOptions", "Recorded", "RunView", "recorded_servers"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,9 @@ class RunView:
     ``turns``, ``sessions`` and ``trace``: prepared.json's multi-turn rows, session
     turns and trace blocks; ``search``: the ``[search]``'s objectives and plan;
     ``budgets``, ``weights`` and ``servers``: per (mode, capacity), the launched
-    server's KV budget, weights' bytes and kind (``facts()["kind"]``); ``memory``: the
+    server's KV budget, weights' bytes and kind (``facts()["kind"]``);
+    ``metric_names``: the names its kind gave its /metrics counters; ``unreadable``: what
+    a server recorded that cannot be read (a check says so); ``memory``: the
     server's process-tree samples; ``plan``: each cell's planned rows and completion
     (every count then reads "n valid of m planned"; empty for a run without a plan)."""
 
@@ -69,6 +73,8 @@ class RunView:
     memory: Sequence[MemorySample] = ()
     trace: Mapping[tuple[int, str], TraceBlocks] = field(default_factory=dict)
     servers: Mapping[CellKey, str] = field(default_factory=dict)
+    metric_names: Mapping[CellKey, MetricNames] = field(default_factory=dict)
+    unreadable: Mapping[CellKey, str] = field(default_factory=dict)
     plan: Mapping[GroupKey, CellPlan] = field(default_factory=dict)
 
 
@@ -80,3 +86,53 @@ class EvaluateOptions:
 
     resamples: int = 2000
     strict: bool = False
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the launched servers' kinds recorded in the manifest, per (mode, capacity):
+    the KV budget, the weights' bytes, the names of their /metrics counters, and what of
+    it could not be read (why, in words)."""
+
+    budgets: dict[CellKey, ServedKv] = field(default_factory=dict)
+    weights: dict[CellKey, int] = field(default_factory=dict)
+    metric_names: dict[CellKey, MetricNames] = field(default_factory=dict)
+    unreadable: dict[CellKey, str] = field(default_factory=dict)
+
+
+def recorded_servers(entries: Iterable[tuple[CellKey, Mapping[str, Any]]]) -> Recorded:
+    """Per (mode, capacity), from its launched server's facts (the manifest): the KV
+    budget its kind recorded (``kv_served``: None or absent, it exposes none), the
+    weights' bytes (``weights_bytes``) and its counters' names (``metric_names``; absent
+    in a run recorded before kinds recorded them: the analysis recognises known names by
+    the readings). A later entry of a cell wins (a resume starts it again). A value that
+    cannot be read is never dropped silently: its cell's :attr:`Recorded.unreadable`
+    says why, and the checks that need it say so."""
+    out = Recorded()
+    for cell, facts in entries:
+        problems = []
+        served, size, names = (facts.get("kv_served"), facts.get("weights_bytes"),
+                               facts.get("metric_names"))
+        out.budgets.pop(cell, None)
+        out.metric_names.pop(cell, None)
+        if served is not None:
+            try:
+                if not isinstance(served, dict):
+                    raise KvlabError(f"not a table: {served!r}")
+                out.budgets[cell] = ServedKv.from_dict(served)
+            except KvlabError as exc:
+                problems.append(f"kv_served: {exc}")
+        if names is not None:
+            try:
+                if not isinstance(names, dict):
+                    raise ValueError(f"not a table: {names!r}")
+                out.metric_names[cell] = MetricNames.from_dict(names)
+            except ValueError as exc:
+                problems.append(f"metric_names: {exc}")
+        if isinstance(size, int):
+            out.weights[cell] = size
+        if problems:
+            out.unreadable[cell] = "; ".join(problems)
+        else:
+            out.unreadable.pop(cell, None)
+    return out
