@@ -246,7 +246,7 @@ def test_knee_llamacpp_table(monkeypatch, capsys):
         (("--knee", "llamacpp", "--kv-blocks", "79", *GEMMA_WORK), "not --kv-blocks"),
         (("--knee", "vllm", "--kv-blocks", "79", "--llamacpp", *GEMMA_WORK), "drop --llamacpp"),
         (("--knee", "vllm", "--kv-blocks", "79", "-p", "gemma-3-270m"), "--prompt-tokens N"),
-        (("--knee", "sglang", "--kv-blocks", "79", *GEMMA_WORK), "give one of vllm"),
+        (("--knee", "sglang", "--kv-blocks", "79", *GEMMA_WORK), "give one of embedded, llamacpp, vllm"),
         (("--knee", "vllm", "--kv-blocks", "10", *GEMMA_WORK), "raise num_gpu_blocks"),
         (("--knee", "vllm", "--metrics", "/nonexistent", *GEMMA_WORK), "no such file or URL"),
     ],

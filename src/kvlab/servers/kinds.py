@@ -4,7 +4,9 @@ Adding a kind (say ``"sglang"``) takes three things:
 
 1. a settings class in its own module, ``servers/sglang.py``: a
    :class:`~kvlab.servers.base.ServerSettings` with ``kind: Literal["sglang"] = "sglang"``,
-   its options as fields (the ``[modes.sglang]`` table) and ``build(capacity)``;
+   its options as fields (the ``[modes.sglang]`` table), ``build(capacity)`` and what
+   the checks read of it (``metric_names``, ``kv_pool``; without them the checks say
+   "not measured: sglang exposes no ...");
 2. in the same module, the server it builds: a
    :class:`~kvlab.servers.process.ServerProcess` subclass giving ``argv()`` and
    ``facts()`` (the base spawns, waits for ``/health``, keeps the log, stops);
