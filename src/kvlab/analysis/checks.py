@@ -58,8 +58,8 @@ def _unbudgeted(judged: Judged, cells: set[CellKey]) -> list[str]:
 def _unreadable(judged: Judged, cells: set[CellKey]) -> list[str]:
     """A line per cell of ``cells`` whose server recorded what cannot be read."""
     view = judged.view
-    return [not_measured_line(view.servers.get(cell) or None, "readable record of it",
-                              f"{_at(cell)}: {why}")
+    return [f"not measured: {view.servers.get(cell) or 'the server'} recorded what kvlab "
+            f"cannot read ({_at(cell)}: {why})"
             for cell, why in view.unreadable.items() if cell in cells]
 
 
