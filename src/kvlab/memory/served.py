@@ -174,8 +174,9 @@ class _LlamaCppSlots(_Pool):
         return kv.n_ctx
 
 
-class _KvlabBlocks(_Pool):
-    """kvlab serve: a pool of blocks, /metrics' ``kv_blocks_total`` or ``--kv-blocks``."""
+class _PagedBlocks(_Pool):
+    """A pool of blocks (the embedded server's): /metrics' ``kv_blocks_total`` or
+    ``--kv-blocks``."""
 
     def knee(self, kv: ServedKv, work: Workload, metrics: str | None) -> Knee:
         return kvlab_knee(kv.shape, work, self._blocks(kv, metrics), kv.block_size or 16,
@@ -230,6 +231,6 @@ class _VllmBlocks(_Pool):
         return vllm_blocks(metrics)
 
 
-POOLS: dict[PoolName, _Pool] = {"vllm-blocks": _VllmBlocks(), "paged-blocks": _KvlabBlocks(),
+POOLS: dict[PoolName, _Pool] = {"vllm-blocks": _VllmBlocks(), "paged-blocks": _PagedBlocks(),
                                 "llamacpp-slots": _LlamaCppSlots()}
 """Each rule's knee, bytes and prefix pool: the one place a pool's rule decides anything."""
