@@ -105,9 +105,9 @@ def recorded_servers(entries: Iterable[tuple[CellKey, Mapping[str, Any]]]) -> Re
     budget its kind recorded (``kv_served``: None or absent, it exposes none), the
     weights' bytes (``weights_bytes``) and its counters' names (``metric_names``; absent
     in a run recorded before kinds recorded them: the analysis recognises known names by
-    the readings). A later entry of a cell wins where it recorded one (a resume starts it again). A value that
-    cannot be read is never dropped silently: its cell's :attr:`Recorded.unreadable`
-    says why, and the checks that need it say so."""
+    the readings). A later entry of a cell wins where it recorded one (a resume starts
+    it again). A value that cannot be read is never dropped silently: its cell's
+    :attr:`Recorded.unreadable` says why, and the checks that need it say so."""
     out = Recorded()
     for cell, facts in entries:
         problems = []
