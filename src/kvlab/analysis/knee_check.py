@@ -319,6 +319,6 @@ def knee_checks(budgets: Mapping[CellKey, ServedKv], valid: ValidRows,
     the order of ``budgets``; ``servers``: each cell's kind, as the run recorded it."""
     kinds = servers or {}
     checks = [knee_check(cell, served, valid, summaries, loads, counters, gauges,
-                         kinds.get(cell, ""))
+                         kinds.get(cell) or "unknown")
               for cell, served in budgets.items()]
     return [c for c in checks if c is not None]
