@@ -70,7 +70,8 @@ def test_a_sequential_run_or_an_external_endpoint_asks_for_no_knee() -> None:
 
 def _renamed(gauges: list[GaugeSample], prefix: str) -> list[GaugeSample]:
     """The readings as a server whose names begin with ``prefix`` gives them."""
-    return [replace(g, samples={k.replace("kvlab:", prefix): v for k, v in g.samples.items()})
+    return [g.model_copy(update={"samples": {k.replace("kvlab:", prefix): v
+                                             for k, v in g.samples.items()}})
             for g in gauges]
 
 
