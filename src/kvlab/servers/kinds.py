@@ -26,11 +26,12 @@ from kvlab.servers.base import ServerSettings
 from kvlab.servers.embedded import EmbeddedSettings
 from kvlab.servers.external import ExternalSettings
 from kvlab.servers.llamacpp import LlamaCppSettings
+from kvlab.servers.sglang import SglangSettings
 from kvlab.servers.vllm import VllmSettings
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 ServerSettingsUnion = Annotated[
-    EmbeddedSettings | LlamaCppSettings | VllmSettings | ExternalSettings,
+    EmbeddedSettings | LlamaCppSettings | VllmSettings | ExternalSettings | SglangSettings,
     Field(discriminator="kind"),
 ]
 
