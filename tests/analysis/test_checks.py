@@ -87,9 +87,13 @@ def test_a_new_kind_that_declares_nothing_is_named_in_each_check_it_cannot_feed(
         "not measured: sglang recorded what kvlab cannot read (kvlab-serve @ 512: "
         "kv_served: unknown pool 'radix')",
         "not measured: sglang exposes no /metrics counters kvlab reads (kvlab-serve @ 512)"]
-    bare = evaluate(replace(view, unreadable={}), options=OPTIONS)
-    assert bare.not_measured[KNEE.key][0] == (
-        "not measured: sglang exposes no KV budget (kvlab-serve @ 512)")
+    memory = [MemorySample(mode=CELL[0], capacity=CELL[1], load="c=4", t_ns=int(10.3e9),
+                           rss_bytes=1 << 30, processes=1, phase="during")]
+    bare = evaluate(replace(view, unreadable={}, memory=memory), options=OPTIONS)
+    no_budget = "not measured: sglang exposes no KV budget (kvlab-serve @ 512)"
+    assert bare.not_measured[KNEE.key][0] == no_budget
+    assert len(bare.found(PROCESS_MEMORY)) == 1  # its RSS, without KV bytes: said so
+    assert bare.not_measured[PROCESS_MEMORY.key] == [no_budget]
     assert TRACE_HITS.key not in bare.not_measured  # no trace replayed: not asked
 
 

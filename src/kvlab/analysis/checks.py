@@ -151,7 +151,8 @@ class ProcessMemory:
         sampled = {(m.mode, m.capacity) for m in judged.view.memory}
         return _by_kind(judged, "process tree to sample",
                         ((cell, _at(cell)) for cell in judged.view.servers
-                         if cell in _loaded(judged) and cell not in sampled))
+                         if cell in _loaded(judged) and cell not in sampled)) \
+            + _unbudgeted(judged, sampled & _loaded(judged))  # RSS, but no KV or rest
 
 
 @dataclass(frozen=True)
