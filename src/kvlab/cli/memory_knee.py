@@ -57,7 +57,10 @@ class KneeArgs:
     def __post_init__(self) -> None:
         pools = _pools()
         if self.server not in pools:
-            raise ConfigError(f"--knee {self.server!r}: give one of {', '.join(pools)}")
+            why = ("the kind declares no KV pool (kv_pool)" if self.server in SERVER_KINDS
+                   else "no such server kind")
+            raise ConfigError(f"--knee {self.server!r}: {why}; give one of "
+                              f"{', '.join(pools)}")
         budgets = {"--kv-blocks": self.kv_blocks, "--kv-space-gib": self.kv_space_gib,
                    "--metrics": self.metrics, "-L/--context (-c)": self.contexts}
         allowed = self.pool.budgets
