@@ -26,12 +26,11 @@ from kvlab.servers.base import ServerSettings
 from kvlab.servers.embedded import EmbeddedSettings
 from kvlab.servers.external import ExternalSettings
 from kvlab.servers.llamacpp import LlamaCppSettings
-from kvlab.servers.sglang import SglangSettings
 from kvlab.servers.vllm import VllmSettings
 
 # The registry: one settings class per kind, told apart by its ``kind`` field.
 ServerSettingsUnion = Annotated[
-    EmbeddedSettings | LlamaCppSettings | VllmSettings | ExternalSettings | SglangSettings,
+    EmbeddedSettings | LlamaCppSettings | VllmSettings | ExternalSettings,
     Field(discriminator="kind"),
 ]
 
