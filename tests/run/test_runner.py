@@ -110,7 +110,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
     counters = evaluation.server_counters
     assert [(c.mode, c.load, c.rows) for c in counters] == [
         ("llama", None, 2), ("llama-nocache", None, 1), ("chat", None, 2)]
-    assert all(c.server == "kvlab" and c.prompt.status == c.generation.status == "equal"
+    assert all(c.server == "embedded" and c.prompt.status == c.generation.status == "equal"
                for c in counters), [c.to_dict() for c in counters]
     assert all(p.status == "verified" for p in evaluation.prefix_reuse)
     assert "## Server counters (/metrics)" in report
