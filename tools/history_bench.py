@@ -117,7 +117,7 @@ def generate(workdir: Path, runs: int, records: int, templates: int) -> Path:
             "run_id": path.name, "kvlab_version": "0.1.0", "git_commit": f"{n // 10:040x}",
             "experiment_name": "bench-history",
             "host": {"cpu": cpu_model(), "cpu_flags": cpu_flags(), "cores": os.cpu_count()},
-            "sessions": [{"started": started, "load_average_started": [1.0, 1.0, 1.0]}]}))
+            "invocations": [{"started": started, "load_average_started": [1.0, 1.0, 1.0]}]}))
         os.utime(path / "manifest.json", ns=((base / "evaluation.json").stat().st_mtime_ns,) * 2)
     (root / "done").write_text("")
     return root

@@ -9,4 +9,6 @@ facts), ``kvlab.analysis`` (judging them), ``kvlab.store`` (a run directory),
 CONTRIBUTING.md's layout table says what each may import.
 """
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

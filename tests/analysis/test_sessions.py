@@ -1,4 +1,4 @@
-"""Sessions measured: a sessions load run through the in-memory engine (it keeps a
+"""Sessions measured: a sessions load run through the in-memory driver (it keeps a
 prefix cache of words) and judged like any run."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from kvlab.analysis.checks import SESSIONS
 from kvlab.analysis.valid_rows import judge
 from kvlab.analysis.validate import Reason
-from kvlab.bench.engines.memory import MemorySettings
+from kvlab.bench.drivers.memory import MemorySettings
 from kvlab.report import plots
 from kvlab.report.sessions import sessions_body
 from kvlab.run.planner import RunRequest, plan_new
@@ -20,7 +20,7 @@ from tests.experiments import experiment
 from tests.run.test_executor import memory, no_socket, run  # noqa: F401
 
 
-def sessions_run(tmp_path, engine: MemorySettings, dataset=None, values=(2,)):
+def sessions_run(tmp_path, driver: MemorySettings, dataset=None, values=(2,)):
     path = experiment("s", memory(api="openai-chat"), workload=dict(
         capacities=[1024], output_tokens=4, warmup=0,
         dataset=dataset or dict(kind="random-sessions", sessions=3, turns={"value": 3},
@@ -28,7 +28,7 @@ def sessions_run(tmp_path, engine: MemorySettings, dataset=None, values=(2,)):
                                 think_ms=2)),
         protocol=dict(cache_prompt=True),
         load=dict(kind="sessions", values=list(values))).write(tmp_path)
-    return run(tmp_path, plan_new(RunRequest(path)), engine=engine.build())
+    return run(tmp_path, plan_new(RunRequest(path)), driver=driver.build())
 
 
 def test_per_turn_figures_growth_cache_and_think_times(tmp_path) -> None:
@@ -40,7 +40,7 @@ def test_per_turn_figures_growth_cache_and_think_times(tmp_path) -> None:
     assert [(i.index, i.sent, i.valid) for i in cell.by_index] == [(1, 3, 3), (2, 3, 3),
                                                                     (3, 3, 3)]
     assert all(i.ttft_ms.count == 3 for i in cell.by_index)
-    # the engine counts words: every turn grew by the answer and its new input exactly
+    # the driver counts words: every turn grew by the answer and its new input exactly
     assert cell.overhead == {"user": 0} and cell.growth_checked == 6
     assert cell.growth_off == []
     # its cache holds every earlier prompt and answer: from turn 2 on the whole history

@@ -91,3 +91,20 @@ def test_a_ctrl_c_python_drops_in_a_finalizer_is_kept() -> None:
     finally:
         sys.unraisablehook = default
     assert len(lost) == 1 and isinstance(lost[0], KeyboardInterrupt)
+
+
+def test_every_command_sits_in_a_group_of_kvlab_help() -> None:
+    """``kvlab --help`` groups the commands by what they are for; the studies of the
+    reference engine sit together."""
+    from kvlab.cli import app
+    from kvlab.cli._app import BENCHMARK, HISTORY, MEMORY, SERVERS, STUDIES
+
+    groups = {BENCHMARK, HISTORY, MEMORY, SERVERS, STUDIES}
+    panel = {(c.name or c.callback.__name__.replace("_", "-")): c.rich_help_panel
+             for c in app.registered_commands if c.callback is not None}
+    panel.update({g.name: g.rich_help_panel for g in app.registered_groups})
+    assert set(panel.values()) == groups, panel
+    assert {name for name, group in panel.items() if group == STUDIES} == {
+        "prove", "kv-bench", "engine-check", "engine-speed", "engine-batch", "engine-profile"}
+    help_text = kvlab_piped("--help")
+    assert all(group in help_text for group in groups)

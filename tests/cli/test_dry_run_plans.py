@@ -90,6 +90,9 @@ def test_the_printed_plan_has_a_line_per_step() -> None:
     text = CliRunner().invoke(app, ["run", str(path), "--dry-run"]).stdout
     numbered = [line for line in text.splitlines() if line[:5].strip().rstrip(".").isdigit()]
     assert len(numbered) == len(plan["steps"])
+    # what sends the requests is the load driver, in the JSON and the first line
+    assert plan["driver"] == {"kind": "in-process"}
+    assert "tokens; load driver in-process (this process's event loop)" in text
     # ABBA: A1 B1 B2 A2; B1 and B2 are adjacent and share one server
     assert [s["step"] for s in plan["steps"][:4]] == ["launch", "warmup", "rows", "stop"]
     assert [s["mode"] for s in plan["steps"] if s["step"] == "launch"] == [

@@ -15,13 +15,13 @@ from kvlab.cli import main
 from kvlab.records import Record
 from kvlab.report.html import write_html
 from kvlab.run.runner import evaluate_run
-from kvlab.store.state import SessionEntry
+from kvlab.store.state import InvocationEntry
 from kvlab.studies.bench_files import write_outputs
 from kvlab.studies.timing import BenchSettings, run_kv_bench
 from tests.experiments import embedded, experiment
 from tests.report.synthetic_runs import MS, make_row, write_run
 
-SESSION_LOADS = ([1.25, 1.0, 0.5], [3.5, 2.0, 1.0])  # a run's load averages, start and stop
+INVOCATION_LOADS = ([1.25, 1.0, 0.5], [3.5, 2.0, 1.0])  # a run's load averages, start and stop
 
 
 def _experiment(name: str, modes: tuple[str, str], load: dict[str, object] | None = None,
@@ -83,12 +83,12 @@ NOTEBOOK = experiment("vllm-notebook", embedded("vllm"), workload=dict(
 def _run(root: Path, name: str, toml: str, rows: list[Record], html: bool = False) -> Path:
     """A run directory evaluated as ``kvlab run`` leaves it (with ``html``, report.html
     too; else report.md is its report)."""
-    session = SessionEntry(started="2026-01-01T12:00:00+00:00", modes=[], order=[],
-                           run_order={}, stopped="2026-01-01T12:05:00+00:00",
-                           load_average_started=SESSION_LOADS[0],
-                           load_average_stopped=SESSION_LOADS[1])
+    invocation = InvocationEntry(started="2026-01-01T12:00:00+00:00", modes=[], order=[],
+                                 run_order={}, stopped="2026-01-01T12:05:00+00:00",
+                                 load_average_started=INVOCATION_LOADS[0],
+                                 load_average_stopped=INVOCATION_LOADS[1])
     manifest = {"run_id": name, "host": {"cpu": "Test CPU 9000", "cores": 2},
-                "sessions": [session.model_dump(mode="json")]}
+                "invocations": [invocation.model_dump(mode="json")]}
     path = write_run(root / "runs" / f"{name}-20260101-120000", rows, manifest, toml)
     evaluation = evaluate_run(path)
     if html:

@@ -15,7 +15,7 @@ import pytest
 from kvlab.errors import ConfigError
 from kvlab.report.results_html import render_index, write_index
 from kvlab.report.results_page import page_text, results_page
-from tests.report.results_folder import SESSION_LOADS, build_results
+from tests.report.results_folder import INVOCATION_LOADS, build_results
 from tests.report.test_html import CHROMIUM
 
 
@@ -56,7 +56,7 @@ def test_every_headline_is_read_from_its_file(results: Path) -> None:
     quick = by_step["Recompute vs KV cache, embedded server"]
     assert f"recompute {itl['mean_a']:.2f} ms vs KV cache {itl['mean_b']:.2f} ms" in quick.text
     assert f"ratio {itl['ratio']:.2f}" in quick.text and "KV cache faster" in quick.text
-    assert quick.load == [SESSION_LOADS[0][0], SESSION_LOADS[1][0]]
+    assert quick.load == [INVOCATION_LOADS[0][0], INVOCATION_LOADS[1][0]]
 
     engine = _comparison(results, "gemma-embedded-vs-llamacpp", "kv-cache", "itl_effective_ms")
     assert f"engine {engine['mean_a']:.2f} ms vs llama-server {engine['mean_b']:.2f} ms" in \
@@ -113,7 +113,7 @@ def test_machine_and_load_during_the_run(results: Path) -> None:
     bench = _json(results / "kv-bench" / "kv-bench.json")
     assert page.cpu == bench["machine"]["cpu"] and page.cores == bench["machine"]["cores"]
     loads = [x for h in page.headlines for x in h.load]
-    assert set(SESSION_LOADS[1][:1]) <= set(loads)
+    assert set(INVOCATION_LOADS[1][:1]) <= set(loads)
     low, high = page.load_range or (0, 0)
     assert (low, high) == (min(loads), max(loads))
     assert f"{low:.2f}–{high:.2f}" in page.machine_line()

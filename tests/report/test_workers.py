@@ -14,7 +14,7 @@ def rec(worker: int | None, warmup: bool = False) -> Record:
 
 
 MANIFEST = {
-    "sessions": [{"workers": {
+    "sessions": [{"workers": {  # a manifest from before invocations had their name
         "engine": "ray", "ray_version": "2.60.0", "address": "10.0.0.5:6379", "count": 2,
         "nodes": 2, "workers": [{"worker": 0, "host": "a", "cores": 8},
                                 {"worker": 1, "host": "b", "cores": 4}]}}],

@@ -1,8 +1,8 @@
-"""The executor walks a plan through the in-memory engine: no server, no socket.
+"""The executor walks a plan through the in-memory driver: no server, no socket.
 
 Each test plans a real experiment file (tests/experiments.py), creates its run
 directory and drives the plan with :class:`MemoryTarget` in place of the servers and the
-in-memory engine in place of the HTTP client; the run is then evaluated like any other.
+in-memory driver in place of the HTTP client; the run is then evaluated like any other.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kvlab.bench.client.endpoints import Endpoint
-from kvlab.bench.engines.memory import MemoryEngine, MemorySettings
+from kvlab.bench.drivers.memory import MemoryDriver, MemorySettings
 from kvlab.bench.plan.sizing import Counter, Sizing
 from kvlab.errors import RunInterrupted
 from kvlab.records import RunClock, read_records
@@ -31,7 +31,7 @@ from tests.experiments import experiment, external
 
 
 async def words(text: str) -> int:
-    """What the memory engine counts: one token per word."""
+    """What the memory driver counts: one token per word."""
     return len(text.split())
 
 
@@ -78,7 +78,7 @@ class StopAfter(SilentReporter):
 
 @pytest.fixture(autouse=True)
 def no_socket(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Any connection attempt fails the test: the memory engine needs none."""
+    """Any connection attempt fails the test: the memory driver needs none."""
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a socket was connected")
 
@@ -91,26 +91,26 @@ def memory(name: str = "a", **settings: Any) -> Any:
 
 
 def run(tmp_path: Path, plan_and_experiment: tuple[RunPlan, Any], reporter: Any = None,
-        engine: MemoryEngine | None = None) -> RunDir:
+        driver: MemoryDriver | None = None) -> RunDir:
     plan, exp = plan_and_experiment
     file = tmp_path / f"{exp.name}.toml"
     run_dir = create_run(tmp_path / "runs", file, exp)
     drive(plan, Journal(run_dir, reporter or SilentReporter()),
-          engine or MemorySettings(ttft_ms=1, itl_ms=0.5).build(), targets=MemoryTarget)
+          driver or MemorySettings(ttft_ms=1, itl_ms=0.5).build(), targets=MemoryTarget)
     return run_dir
 
 
-def test_a_sweep_runs_whole_points_through_the_engine(tmp_path) -> None:
+def test_a_sweep_runs_whole_points_through_the_driver(tmp_path) -> None:
     path = experiment("sweep", memory(), workload=dict(queries=3, capacities=[256, 512],
                                                        output_tokens=4),
                       load=dict(kind="concurrency", values=[1, 2], requests=4)).write(tmp_path)
-    engine = MemorySettings(ttft_ms=1, itl_ms=0.5, slots=1).build()
-    run_dir = run(tmp_path, plan_new(RunRequest(path)), engine=engine)
+    driver = MemorySettings(ttft_ms=1, itl_ms=0.5, slots=1).build()
+    run_dir = run(tmp_path, plan_new(RunRequest(path)), driver=driver)
     evaluation = evaluate_run(run_dir.path)
     assert evaluation.counts["refused_rows"] == 0
     assert [(s.capacity, s.load, s.requests) for s in evaluation.load] == [
         (256, "c=1", 4), (256, "c=2", 4), (512, "c=1", 4), (512, "c=2", 4)]
-    assert len(engine.sent) == 2 * (1 + 4 + 4)  # per capacity: a warm-up and two points
+    assert len(driver.sent) == 2 * (1 + 4 + 4)  # per capacity: a warm-up and two points
     state = RunDir.open(run_dir.path).state
     assert state.points_done == [("a", c, label) for c in (256, 512) for label in ("c=1", "c=2")]
     assert [(s.mode, s.capacity, s.facts) for s in state.servers] == [
@@ -139,5 +139,5 @@ def test_interleaved_rows_alternate_and_a_resume_skips_what_was_done(tmp_path) -
     assert len(keys) == len(set(keys)) == 2 * 4 * 2  # every row once
     # what is left alternates again, from the first mode: a has 5 rows left, b 6
     assert [r.mode for r in rows[5:]] == ["a", "b"] * 5 + ["b"]
-    sessions = RunDir.open(run_path).state.sessions
-    assert len(sessions) == 2 and sessions[-1].run_order["used"] == "interleaved"
+    invocations = RunDir.open(run_path).state.invocations
+    assert len(invocations) == 2 and invocations[-1].run_order["used"] == "interleaved"

@@ -80,10 +80,10 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["experiment_file"] == TINY.text()
-    assert len(manifest["sessions"]) == 2 and "cores" in manifest["host"]
-    # the machine's load as each session started, and as the one that finished stopped
-    assert all(len(s["load_average_started"]) == 3 for s in manifest["sessions"])
-    assert len(manifest["sessions"][-1]["load_average_stopped"]) == 3
+    assert len(manifest["invocations"]) == 2 and "cores" in manifest["host"]
+    # the machine's load as each invocation started, and as the one that finished stopped
+    assert all(len(s["load_average_started"]) == 3 for s in manifest["invocations"])
+    assert len(manifest["invocations"][-1]["load_average_stopped"]) == 3
     assert all("--ctx-size" in s["facts"]["argv"] for s in manifest["servers"])
     assert (run_dir / "logs" / "chat-128.log").exists()
     prepared = json.loads((run_dir / "prepared.json").read_text())

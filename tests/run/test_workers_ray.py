@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from kvlab.bench.calibrate.server import synthetic_process
-from kvlab.bench.engines.ray import RayEngineSettings
+from kvlab.bench.drivers.ray import RayDriverSettings
 from kvlab.records import read_records
 from kvlab.run.runner import RunOutput, RunRequest, run_experiment
 from tests.experiments import experiment, synthetic
@@ -102,7 +102,7 @@ def test_two_nodes_give_the_rows_of_one_process_from_both_nodes(tmp_path, cluste
                                                                  synthetic_url) -> None:
     path = sharded(tmp_path, synthetic_url)
     alone = run_experiment(RunRequest(path), RunOutput(tmp_path / "one", html=False))
-    shared = run_experiment(RunRequest(path, engine=RayEngineSettings(count=2,
+    shared = run_experiment(RunRequest(path, driver=RayDriverSettings(count=2,
                                        address=cluster.address, per_node=1)),
                             RunOutput(tmp_path / "two", html=False))
 
@@ -116,7 +116,7 @@ def test_two_nodes_give_the_rows_of_one_process_from_both_nodes(tmp_path, cluste
         assert result.evaluation.counts["refused_rows"] == 0
         assert [(s.queries, s.refused) for s in result.evaluation.summaries] == [(16, 0)]
     manifest = shared.run_dir.manifest()
-    facts = manifest["sessions"][0]["workers"]
+    facts = manifest["invocations"][0]["workers"]
     node_of = {w["worker"]: w["node_id"] for w in facts["workers"]}
     records = [r for r in read_records(shared.run_dir.records_path) if not r.warmup]
     assert {node_of[r.worker] for r in records} == {n.node_id for n in
@@ -178,7 +178,7 @@ def test_ctrl_c_on_a_cluster_stops_the_workers_keeps_the_records_and_resumes(
     assert message.startswith("error: interrupted: ") and "\n" not in message, err
     run_dir = next(runs.iterdir())
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    pids = {w["pid"] for w in manifest["sessions"][0]["workers"]["workers"]}
+    pids = {w["pid"] for w in manifest["invocations"][0]["workers"]["workers"]}
     assert gone_within(pids, 30) == set()  # no worker left behind
     assert cluster.remaining_processes_alive()  # the cluster itself keeps running
     assert len(cluster.global_state._live_node_ids()) == 2
@@ -196,7 +196,7 @@ def test_ctrl_c_on_a_cluster_stops_the_workers_keeps_the_records_and_resumes(
     assert evaluation["counts"]["refused_rows"] == 0
     final = json.loads((run_dir / "manifest.json").read_text())
     assert final["points_done"] == [["chat", 256, "c=2"]]
-    assert final["sessions"][1]["workers"]["address"] == cluster.address  # kept for resume
+    assert final["invocations"][1]["workers"]["address"] == cluster.address  # kept for resume
 
 
 def test_ctrl_c_with_a_local_ray_leaves_no_process_behind(tmp_path, synthetic_url) -> None:
@@ -209,5 +209,5 @@ def test_ctrl_c_with_a_local_ray_leaves_no_process_behind(tmp_path, synthetic_ur
     assert gone_within(seen, 30) == set(), "processes left behind"
     run_dir = next(runs.iterdir())
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert {w["pid"] for w in manifest["sessions"][0]["workers"]["workers"]} <= seen
+    assert {w["pid"] for w in manifest["invocations"][0]["workers"]["workers"]} <= seen
     assert len(read_records(run_dir / "records.jsonl")) >= 30

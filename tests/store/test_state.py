@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kvlab.store.state import RunState, ServerEntry
@@ -27,10 +28,22 @@ def test_the_host_and_server_facts_read_typed_and_keep_every_key(tmp_path: Path)
     assert RunState().machine.cpu is None
 
 
-def test_the_load_workers_of_the_last_session_that_had_any() -> None:
-    from kvlab.store.state import SessionEntry
+def test_the_load_workers_of_the_last_invocation_that_had_any() -> None:
+    from kvlab.store.state import InvocationEntry
 
-    state = RunState(sessions=[SessionEntry(workers={"engine": "ray", "count": 3}),
-                               SessionEntry()])
+    state = RunState(invocations=[InvocationEntry(workers={"driver": "ray", "count": 3}),
+                                  InvocationEntry()])
     assert state.load_workers() == 3
-    assert RunState(sessions=[SessionEntry()]).load_workers() is None
+    assert RunState(invocations=[InvocationEntry()]).load_workers() is None
+
+
+def test_a_manifest_that_calls_its_invocations_sessions_still_loads(tmp_path) -> None:
+    old = {"run_id": "r", "sessions": [{"started": "2026-01-01T12:00:00+00:00",
+                                        "workers": {"engine": "ray", "count": 2}}]}
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(old))
+    state = RunState.read(path)
+    assert [i.started for i in state.invocations] == ["2026-01-01T12:00:00+00:00"]
+    assert state.load_workers() == 2
+    saved = json.loads(state.dumps())  # saved again under the new name, once
+    assert "sessions" not in saved and saved["invocations"][0]["workers"]["count"] == 2

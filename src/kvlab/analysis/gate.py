@@ -298,7 +298,8 @@ def _estimate(cell: CellRuns, rule: FailOn, resamples: int,
     if found is None:
         return None, ""
     if found.between == "runs":
-        return found, f"resampled ({found.runs_a} and {found.runs_b} runs)"
+        return found, (f"resampled ({found.runs_a} and {found.runs_b} runs; Student's t, "
+                       f"{found.df:.1f} df)")
     if floor is not None:
         return found, f"noise floor {floor.between:.2%} ({floor.runs} runs, {floor.source})"
     return found, "no noise floor known (rows only; `kvlab floor` measures one)"
@@ -366,5 +367,5 @@ def _judged(checks: list[GateCheck], pending: list[tuple[int, RatioEstimate, Fai
         low, high = found.interval(level)
         checks[i] = _with(checks[i], status=status, low=low, high=high, p_regress=p_r,
                           p_pass=p_p, detectable=detectable(found.log_se, rule.threshold,
-                                                            alpha, n))
+                                                            alpha, n, df=found.df))
     return tuple(checks)

@@ -29,6 +29,15 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
+# ``kvlab --help`` lists the commands in these groups (each command names its own):
+# the benchmark harness, its history, the servers it measures, KV memory accounting,
+# and the studies of the reference engine (kvlab.studies).
+BENCHMARK = "Benchmark: run, judge, report"
+HISTORY = "Run history"
+SERVERS = "Servers and endpoints"
+MEMORY = "KV memory"
+STUDIES = "Studies of the reference engine"
+
 
 
 def _print_version(asked: bool) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import BENCHMARK, app, console, err_console, print_json
 from kvlab.records import Outcome, Record
 
 
@@ -45,7 +45,7 @@ def _fraction(text: str, flag: str) -> float:
                           "(5%)") from None
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def ab(
     baseline: Path = typer.Argument(..., help="The baseline's experiment file (A)."),
     candidate: Path | None = typer.Argument(

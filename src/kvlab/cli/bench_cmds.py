@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvlab.analysis.checks import REASONING, SERVER_HISTOGRAMS
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import BENCHMARK, app, console, err_console, print_json
 
 if TYPE_CHECKING:
     from kvlab.analysis.evaluate import Evaluation
@@ -132,7 +132,7 @@ def _print_evaluation(evaluation: Evaluation, run_dir: Path) -> None:
                   highlight=False, markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def run(
     experiment: Path | None = typer.Argument(None, help="Experiment TOML file."),
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of run dirs."),
@@ -215,11 +215,11 @@ def run(
     from kvlab.run.planner import RunRequest, plan_new
     from kvlab.run.runner import RunOutput, run_experiment
 
-    engine = None
+    driver = None
     if workers is not None or ray_address is not None or workers_per_node is not None:
-        from kvlab.bench.engines.ray import RayEngineSettings
+        from kvlab.bench.drivers.ray import RayDriverSettings
 
-        engine = RayEngineSettings(count=workers, address=ray_address, per_node=workers_per_node)
+        driver = RayDriverSettings(count=workers, address=ray_address, per_node=workers_per_node)
     slo = []
     if goodput is not None:
         from kvlab.analysis.vocabulary import parse_goodput
@@ -230,7 +230,7 @@ def run(
                          settings=(*(parse_setting(s) for s in settings or ()), *slo),
                          repeat_aa=repeat_aa,
                          no_launch=no_launch, endpoints=tuple(endpoint or ()),
-                         tokenizer=tokenizer, engine=engine)
+                         tokenizer=tokenizer, driver=driver)
     if dry_run:
         from kvlab.errors import ConfigError
 
@@ -255,7 +255,7 @@ def run(
     remember_run(result.run_dir.path, enabled=not no_history)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def prepare(
     experiment: Path = typer.Argument(..., help="Experiment TOML file."),
     out: Path = typer.Option(Path("runs"), "--out", help="Parent directory of run dirs."),
@@ -279,7 +279,7 @@ def prepare(
     console.print(f"wrote {run_dir.prepared_path}", highlight=False, markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def measure(
     experiment: Path | None = typer.Argument(None, help="Experiment TOML file."),
     mode: str = typer.Option(..., "--mode", help="The mode to measure."),
@@ -301,7 +301,7 @@ def measure(
                   f"{run_path.path}", highlight=False, markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def evaluate(
     run_dir: Path = typer.Argument(..., help="Run directory."),
     json_out: bool = typer.Option(False, "--json", help="Print evaluation.json."),
@@ -325,7 +325,7 @@ def evaluate(
         _print_evaluation(evaluation, run_dir)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def explain(
     ratio: float | None = typer.Argument(None, help="A ratio A/B to read."),
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import BENCHMARK, SERVERS, app, console, err_console, print_json
 from kvlab.cli.lists import LIST_METAVAR, float_list, int_list, list_help
 from kvlab.errors import ConfigError
 
@@ -87,7 +87,7 @@ def _render_workers(facts: dict[str, Any]) -> None:
     console.print(table)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def calibrate(
     concurrency: list[str] = typer.Option(
         ["1,64,256,1024"], metavar=LIST_METAVAR, help="Streams per accuracy level. "
@@ -189,7 +189,7 @@ def calibrate(
         console.print(f"{whose}: not found (even the lowest ramp rate was late)")
 
 
-@app.command("serve-synthetic")
+@app.command("serve-synthetic", rich_help_panel=SERVERS)
 def serve_synthetic(
     host: str = typer.Option("127.0.0.1", help="Address to bind."),
     port: int = typer.Option(8080, help="Port (0 = any free port)."),

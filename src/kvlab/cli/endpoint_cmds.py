@@ -9,13 +9,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kvlab.cli._app import app, console, print_json
+from kvlab.cli._app import SERVERS, app, console, print_json
 
 endpoints_app = typer.Typer(
     help="Configured inference endpoints (VLLM_*, OPENAI_*_<n> in the environment or .env).",
     no_args_is_help=True,
 )
-app.add_typer(endpoints_app, name="endpoints")
+app.add_typer(endpoints_app, name="endpoints", rich_help_panel=SERVERS)
 
 ENV_FILE = typer.Option(
     None, "--env-file", help="A .env file (default: the nearest .env upwards from here)."

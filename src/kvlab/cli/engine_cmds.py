@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import STUDIES, app, console, err_console, print_json
 from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
@@ -17,7 +17,7 @@ def _mark(ok: bool) -> str:
     return "[green]PASS[/]" if ok else "[red]FAIL[/]"
 
 
-@app.command()
+@app.command(rich_help_panel=STUDIES)
 def prove(
     preset: str = typer.Option("toy", "--preset", help="Model preset proven first."),
     model: str | None = typer.Option(
@@ -105,7 +105,7 @@ def _cells(cells: list[int]) -> str:
     return ", ".join(f"{c} x{n}" for c, n in runs)
 
 
-@app.command("kv-bench")
+@app.command("kv-bench", rich_help_panel=STUDIES)
 def kv_bench(
     contexts: list[str] = typer.Option(
         None, "--contexts", metavar=LIST_METAVAR,
@@ -178,7 +178,7 @@ def _bench_table(result: Any) -> Table:
     return table
 
 
-@app.command("engine-check")
+@app.command("engine-check", rich_help_panel=STUDIES)
 def engine_check(
     model: str = typer.Option("gemma-3-270m", "--model",
                               help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from kvlab.cli._app import app, console, print_json
+from kvlab.cli._app import BENCHMARK, app, console, print_json
 
 
-@app.command("floor")
+@app.command("floor", rich_help_panel=BENCHMARK)
 def floor(
     runs: list[str] = typer.Argument(
         None, help="Identical runs (at least 3): run directories, several separated by "

@@ -10,14 +10,14 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import HISTORY, app, console, err_console, print_json
 
 history_app = typer.Typer(
     help="The run history: every run kvlab wrote, in one DuckDB file you can query "
          "(KVLAB_HISTORY or --db picks the file; KVLAB_HISTORY=off stops kvlab run adding).",
     no_args_is_help=True,
 )
-app.add_typer(history_app, name="history")
+app.add_typer(history_app, name="history", rich_help_panel=HISTORY)
 
 DB = typer.Option(None, "--db", metavar="FILE",
                   help="The history database (default: KVLAB_HISTORY, else "
@@ -293,7 +293,7 @@ def overlay_cmd(
                   f"{metric} across runs", f"runs: {', '.join(ids)}")
 
 
-@app.command("export")
+@app.command("export", rich_help_panel=HISTORY)
 def export(
     source: str | None = typer.Argument(
         None, help="A run directory, a peer's result file, or history:EXPERIMENT@latest "

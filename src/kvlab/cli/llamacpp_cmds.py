@@ -7,10 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import SERVERS, app, console, err_console, print_json
 
 
-@app.command()
+@app.command(rich_help_panel=SERVERS)
 def fetch(
     model: Path | None = typer.Option(
         None, "--model", help="Check this GGUF file instead of the bundled Gemma 3 270M."),
@@ -32,7 +32,7 @@ def fetch(
                   f"sha256 {checked.sha256}, {verdict})", highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(rich_help_panel=SERVERS)
 def preflight(
     experiment: Path | None = typer.Argument(
         None, help="Experiment file whose llama-server modes to check (binary, model, GPUs)."),
@@ -103,7 +103,7 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
 
 llamacpp_app = typer.Typer(help="llama-server beyond kvlab's own launches.",
                            no_args_is_help=True)
-app.add_typer(llamacpp_app, name="llamacpp")
+app.add_typer(llamacpp_app, name="llamacpp", rich_help_panel=SERVERS)
 
 
 @llamacpp_app.command("image")

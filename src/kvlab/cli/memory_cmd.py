@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kvlab.cli._app import app, console, print_json
+from kvlab.cli._app import MEMORY, app, console, print_json
 from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 from kvlab.cli.memory_knee import knee_document
@@ -31,7 +31,7 @@ DEFAULT_PRESETS = ["llama-3.1-8b", "qwen2.5-7b"]  # the notebook's two projectio
 DEFAULT_CONTEXTS = [2048, 8192, 32768]
 
 
-@app.command("memory")
+@app.command("memory", rich_help_panel=MEMORY)
 def memory(
     preset: list[str] = typer.Option(
         None,

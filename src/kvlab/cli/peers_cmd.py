@@ -9,14 +9,14 @@ from pathlib import Path
 
 import typer
 
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import BENCHMARK, app, console, err_console, print_json
 
 peers_app = typer.Typer(
     help="GuideLLM, AIPerf and vLLM's bench serve, in environments of their own, and "
          "the cross-check that runs them beside kvlab on a known schedule.",
     no_args_is_help=True,
 )
-app.add_typer(peers_app, name="peers")
+app.add_typer(peers_app, name="peers", rich_help_panel=BENCHMARK)
 
 
 def _say(line: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from kvlab.cli._app import app, console, print_json
+from kvlab.cli._app import STUDIES, app, console, print_json
 from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
@@ -24,7 +24,7 @@ def _load_average() -> str:
         return "unknown"
 
 
-@app.command("engine-profile")
+@app.command("engine-profile", rich_help_panel=STUDIES)
 def engine_profile(
     model: str = typer.Option("gemma-3-270m", "--model",
                               help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from kvlab.cli._app import app, console, print_json
+from kvlab.cli._app import BENCHMARK, app, console, print_json
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def report(
     run_dir: Path = typer.Argument(..., help="A run directory (holds records.jsonl)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html (self-contained)."),
@@ -43,7 +43,7 @@ def report(
         console.print(str(path), highlight=False, markup=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def compare(
     run_a: str = typer.Argument(..., help="The baseline (A): a run directory, several "
                                 "separated by commas (dir1,dir2,dir3), a peer's result file, "
@@ -128,7 +128,7 @@ def compare(
                      definitions=definitions)
 
 
-@app.command()
+@app.command(rich_help_panel=BENCHMARK)
 def summary(
     results: Path = typer.Argument(Path("results"), help="The folder make run wrote."),
     html: bool = typer.Option(True, "--html/--no-html", help="Also write RESULTS/index.html."),

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import typer
 
-from kvlab.cli._app import app, console
+from kvlab.cli._app import SERVERS, app, console
 from kvlab.cli.extras import require_engine
 
 
-@app.command()
+@app.command(rich_help_panel=SERVERS)
 def serve(
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback by default)."),
     port: int = typer.Option(8080, help="TCP port; 0 picks a free one (the URL is printed)."),

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from kvlab.cli._app import app, console, print_json
+from kvlab.cli._app import STUDIES, app, console, print_json
 from kvlab.cli.extras import require_engine
 from kvlab.cli.lists import LIST_METAVAR, int_list, list_help
 
@@ -25,7 +25,7 @@ def _load_average() -> str:
         return "unknown"
 
 
-@app.command("engine-speed")
+@app.command("engine-speed", rich_help_panel=STUDIES)
 def engine_speed(
     model: str = typer.Option("gemma-3-270m", "--model",
                               help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),
@@ -132,7 +132,7 @@ def engine_speed(
     console.print(f"load average: {document['settings']['load_average']}", highlight=False)
 
 
-@app.command("engine-batch")
+@app.command("engine-batch", rich_help_panel=STUDIES)
 def engine_batch(
     model: str = typer.Option("gemma-3-270m", "--model",
                               help="gemma-3-270m (the bundled GGUF) or a Gemma 3 GGUF path."),

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
-from kvlab.cli._app import app, console, err_console, print_json
+from kvlab.cli._app import SERVERS, app, console, err_console, print_json
 
 vllm_app = typer.Typer(
     help="vLLM, launched by kvlab from its own environment (experiments' server = \"vllm\").",
     no_args_is_help=True,
 )
-app.add_typer(vllm_app, name="vllm")
+app.add_typer(vllm_app, name="vllm", rich_help_panel=SERVERS)
 
 
 @vllm_app.command("setup")

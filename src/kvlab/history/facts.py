@@ -183,7 +183,7 @@ def experiment_hash(run: RunDir) -> str | None:
 def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
              how: str) -> dict[str, Any]:
     state, host = run.state, run.state.machine
-    sessions = state.sessions
+    invocations = state.invocations
     records, valid = evaluation.counts["records"], evaluation.valid
     return {
         "run_id": run_id, "path": path, "fingerprint": fingerprint(Path(path)),
@@ -192,10 +192,10 @@ def _run_row(run: RunDir, run_id: str, path: str, evaluation: StoredEvaluation,
         "experiment_hash": experiment_hash(run), "git_commit": state.git_commit,
         "kvlab_version": state.kvlab_version, "cpu": host.cpu, "cpu_flags": host.cpu_flags,
         "cores": host.cores, "hostname": host.hostname, "platform": host.platform,
-        "started": _when(sessions[0].started if sessions else host.recorded_at),
-        "stopped": _when(sessions[-1].stopped if sessions else None),
-        "load_average_started": sessions[0].load_average_started if sessions else None,
-        "load_average_stopped": sessions[-1].load_average_stopped if sessions else None,
+        "started": _when(invocations[0].started if invocations else host.recorded_at),
+        "stopped": _when(invocations[-1].stopped if invocations else None),
+        "load_average_started": invocations[0].load_average_started if invocations else None,
+        "load_average_stopped": invocations[-1].load_average_stopped if invocations else None,
         "records": records, "measured": valid.measured,
         "valid": valid.valid, "planned": valid.planned, "evaluation": how,
         "added_at": datetime.now(UTC),

@@ -22,6 +22,8 @@ from kvlab.peers import aiperf, guidellm, vllm
 from kvlab.peers.common import first_missing, to_records
 from kvlab.records import ApiKind, Record
 
+__all__ = ["SHAPES", "missing_field", "read_peer_file", "tool_of"]
+
 SHAPES: tuple[str, ...] = (guidellm.SHAPE, vllm.SHAPE, aiperf.SHAPE)
 _READERS: dict[str, Any] = {"guidellm": guidellm, "vllm": vllm, "aiperf": aiperf}
 

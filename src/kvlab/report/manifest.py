@@ -1,5 +1,6 @@
 """The "Manifest essentials" section: the kvlab version and commit, the host, the
-sessions and each server's command line (report.html adds the whole manifest.json)."""
+invocations (the run and each resume) and each server's command line (report.html adds
+the whole manifest.json)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kvlab.store.state import RunState
 
 
 class ManifestEssentials(Section):
-    """What ran where: versions, host, sessions and servers."""
+    """What ran where: versions, host, invocations and servers."""
 
     heading = "Manifest essentials"
 
@@ -26,9 +27,10 @@ class ManifestEssentials(Section):
             f"{fmt((host.memory_bytes or 0) / 2**30, 1)} GiB, Python "
             f"{host.python}, torch {host.torch}",
         ]
-        for session in state.sessions:
-            lines.append(f"- session {session.started} → "
-                         f"{'interrupted' if session.stopped is None else session.stopped}")
+        for i, invocation in enumerate(state.invocations):
+            stopped = invocation.stopped
+            lines.append(f"- {'resume' if i else 'run'} {invocation.started} → "
+                         f"{'interrupted' if stopped is None else stopped}")
         for entry in state.servers:
             facts = entry.known if entry.facts else None
             argv = " ".join(facts.argv or []) if facts else "(external endpoint)"

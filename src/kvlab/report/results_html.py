@@ -75,7 +75,7 @@ def render_index(page: ResultsPage) -> str:
         f"<body><h1>kvlab results</h1><p class=muted>{escape(page.machine_line())}. "
         f"kvlab {escape(kvlab.__version__)}; each figure is read from the file named "
         "beside it; load (1 min): the 1-minute load average each step recorded (runs: "
-        "at each session's start and stop).</p>"
+        "at each invocation's start and stop).</p>"
         f"<h2>Headline figures</h2>{_headline_rows(page)}"
         f"<h2>Reports</h2><ul>{reports or '<li>none</li>'}</ul>"
         f"{_plot(page)}</body></html>\n"

@@ -9,7 +9,7 @@ A results folder (``make run`` writes ``results/``) holds:
   (the vLLM steps, ``vllm-notebook`` and ``serving-engines``, included).
 
 Each step's file also records the machine (CPU, cores) and the load average at the
-step's end (runs: at each session's start and stop). A run's figure says what it
+step's end (runs: at each invocation's start and stop). A run's figure says what it
 stands on ("n valid of m"); an evaluation.json older than that is named, not read. A
 step whose file is missing gets a line saying so. Runs of experiments the page has no
 headline for still get a line (their first comparison) and a link.

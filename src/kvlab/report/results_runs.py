@@ -27,7 +27,7 @@ BATCH_USERS = 8  # the continuous-batching headline: the gain at N = 8 users
 class Headline:
     """One step's figure. ``source``: the file it was read from (relative to the
     results folder), None when the step left no file; ``load``: the 1-minute load
-    averages the step recorded (at its end; runs: each session's start and stop)."""
+    averages the step recorded (at its end; runs: each invocation's start and stop)."""
 
     step: str
     text: str
@@ -46,8 +46,8 @@ class RunFiles:
     state: RunState
 
     def load(self) -> list[float]:
-        """The 1-minute load averages the run's sessions recorded."""
-        return [float(load[0]) for s in self.state.sessions
+        """The 1-minute load averages the run's invocations recorded."""
+        return [float(load[0]) for s in self.state.invocations
                 for load in (s.load_average_started, s.load_average_stopped) if load]
 
     def comparison(self, a: str, b: str, metric: str) -> tuple[Ratio, int] | None:

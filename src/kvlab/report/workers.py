@@ -1,6 +1,6 @@
 """The report's "Load workers and clocks" section (``kvlab run --workers``).
 
-Where the load workers ran (manifest: each session's ``workers``) and, per load point
+Where the load workers ran (manifest: each invocation's ``workers``) and, per load point
 and worker, the clock offset to the coordinator with its error bound (manifest:
 ``worker_clocks``, measured by :mod:`kvlab.bench.workers.clocks`) beside the rows that
 worker recorded. Nothing is computed here beyond counting rows.
@@ -15,6 +15,7 @@ from typing import Any
 from kvlab.markdown import row
 from kvlab.records import Record
 from kvlab.report.section import ReportInput, Section
+from kvlab.store.state import RunState
 
 TITLE = "Load workers and clocks"
 
@@ -32,28 +33,28 @@ def _ms(ns: int | float) -> str:
     return f"{ns / 1e6:.3f}"
 
 
-def _where(session_workers: dict[str, Any]) -> str:
-    count = session_workers.get("count", len(session_workers.get("workers", [])))
-    address = session_workers.get("address")
-    engine = f"Ray {session_workers.get('ray_version', '?')}"
+def _where(workers: dict[str, Any]) -> str:
+    count = workers.get("count", len(workers.get("workers", [])))
+    address = workers.get("address")
+    ray = f"Ray {workers.get('ray_version', '?')}"
     place = ("a local Ray kvlab started and stopped" if address in (None, "local")
              else f"the Ray cluster at {address}")
-    hosts = Counter(w.get("host", "?") for w in session_workers.get("workers", []))
-    cores = {w.get("host", "?"): w.get("cores") for w in session_workers.get("workers", [])}
+    hosts = Counter(w.get("host", "?") for w in workers.get("workers", []))
+    cores = {w.get("host", "?"): w.get("cores") for w in workers.get("workers", [])}
     on = ", ".join(f"{h} ({n} worker{'s' * (n != 1)}, {cores[h]} cores)"
                    for h, n in hosts.items())
-    return (f"{count} load workers ({engine}, {place}) on "
-            f"{session_workers.get('nodes', '?')} node(s): {on}")
+    return (f"{count} load workers ({ray}, {place}) on "
+            f"{workers.get('nodes', '?')} node(s): {on}")
 
 
 def workers_body(manifest: dict[str, Any], records: Sequence[Record]) -> str:
     """The section's markdown without its heading; "" when no worker sent a row."""
-    sessions = [s["workers"] for s in manifest.get("sessions", []) if s.get("workers")]
-    if not sessions:
+    ran = [i.workers for i in RunState.model_validate(manifest).invocations if i.workers]
+    if not ran:
         return ""
-    lines = [f"- {_where(w)}" for w in sessions]
+    lines = [f"- {_where(w)}" for w in ran]
     lines += ["", CLOCK_RULE, ""]
-    hosts = {w["worker"]: w.get("host", "?") for w in sessions[-1].get("workers", [])}
+    hosts = {w["worker"]: w.get("host", "?") for w in ran[-1].get("workers", [])}
     rows = Counter((r.mode, r.capacity, r.load, r.worker) for r in records
                    if r.worker is not None and not r.warmup)
     lines += ["| mode | capacity | load | worker | host | requests | rows | offset ms "

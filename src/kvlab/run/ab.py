@@ -34,7 +34,7 @@ from kvlab.analysis.gate import DEFAULT_MARGIN
 from kvlab.analysis.sequential import Design, Look, block_log_ratio, look
 from kvlab.analysis.summary_metrics import SUMMARY_METRICS
 from kvlab.analysis.validate import check_row
-from kvlab.bench.engines.inprocess import InProcessSettings
+from kvlab.bench.drivers.inprocess import InProcessSettings
 from kvlab.errors import ConfigError, RunInterrupted, WorkerError
 from kvlab.records import Record
 from kvlab.run.ab_setup import AbPair, make_pair
@@ -195,7 +195,7 @@ def _values(records: list[Record], mode: str, metric: Callable[[Record], float |
     return out
 
 
-class AbSession:
+class AbRun:
     """One A/B over one run directory: its plan, journal and the test's state."""
 
     def __init__(self, request: AbRequest, pair: AbPair, plan: RunPlan, journal: AbJournal,
@@ -214,7 +214,7 @@ class AbSession:
         # the rows are open-ended: the test decides when to stop (None: not counted)
         journal.state.rows_planned = [(mode, self.pair.capacity, None, None)
                                       for mode in (self.pair.a, self.pair.b)]
-        session = journal.begin_session(self.plan, None)
+        invocation = journal.begin_invocation(self.plan, None)
         ids = [q.id for q in self.plan.workload.queries]
         try:
             for step in self.plan.steps:
@@ -241,8 +241,8 @@ class AbSession:
         finally:
             for mode, capacity in reversed(list(executor.live)):
                 executor.stop(mode, capacity)
-            await executor.engine.aclose()
-        journal.end_session(session)
+            await executor.driver.aclose()
+        journal.end_invocation(invocation)
 
     def add_block(self, records: list[Record]) -> None:
         """Take one block's records into the test; sets the verdict when it ends."""
@@ -304,19 +304,19 @@ def run_ab(request: AbRequest, out: Path = Path("runs"),
     run.state.tokenizer = plan.workload.tokenizer
     journal = AbJournal(run, reporter or SilentReporter())
     result = AbResult(run.path, pair.a, pair.b, pair.capacity, request.metric, design)
-    session = AbSession(request, pair, plan, journal, result)
-    engine = plan.engine.build()
+    ab = AbRun(request, pair, plan, journal, result)
+    driver = plan.driver.build()
     interrupted: tuple[str, int] | None = None
     try:
-        engine.start()
-        run_interruptibly(session.run(Executor(plan, journal, engine)))
+        driver.start()
+        run_interruptibly(ab.run(Executor(plan, journal, driver)))
     except KeyboardInterrupt:
         interrupted = ("interrupted", 130)
     except (ServerDied, WorkerError) as exc:
         interrupted = (f"interrupted ({exc})", 2)
     finally:
         try:
-            engine.close()
+            driver.close()
         finally:
             if interrupted is not None:
                 result.verdict, result.why = "not judged", interrupted[0]

@@ -1,9 +1,9 @@
-"""Run a plan: walk its steps through a load engine, into the run's journal.
+"""Run a plan: walk its steps through a load driver, into the run's journal.
 
 :class:`Executor` takes the steps of a :class:`~kvlab.run.runplan.RunPlan` in
 order and reads nothing else: ``Launch`` brings a target up and prepares the capacity's
 prompts, ``WarmUp`` and ``MeasureRows`` send requests one after another, ``MeasurePoint``
-sends a point whole through the engine (the server's ``/metrics`` read around it),
+sends a point whole through the driver (the server's ``/metrics`` read around it),
 ``Search`` drives rate points, ``Stop`` stops the server. Each Record lands in the
 :class:`~kvlab.run.journal.Journal` as it completes, a point is synced to the disk
 before the next step, every server still up is stopped on every exit path, and a
@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
-from kvlab.bench.engines.engine import LoadEngine
+from kvlab.bench.drivers.driver import LoadDriver
 from kvlab.bench.plan.loads.base import LoadStrategy
 from kvlab.bench.plan.workload import PreparedPrompt, warmup_prompt
 from kvlab.records import Outcome, Record
@@ -62,19 +62,19 @@ class Executor:
     """Walks one plan over one run directory; ``targets`` makes what each ``Launch``
     reaches (default: real servers and endpoints)."""
 
-    def __init__(self, plan: RunPlan, journal: Journal, engine: LoadEngine,
+    def __init__(self, plan: RunPlan, journal: Journal, driver: LoadDriver,
                  targets: TargetFactory | None = None) -> None:
-        self.plan, self.journal, self.engine = plan, journal, engine
+        self.plan, self.journal, self.driver = plan, journal, driver
         self.prompts = PromptBook(plan, journal)
         self.targets = targets or (lambda mode, launch: ServerTarget(
             mode, launch, plan.request_timeout_s, journal.run.path))
         self.live: dict[tuple[str, int], Live] = {}
 
     async def run(self) -> None:
-        """Every step, as one session of the run."""
-        session = self.journal.begin_session(self.plan, self.engine.facts())
+        """Every step, as one invocation of the runner."""
+        invocation = self.journal.begin_invocation(self.plan, self.driver.facts())
         await self.walk(self.plan.steps)
-        self.journal.end_session(session)
+        self.journal.end_invocation(invocation)
 
     async def walk(self, steps: tuple[Step, ...]) -> None:
         """Take ``steps`` in order; whatever happens, stop every server still up."""
@@ -86,7 +86,7 @@ class Executor:
                 for mode, capacity in reversed(list(self.live)):
                     self.stop(mode, capacity)
             finally:
-                await self.engine.aclose()
+                await self.driver.aclose()
 
     async def take(self, step: Step) -> None:
         match step:
@@ -160,7 +160,7 @@ class Executor:
         """One request, one after another (a warm-up or a sequential row)."""
         assert live.endpoint is not None
         spec = self.spec(live, prompt, repetition, self.journal.take(1), warmup)
-        record = await self.engine.send(live.endpoint, spec, self.journal.clock)
+        record = await self.driver.send(live.endpoint, spec, self.journal.clock)
         self.journal.land(record)
         self.check_alive(live, [record])
 
@@ -193,7 +193,7 @@ class Executor:
         journal.reporter.begin(name, live.capacity, n)
         async with live.target.gauges(journal.run.gauges_path, journal.clock, point.label,
                                       first, lambda: first + n, poll=True):
-            records = await self.engine.run_point(
+            records = await self.driver.run_point(
                 point, specs, live.endpoint, journal.clock, journal.land,
                 lambda clocks: journal.point_clocks(live.mode.name, live.capacity, label,
                                                     clocks))

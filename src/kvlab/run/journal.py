@@ -2,7 +2,7 @@
 
 The executor records everything a run does through one :class:`Journal`: each Record as
 it lands (appended through the run's one writer, off the event loop), each server's
-time up, each load point done, each session (an invocation: a run or a resume), each
+time up, each load point done, each invocation (a run or a resume), each
 sharded point's worker clocks. The state (:class:`~kvlab.store.state.RunState`)
 is kept in memory and saved on every change; :meth:`Journal.close` syncs every record
 to the disk and saves the state a last time (every exit path calls it).
@@ -18,7 +18,7 @@ from kvlab.run.rundir import now_iso
 from kvlab.run.runplan import RunPlan
 from kvlab.servers.preflight import load_average
 from kvlab.store.rundir import RunDir
-from kvlab.store.state import PointClocks, ServerEntry, SessionEntry
+from kvlab.store.state import InvocationEntry, PointClocks, ServerEntry
 from kvlab.store.writer import RunWriter
 
 
@@ -73,24 +73,25 @@ class Journal:
         self.state.servers.append(entry)
         self.save()
 
-    def begin_session(self, plan: RunPlan, workers: dict[str, Any] | None) -> SessionEntry:
+    def begin_invocation(self, plan: RunPlan, workers: dict[str, Any] | None) -> InvocationEntry:
         """Enter this invocation: its modes, blocks, order and load workers."""
         order = [(b.mode, b.capacity) for b in plan.blocks]
-        session = SessionEntry(started=now_iso(), load_average_started=load_average(),
-                               modes=sorted({b.mode for b in plan.blocks},
-                                            key=[m.name for m in plan.modes].index),
-                               order=order, run_order=plan.order_facts(), workers=workers)
-        self.state.sessions.append(session)
+        entry = InvocationEntry(started=now_iso(), load_average_started=load_average(),
+                                modes=sorted({b.mode for b in plan.blocks},
+                                             key=[m.name for m in plan.modes].index),
+                                order=order, run_order=plan.order_facts(), workers=workers)
+        self.state.invocations.append(entry)
         self.state.run_order += order
-        self.state.order = session.run_order  # the order actually used, last session
-        if self.state.rows_planned is None and not self.state.sessions[:-1]:
+        self.state.order = entry.run_order  # the order actually used, last invocation
+        if self.state.rows_planned is None and not self.state.invocations[:-1]:
             self.state.rows_planned = plan.rows_planned()  # a new run's whole plan
         self.save()
-        return session
+        return entry
 
-    def end_session(self, session: SessionEntry) -> None:
-        session.stopped = now_iso()
-        session.load_average_stopped = load_average()
+    def end_invocation(self, entry: InvocationEntry) -> None:
+        """Enter this invocation as stopped."""
+        entry.stopped = now_iso()
+        entry.load_average_stopped = load_average()
         self.save()
 
     def close(self) -> None:

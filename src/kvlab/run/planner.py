@@ -7,7 +7,7 @@ what the user asked (:class:`RunRequest`) and return a
 own validation (with ``--set``'s settings written in), ``--queries`` against the
 dataset, ``--repeat-aa``'s mode,
 ``--no-launch``'s endpoints against the modes and capacities, the tokenizer file, the
-load engine against the load (and Ray being installed), each dataset row. The one
+load driver against the load (and Ray being installed), each dataset row. The one
 check that needs the network, an external endpoint's ``/v1/models``, is
 :func:`check_endpoints`, which a new run calls before it creates its directory and a
 dry run never does.
@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvlab.bench.engines.engine import EngineSettings
-from kvlab.bench.engines.inprocess import InProcessSettings
-from kvlab.bench.engines.kinds import saved_engine, workers_engine
+from kvlab.bench.drivers.driver import DriverSettings
+from kvlab.bench.drivers.inprocess import InProcessSettings
+from kvlab.bench.drivers.kinds import saved_driver, workers_driver
 from kvlab.bench.plan.dataset import Dataset
 from kvlab.bench.plan.order import (
     Block,
     interleave,
     plan_blocks,
     resolve_order,
-    server_sessions,
+    server_launches,
     split,
 )
 from kvlab.bench.plan.workload import BUILTIN_QUERIES
@@ -66,7 +66,7 @@ class RunRequest:
     ``MODE@CAPACITY=URL``): measure the launched kinds' modes against servers the user
     started (a resume reuses the recorded ones unless given new ones). ``tokenizer``: a
     tokenizer.json or GGUF counting prompt tokens where a server has no /tokenize.
-    ``engine``: the load engine's settings (bench.engines; default: in this process, or
+    ``driver``: the load driver's settings (bench.drivers; default: in this process, or
     the experiment's ``[load] workers`` Ray workers; a resume uses the recorded one)."""
 
     experiment: Path | None = None
@@ -77,7 +77,7 @@ class RunRequest:
     no_launch: bool = False
     endpoints: tuple[str, ...] = ()
     tokenizer: Path | None = None
-    engine: EngineSettings | None = None
+    driver: DriverSettings | None = None
 
 
 @dataclass
@@ -150,14 +150,14 @@ def plan_new(request: RunRequest, only: str | None = None) -> tuple[RunPlan, Exp
         attach = attach_plan(measured, specs)
     tokenizer = named or tokenizer_path(measured.workload.tokenizer)
     plan = build_plan(measured, measured.workload.source(), Done(), tokenizer=tokenizer,
-                      attach=attach, asked=request.engine, overrides=overrides,
+                      attach=attach, asked=request.driver, overrides=overrides,
                       repeat_aa=aa, only=only)
     return plan, experiment
 
 
 def plan_resume(request: RunRequest, run: RunDir, only: str | None = None) -> RunPlan:
     """The plan that finishes ``run``: the experiment as measured, its rows and points
-    not done yet, the recorded endpoints, tokenizer and engine unless given others
+    not done yet, the recorded endpoints, tokenizer and driver unless given others
     (``only``: that mode alone)."""
     if request.queries is not None or request.settings:
         raise ConfigError("--queries and --set apply to a new run; a resumed run keeps the "
@@ -177,7 +177,7 @@ def plan_resume(request: RunRequest, run: RunDir, only: str | None = None) -> Ru
     done = Done({r.key for r in run.records if r.outcome == Outcome.OK},
                 set(state.points_done or []))
     tokenizer = named or state.tokenizer or experiment.workload.tokenizer
-    asked = request.engine or saved_engine(state.workers)
+    asked = request.driver or saved_driver(state.workers)
     dataset = experiment.workload.source(state.dataset_file)
     return build_plan(experiment, dataset, done, tokenizer=tokenizer, attach=attach,
                       asked=asked, overrides={}, repeat_aa=state.repeat_aa, only=only)
@@ -205,7 +205,7 @@ def mode_plan(experiment: Experiment, mode: Mode) -> ModePlan:
 
 
 def build_plan(experiment: Experiment, dataset: Dataset, done: Done, *, tokenizer: str | None,
-               attach: Attach | None, asked: EngineSettings | None,
+               attach: Attach | None, asked: DriverSettings | None,
                overrides: dict[str, Any], repeat_aa: str | None,
                only: str | None = None) -> RunPlan:
     """The steps of ``experiment`` in run order (of mode ``only``, if given), without
@@ -261,32 +261,32 @@ def build_plan(experiment: Experiment, dataset: Dataset, done: Done, *, tokenize
                                      interleaved=True))
             steps += [Stop(m, capacity) for m in reversed(here)]
     else:
-        for group in server_sessions(blocks):
+        for group in server_launches(blocks):
             mode, capacity = group[0].mode, group[0].capacity
             work = measures(mode, capacity, group if group[0].parts > 1 else None)
             if work:
                 steps += [*up(mode, capacity), *work, Stop(mode, capacity)]
-    engine = choose_engine(asked, load.workers)
+    driver = choose_driver(asked, load.workers)
     plan = RunPlan(
         name=experiment.name, modes=modes,
         workload=WorkloadPlan(dataset, queries, w.repetitions, w.warmup, w.output_tokens,
                               w.prompt_fraction, tokenizer, experiment.protocol.cache_prompt,
                               tuple(experiment.all_capacities())),
-        order=choice, blocks=tuple(blocks), steps=tuple(steps), engine=engine,
+        order=choice, blocks=tuple(blocks), steps=tuple(steps), driver=driver,
         slip_threshold_ms=load.slip_threshold_ms, in_flight_cap=load.in_flight_cap(),
         ready_timeout_s=experiment.protocol.ready_timeout_s,
         request_timeout_s=experiment.protocol.request_timeout_s, overrides=overrides,
         repeat_aa=repeat_aa, no_launch=attach.to_manifest() if attach is not None else None)
-    engine.check(not load.one_by_one)
+    driver.check(not load.one_by_one)
     return plan
 
 
-def choose_engine(asked: EngineSettings | None, file_workers: int | None) -> EngineSettings:
-    """The engine a run uses: the one asked (its worker count defaulting to the file's
+def choose_driver(asked: DriverSettings | None, file_workers: int | None) -> DriverSettings:
+    """The driver a run uses: the one asked (its worker count defaulting to the file's
     ``[load] workers``), else the file's workers, else this process."""
     if asked is not None:
         return asked.with_workers(file_workers)
-    return workers_engine(file_workers) if file_workers else InProcessSettings()
+    return workers_driver(file_workers) if file_workers else InProcessSettings()
 
 
 def check_endpoints(plan: RunPlan) -> None:

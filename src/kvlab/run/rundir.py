@@ -100,6 +100,6 @@ def host_facts() -> dict[str, Any]:
         "torch": _version("torch"),
         "hostname": platform.node(),
         "recorded_at": now_iso(),
-        "clock": "time.perf_counter_ns, relative to each session's start",
+        "clock": "time.perf_counter_ns, relative to each invocation's start",
         "timezone": time.strftime("%Z"),
     }

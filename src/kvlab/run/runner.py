@@ -2,8 +2,8 @@
 
 A run is two steps kept apart: the planner (:mod:`kvlab.run.planner`) turns the
 experiment file and the command line into a typed plan, checking everything first; the
-executor (:mod:`kvlab.run.executor`) walks the plan's steps through a load engine
-(:mod:`kvlab.bench.engines`): for each (mode, capacity) in run order it starts the
+executor (:mod:`kvlab.run.executor`) walks the plan's steps through a load driver
+(:mod:`kvlab.bench.drivers`): for each (mode, capacity) in run order it starts the
 server (or checks the endpoint), prepares the capacity's prompts (once, kept in
 ``prepared.json``), warms up, sends the rows or load points, and stops the server on
 every exit path. Each Record is written as it completes. A Ctrl-C, a dead server or a
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvlab.analysis.evaluate import Evaluation, write_evaluation
-from kvlab.bench.engines.engine import LoadEngine
-from kvlab.bench.engines.inprocess import InProcessSettings
+from kvlab.bench.drivers.driver import LoadDriver
+from kvlab.bench.drivers.inprocess import InProcessSettings
 from kvlab.errors import ConfigError, EndpointError, RunInterrupted, WorkerError
 from kvlab.run.executor import Executor, ServerDied, TargetFactory
 from kvlab.run.interrupt import run_interruptibly
@@ -82,25 +82,25 @@ def discard_if_empty(run: RunDir) -> None:
         shutil.rmtree(run.path, ignore_errors=True)
 
 
-def drive(plan: RunPlan, journal: Journal, engine: LoadEngine,
+def drive(plan: RunPlan, journal: Journal, driver: LoadDriver,
           targets: TargetFactory | None = None, walk: bool = False) -> None:
-    """Start the engine, execute the plan (``walk``: its steps only, no session), close
+    """Start the driver, execute the plan (``walk``: its steps only, no invocation entered), close
     everything; turn Ctrl-C, a dead server and a lost worker into RunInterrupted."""
     from kvlab.analysis.saturation import load_calibration
 
     reason, status = "", 2
-    executor = Executor(plan, journal, engine, targets)
+    executor = Executor(plan, journal, driver, targets)
     try:
-        if not isinstance(plan.engine, InProcessSettings):
-            journal.reporter.note(f"starting the load engine: {plan.engine.describe()}")
-        engine.start()
-        if engine.workers is not None:
-            limit = load_calibration(workers=engine.workers)  # later reports judge by it
+        if not isinstance(plan.driver, InProcessSettings):
+            journal.reporter.note(f"starting the load driver: {plan.driver.describe()}")
+        driver.start()
+        if driver.workers is not None:
+            limit = load_calibration(workers=driver.workers)  # later reports judge by it
             if limit is not None:
                 journal.state.worker_calibration = limit.to_dict()
-            if plan.in_flight_cap is not None and plan.in_flight_cap < engine.workers:
+            if plan.in_flight_cap is not None and plan.in_flight_cap < driver.workers:
                 raise ConfigError(f"max_concurrency {plan.in_flight_cap} is split over the "
-                                  f"{engine.workers} load workers: give each at least one "
+                                  f"{driver.workers} load workers: give each at least one "
                                   "(lower --workers)")
         run_interruptibly(executor.walk(plan.steps) if walk else executor.run())
         return
@@ -110,7 +110,7 @@ def drive(plan: RunPlan, journal: Journal, engine: LoadEngine,
         reason = f"interrupted ({exc})"
     finally:
         try:
-            engine.close()  # workers ended
+            driver.close()  # workers ended
         finally:
             journal.close()  # every record landed on the disk, state saved
     records = 0
@@ -141,11 +141,11 @@ def run_experiment(request: RunRequest, output: RunOutput | None = None) -> RunR
         run.state.repeat_aa = plan.repeat_aa
     if plan.no_launch is not None:
         run.state.no_launch = NoLaunch(endpoints=plan.no_launch)
-    if request.engine is not None:
-        run.state.workers = request.engine.model_dump(mode="json")
+    if request.driver is not None:
+        run.state.workers = request.driver.model_dump(mode="json")
     journal = Journal(run, output.reporter)
     try:
-        drive(plan, journal, plan.engine.build())
+        drive(plan, journal, plan.driver.build())
     except (ConfigError, EndpointError):
         if request.resume is None:
             discard_if_empty(run)
@@ -163,7 +163,7 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
     """Create a run dir and write prepared.json, sizing each capacity's prompts with the
     first server of that capacity (started only to count tokens, then stopped)."""
     plan, experiment = plan_new(RunRequest(experiment_file, tokenizer=tokenizer,
-                                            engine=InProcessSettings()))
+                                            driver=InProcessSettings()))
     check_endpoints(plan)
     run = create_run(out, experiment_file, experiment)
     run.state.tokenizer = plan.workload.tokenizer
@@ -171,9 +171,9 @@ def prepare_run(experiment_file: Path, out: Path = Path("runs"),
     for capacity in plan.workload.capacities:
         mode = next(m for m in plan.modes if capacity in m.capacities)
         steps += [Launch(mode.name, capacity), Stop(mode.name, capacity)]
-    sizing = dataclasses.replace(plan, steps=tuple(steps), engine=InProcessSettings())
+    sizing = dataclasses.replace(plan, steps=tuple(steps), driver=InProcessSettings())
     try:
-        drive(sizing, Journal(run, reporter or SilentReporter()), sizing.engine.build(),
+        drive(sizing, Journal(run, reporter or SilentReporter()), sizing.driver.build(),
               walk=True)
     except (ConfigError, EndpointError):
         discard_if_empty(run)
@@ -186,15 +186,15 @@ def measure_mode(experiment_file: Path | None, mode_name: str, run_dir: Path | N
     """Measure one mode into a run dir (new, or an existing one such as prepare's)."""
     if run_dir is not None and Path(run_dir).exists():
         run = RunDir.open(run_dir)
-        plan = plan_resume(RunRequest(resume=run.path, engine=InProcessSettings()), run,
+        plan = plan_resume(RunRequest(resume=run.path, driver=InProcessSettings()), run,
                            only=mode_name)
     else:
         if experiment_file is None:
             raise ConfigError("give an experiment file or an existing --run RUN_DIR")
-        plan, experiment = plan_new(RunRequest(experiment_file, engine=InProcessSettings()),
+        plan, experiment = plan_new(RunRequest(experiment_file, driver=InProcessSettings()),
                                     only=mode_name)
         run = create_run(out, experiment_file, experiment)
-    drive(plan, Journal(run, reporter or SilentReporter()), plan.engine.build())
+    drive(plan, Journal(run, reporter or SilentReporter()), plan.driver.build())
     return run
 
 

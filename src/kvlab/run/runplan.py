@@ -33,7 +33,7 @@ from typing import Any
 
 from kvlab.bench.client.endpoints import RequestSpec
 from kvlab.bench.client.urls import redact_url
-from kvlab.bench.engines.engine import EngineSettings
+from kvlab.bench.drivers.driver import DriverSettings
 from kvlab.bench.plan.dataset import Dataset
 from kvlab.bench.plan.load_settings import SearchSettings, SloSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, LoadTable
@@ -207,7 +207,7 @@ class RunPlan:
     """The work of one run (or of a resume): modes, workload, order and steps.
 
     ``overrides``, ``repeat_aa`` and ``no_launch`` are what the command line changed
-    (kept in the manifest); ``engine`` sends the requests (bench.engines)."""
+    (kept in the manifest); ``driver`` sends the requests (bench.drivers)."""
 
     name: str
     modes: tuple[ModePlan, ...]
@@ -215,7 +215,7 @@ class RunPlan:
     order: OrderChoice
     blocks: tuple[Block, ...]
     steps: tuple[Step, ...]
-    engine: EngineSettings
+    driver: DriverSettings
     slip_threshold_ms: float
     in_flight_cap: int | None  # a cap on requests in flight load workers must split
     ready_timeout_s: float
@@ -260,7 +260,7 @@ class RunPlan:
         w = self.workload
         return {
             "name": self.name, "order": self.order_facts(),
-            "engine": self.engine.model_dump(mode="json"),
+            "driver": self.driver.model_dump(mode="json"),
             "workload": {"queries": len(w.queries), "repetitions": w.repetitions,
                          "warmup": w.warmup, "output_tokens": w.output_tokens,
                          "capacities": list(w.capacities)},
@@ -317,7 +317,7 @@ class RunPlan:
                                    if self.order.reason else "")
         out = [f"plan of {self.name}: {len(self.modes)} mode(s), order {order}; "
                f"{len(w.queries)} queries x {w.repetitions}, {w.output_tokens} output "
-               f"tokens; engine {self.engine.describe()}"]
+               f"tokens; load driver {self.driver.describe()}"]
         if self.overrides:
             from kvlab.report.protocol import overrides_text
 

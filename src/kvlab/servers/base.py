@@ -2,7 +2,7 @@
 
 A (mode, capacity) is measured against a :class:`Server`: one kvlab launches (a
 :class:`~kvlab.servers.process.ServerProcess`: ``kvlab serve``, ``llama-server``) or
-one the user started (``kvlab run --no-launch``). The session starts it before the
+one the user started (``kvlab run --no-launch``). The run starts it before the
 mode's requests, asks :meth:`Server.is_alive` after a failed request, and stops it
 and keeps :meth:`Server.facts` in the manifest on every exit path.
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from kvlab.errors import ConfigError
 
@@ -53,7 +53,7 @@ class ServerFacts(_Facts):
 
 
 class _Workers(_Facts):
-    """Of a session's load workers' facts, what the state reads: how many ran."""
+    """Of an invocation's load workers' facts, what the state reads: how many ran."""
 
     count: int | None = None
 
@@ -73,7 +73,7 @@ class ServerEntry(_Facts):
         return None if self.facts is None else ServerFacts.model_validate(self.facts)
 
 
-class SessionEntry(_Facts):
+class InvocationEntry(_Facts):
     """One invocation of the runner (a run, or each resume)."""
 
     started: str | None = None
@@ -81,7 +81,7 @@ class SessionEntry(_Facts):
     order: list[tuple[str, int]] = Field(default_factory=list)  # (mode, capacity) blocks
     # bench.plan.order.OrderChoice.to_dict() and the sequence of blocks
     run_order: dict[str, Any] = Field(default_factory=dict)
-    # the load workers of this invocation (the load engine's facts, e.g. Ray's: engine,
+    # the load workers of this invocation (the load driver's facts, e.g. Ray's: driver,
     # version, address, nodes, and each worker's node, host and process); None: none
     workers: dict[str, Any] | None = None
     stopped: str | None = None
@@ -123,9 +123,12 @@ class RunState(_Facts):
     experiment_name: str = ""
     experiment_file: str | None = None  # the experiment file verbatim, as the user wrote it
     host: dict[str, Any] = Field(default_factory=dict)  # run.rundir.host_facts()
-    sessions: list[SessionEntry] = Field(default_factory=list)
+    # each invocation of the runner (the run, then each resume); older manifests call
+    # them "sessions", a word kvlab keeps for conversations of turns
+    invocations: list[InvocationEntry] = Field(
+        default_factory=list, validation_alias=AliasChoices("invocations", "sessions"))
     servers: list[ServerEntry] = Field(default_factory=list)
-    run_order: list[tuple[str, int]] = Field(default_factory=list)  # every session's blocks
+    run_order: list[tuple[str, int]] = Field(default_factory=list)  # every invocation's blocks
     calibration: dict[str, Any] | None = None  # kvlab calibrate's limits when the run began
     overrides: dict[str, Any] | None = None  # kvlab run --queries N ("queries"), --set ("set")
     tokenizer: str | None = None  # the tokenizer file counting prompt tokens
@@ -135,11 +138,11 @@ class RunState(_Facts):
     # capacity (as a string) -> bench.plan.sizing.Sizing.to_json()
     prompt_sizing: dict[str, dict[str, Any]] | None = None
     points_done: list[tuple[str, int, str]] | None = None  # (mode, capacity, load label)
-    # the first session's plan: (mode, capacity, load label or None, rows; None when a
+    # the first invocation's plan: (mode, capacity, load label or None, rows; None when a
     # point runs for a duration), so "n valid of m" reads m from what was planned
     rows_planned: list[tuple[str, int, str | None, int | None]] | None = None
-    order: dict[str, Any] | None = None  # the order the last session used
-    # the load engine's settings as asked (bench.engines.kinds: kvlab run --workers or
+    order: dict[str, Any] | None = None  # the order the last invocation used
+    # the load driver's settings as asked (bench.drivers.kinds: kvlab run --workers or
     # [load] workers); a resume uses them again unless told otherwise. None: in-process
     workers: dict[str, Any] | None = None
     # kvlab calibrate --workers N's limits for the run's N load workers, when it began
@@ -151,10 +154,10 @@ class RunState(_Facts):
         """The manifest as JSON data; optional keys appear once set."""
         unset = {k for k in (*_OPTIONAL, "imported_from") if getattr(self, k) is None}
         data = self.model_dump(mode="json", exclude=unset)
-        # an entry's keys appear once known (a session's "stopped" once it stopped)
+        # an entry's keys appear once known (an invocation's "stopped" once it stopped)
         data["servers"] = [e.model_dump(mode="json", exclude_none=True) for e in self.servers]
-        data["sessions"] = [e.model_dump(mode="json", exclude_none=True)
-                            for e in self.sessions]
+        data["invocations"] = [e.model_dump(mode="json", exclude_none=True)
+                               for e in self.invocations]
         return data
 
     def dumps(self) -> str:
@@ -167,8 +170,8 @@ class RunState(_Facts):
         return Host.model_validate(self.host)
 
     def load_workers(self) -> int | None:
-        """How many load workers the last session that had any ran (None: none did)."""
-        counts = [_Workers.model_validate(s.workers).count for s in self.sessions
+        """How many load workers the last invocation that had any ran (None: none did)."""
+        counts = [_Workers.model_validate(s.workers).count for s in self.invocations
                   if s.workers]
         return int(counts[-1]) if counts and counts[-1] is not None else None
 

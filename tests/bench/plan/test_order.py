@@ -10,7 +10,7 @@ from kvlab.bench.plan.order import (
     plan_blocks,
     resolve_order,
     sequence_of,
-    server_sessions,
+    server_launches,
     split,
 )
 from tests.experiments import embedded, experiment
@@ -29,8 +29,8 @@ def test_abba_sequence_is_exact() -> None:
         ["A", 256, 0, 2], ["B", 256, 0, 2], ["B", 256, 1, 2], ["A", 256, 1, 2],
         ["A", 1024, 0, 2], ["B", 1024, 0, 2], ["B", 1024, 1, 2], ["A", 1024, 1, 2]]
     # B's two halves share one server; A restarts for its second half
-    sessions = server_sessions(blocks)
-    assert [[b.mode for b in s] for s in sessions] == [
+    launches = server_launches(blocks)
+    assert [[b.mode for b in s] for s in launches] == [
         ["A"], ["B", "B"], ["A"], ["A"], ["B", "B"], ["A"]]
     three = plan_blocks(["A", "B", "C"], {m: [256] for m in "ABC"}, "abba")
     assert [b.mode for b in three] == ["A", "B", "C", "C", "B", "A"]

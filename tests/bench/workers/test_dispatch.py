@@ -1,7 +1,7 @@
 """A sharded point through in-process workers against the real synthetic server.
 
 :class:`~kvlab.bench.workers.worker.LoadWorker` objects on this process's loop are
-workers as the coordinator sees them (the Ray engine holds the same object in an actor,
+workers as the coordinator sees them (the Ray driver holds the same object in an actor,
 tests/run/test_workers_ray.py): the same requests as one process, records in
 completion order, every landed record kept when the point is cancelled or a worker fails.
 """

@@ -18,7 +18,7 @@ Public API::
     used = resolve_order("interleaved", modes)      # OrderChoice(requested, used, reason)
     blocks = plan_blocks(["A", "B"], {"A": [512], "B": [512]}, "abba")
     rows_of_block = split(rows, block.part, block.parts)
-    sessions = server_sessions(blocks)              # adjacent blocks sharing one server
+    launches = server_launches(blocks)             # adjacent blocks sharing one server
     pairs = interleave({"A": rows_a, "B": rows_b})  # [("A", r0), ("B", r0), ...]
 """
 
@@ -98,16 +98,17 @@ def split(rows: Sequence[T], part: int, parts: int) -> list[T]:
     return list(rows[part * n // parts:(part + 1) * n // parts])
 
 
-def server_sessions(blocks: Sequence[Block]) -> list[list[Block]]:
-    """Blocks grouped so adjacent blocks of the same (mode, capacity) share a server."""
-    sessions: list[list[Block]] = []
+def server_launches(blocks: Sequence[Block]) -> list[list[Block]]:
+    """Blocks grouped by launch: adjacent blocks of the same (mode, capacity) share one
+    server, started before the first and stopped after the last."""
+    launches: list[list[Block]] = []
     for block in blocks:
-        last = sessions[-1][-1] if sessions else None
+        last = launches[-1][-1] if launches else None
         if last is not None and (last.mode, last.capacity) == (block.mode, block.capacity):
-            sessions[-1].append(block)
+            launches[-1].append(block)
         else:
-            sessions.append([block])
-    return sessions
+            launches.append([block])
+    return launches
 
 
 def interleave(rows: Mapping[str, Sequence[T]]) -> list[tuple[str, T]]:

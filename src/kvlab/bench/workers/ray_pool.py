@@ -1,6 +1,6 @@
 """Load workers as Ray actors: a local Ray kvlab starts and stops, or an existing cluster.
 
-Ray (PyPI ``ray``, the optional extra ``kvlab[ray]``) is the engine: each worker is an
+Ray (PyPI ``ray``, the optional extra ``kvlab[ray]``) runs the workers: each one is an
 actor holding a :class:`~kvlab.bench.workers.worker.LoadWorker` in a process of its own,
 on its own event loop. Two ways to get them:
 
@@ -119,7 +119,7 @@ class RayHandle:
 class RayPool:
     """``settings.workers`` worker actors, started by :meth:`start`, ended by :meth:`close`.
 
-    ``facts`` (for the manifest): the engine, Ray's version, where (local or the
+    ``facts`` (for the manifest): the load driver (ray), Ray's version, where (local or the
     address), and per worker its node, host and process."""
 
     def __init__(self, settings: RaySettings) -> None:
@@ -150,7 +150,7 @@ class RayPool:
             self.close()
             raise
         self.handles = [RayHandle(i, a) for i, a in enumerate(actors)]
-        self.facts = {"engine": "ray", "ray_version": ray.__version__,
+        self.facts = {"driver": "ray", "ray_version": ray.__version__,
                       "address": settings.address or "local", "count": len(actors),
                       "per_node": settings.per_node,
                       "nodes": len({f["node_id"] for f in facts}), "workers": facts}

@@ -73,7 +73,7 @@ class LoadWorker:
         self._start: asyncio.Future[int] | None = None  # the start, once go() gives it
         self._clock = RunClock()
 
-    # Every call is a coroutine: an engine (a Ray actor) runs them all on the worker's
+    # Every call is a coroutine: Ray runs them all (the worker is an actor) on the worker's
     # one event loop, where the shard's requests run.
 
     async def now_ns(self) -> int:

@@ -1,4 +1,4 @@
-"""Sending sessions through the in-memory engine: each turn after the answers it waits
+"""Sending sessions through the in-memory driver: each turn after the answers it waits
 for plus its think time, the history the server's answers, a refused turn the end."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 from kvlab.api.dialects import ApiKind
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
-from kvlab.bench.engines.memory import MemorySettings
+from kvlab.bench.drivers.memory import MemorySettings
 from kvlab.bench.plan.exact import row_tag
 from kvlab.bench.plan.sessions.runner import (
     ClosedSessions,
@@ -40,13 +40,13 @@ def specs_of(turns: list[SessionTurn], repetitions: int = 1) -> list[RequestSpec
 
 
 def send_through(settings: MemorySettings):
-    engine = settings.build()
+    driver = settings.build()
     clock = RunClock()
 
     async def send(spec: RequestSpec) -> Record:
-        return await engine.send(ENDPOINT, spec, clock)
+        return await driver.send(ENDPOINT, spec, clock)
 
-    return engine, clock, send
+    return driver, clock, send
 
 
 def test_turns_wait_for_the_previous_answer_and_send_the_servers_answers() -> None:

@@ -121,7 +121,7 @@ class LoadTable(BaseModel):
     # the share of a point's median TTFT its client error may take before the point is
     # flagged (kvlab evaluate --strict refuses it): analysis.client_error
     client_error_limit: float = Field(default=0.05, gt=0, lt=1)
-    # load workers sharing each point (kvlab run --workers N), see bench.engines
+    # load workers sharing each point (kvlab run --workers N), see bench.drivers
     workers: int | None = Field(default=None, ge=1)
 
     @property

@@ -11,7 +11,7 @@ Adding a kind (say ``"burst"``) takes one file and one registry line:
    :data:`~kvlab.labels.POINT_KINDS`);
 2. its settings class added to :data:`LoadSettings` below (``A | B``).
 
-The experiment file, ``kvlab run`` (the plan, every load engine, resume) and the reports
+The experiment file, ``kvlab run`` (the plan, every load driver, resume) and the reports
 then know the kind.
 """
 

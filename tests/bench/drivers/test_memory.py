@@ -1,4 +1,4 @@
-"""The in-memory engine: answers on its schedule, no socket, Records a run can judge."""
+"""The in-memory driver: answers on its schedule, no socket, Records a run can judge."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 from itertools import pairwise
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
-from kvlab.bench.engines.memory import MemorySettings
+from kvlab.bench.drivers.memory import MemorySettings
 from kvlab.bench.plan.loads.concurrency import ConcurrencyPoint
 from kvlab.records import ApiKind, Outcome, Record, RunClock
 
@@ -21,10 +21,10 @@ def specs(n: int, tokens: int = 5) -> list[RequestSpec]:
 
 
 def test_one_answer_follows_its_schedule() -> None:
-    engine = MemorySettings(ttft_ms=3, itl_ms=2).build()
+    driver = MemorySettings(ttft_ms=3, itl_ms=2).build()
 
     async def go() -> Record:
-        return await engine.send(ENDPOINT, specs(1)[0], RunClock())
+        return await driver.send(ENDPOINT, specs(1)[0], RunClock())
 
     record = asyncio.run(go())
     assert record.outcome == Outcome.OK and record.output_tokens == 5 == len(record.chunk_ns)
@@ -33,15 +33,15 @@ def test_one_answer_follows_its_schedule() -> None:
     assert record.t_first_content is not None and record.t_first_content - record.t_sent >= 3 * MS
     # token i is due ttft + i * itl after the request was sent (deadlines, never early)
     assert all(t - record.t_sent >= (3 + 2 * i) * MS for i, t in enumerate(record.chunk_ns))
-    assert [s.query_id for s in engine.sent] == ["q0"]
+    assert [s.query_id for s in driver.sent] == ["q0"]
 
 
 def test_one_slot_serves_a_closed_loop_one_request_at_a_time() -> None:
-    engine = MemorySettings(ttft_ms=1, itl_ms=1, slots=1).build()
+    driver = MemorySettings(ttft_ms=1, itl_ms=1, slots=1).build()
     landed: list[Record] = []
 
     async def go() -> list[Record]:
-        return await engine.run_point(ConcurrencyPoint(2, requests=4), specs(6), ENDPOINT,
+        return await driver.run_point(ConcurrencyPoint(2, requests=4), specs(6), ENDPOINT,
                                       RunClock(), landed.append, lambda clocks: None)
 
     records = asyncio.run(go())
@@ -53,7 +53,7 @@ def test_one_slot_serves_a_closed_loop_one_request_at_a_time() -> None:
 
 
 def test_its_prefix_cache_holds_earlier_prompts_and_answers_where_reuse_is_asked() -> None:
-    engine = MemorySettings(ttft_ms=0, itl_ms=0, prefix_cache=True, prefix_block=2).build()
+    driver = MemorySettings(ttft_ms=0, itl_ms=0, prefix_cache=True, prefix_block=2).build()
     first = {"role": "user", "content": "one two three four five"}
 
     async def go() -> list[Record]:
@@ -66,7 +66,7 @@ def test_its_prefix_cache_holds_earlier_prompts_and_answers_where_reuse_is_asked
                                       {"role": "user", "content": "six"})),
                 RequestSpec(prompt="", max_tokens=3, messages=(first,), query_id="c",
                             params={"cache_prompt": False})):
-            out.append(await engine.send(ENDPOINT, spec, clock))
+            out.append(await driver.send(ENDPOINT, spec, clock))
         return out
 
     a, b, c = asyncio.run(go())
@@ -77,11 +77,11 @@ def test_its_prefix_cache_holds_earlier_prompts_and_answers_where_reuse_is_asked
 
 
 def test_it_answers_the_turns_it_is_told_to_refuse_one_token_short() -> None:
-    engine = MemorySettings(ttft_ms=0, itl_ms=0, refuse=("q1",)).build()
+    driver = MemorySettings(ttft_ms=0, itl_ms=0, refuse=("q1",)).build()
 
     async def go() -> list[Record]:
         clock = RunClock()
-        return [await engine.send(ENDPOINT, s, clock) for s in specs(2)]
+        return [await driver.send(ENDPOINT, s, clock) for s in specs(2)]
 
     ok, short = asyncio.run(go())
     assert (ok.output_tokens, short.output_tokens, short.requested_tokens) == (5, 4, 5)

@@ -1,15 +1,15 @@
-"""The load engine interface: what sends a run's requests, one at a time or a whole point.
+"""The load driver interface: what sends a run's requests, one at a time or a whole point.
 
 The executor (:mod:`kvlab.run.executor`) hands every request of a run to one
-:class:`LoadEngine`: a warm-up or a sequential row through :meth:`~LoadEngine.send`, a
-load point through :meth:`~LoadEngine.run_point` (its strategy, its requests in run
-order). An engine never raises for a failed request (its Record says how it failed) and
+:class:`LoadDriver`: a warm-up or a sequential row through :meth:`~LoadDriver.send`, a
+load point through :meth:`~LoadDriver.run_point` (its strategy, its requests in run
+order). A driver never raises for a failed request (its Record says how it failed) and
 hands each Record of a point to ``landed`` as it can be written. Servers, prompts,
 ``/metrics`` and the run's state stay with the executor.
 
-Each engine has one :class:`EngineSettings` class (what a run's manifest keeps to use it
-again on a resume) whose :meth:`~EngineSettings.build` makes it;
-:mod:`kvlab.bench.engines.kinds` lists them.
+Each driver has one :class:`DriverSettings` class (what a run's manifest keeps to use it
+again on a resume) whose :meth:`~DriverSettings.build` makes it;
+:mod:`kvlab.bench.drivers.kinds` lists them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from kvlab.records import Record, RunClock
 ClocksFn = Callable[[list[dict[str, Any]]], None]
 
 
-class LoadEngine(Protocol):
+class LoadDriver(Protocol):
     """Sends a run's requests; started before the run's event loop and closed after it."""
 
     def start(self) -> None:
@@ -44,7 +44,7 @@ class LoadEngine(Protocol):
         ...
 
     def facts(self) -> dict[str, Any] | None:
-        """What the manifest keeps of this engine once started (None: nothing to say)."""
+        """What the manifest keeps of this driver once started (None: nothing to say)."""
         ...
 
     async def send(self, endpoint: Endpoint, spec: RequestSpec, clock: RunClock) -> Record:
@@ -63,28 +63,28 @@ class LoadEngine(Protocol):
         ...
 
 
-class EngineSettings(BaseModel):
-    """The settings of one load engine.
+class DriverSettings(BaseModel):
+    """The settings of one load driver.
 
     A subclass declares ``kind: Literal["<kind>"] = "<kind>"`` and its options, and makes
-    its engine with :meth:`build`. The manifest keeps them (``workers``), so a resume
-    uses the same engine unless told otherwise."""
+    its driver with :meth:`build`. The manifest keeps them (``workers``), so a resume
+    uses the same driver unless told otherwise."""
 
     model_config = ConfigDict(extra="forbid")
 
-    def build(self) -> LoadEngine:
-        """The engine these settings describe."""
+    def build(self) -> LoadDriver:
+        """The driver these settings describe."""
         raise NotImplementedError
 
-    def with_workers(self, count: int | None) -> EngineSettings:
+    def with_workers(self, count: int | None) -> DriverSettings:
         """These settings with the experiment's ``[load] workers`` where they give no
         count of their own."""
         return self
 
     def check(self, shares_points: bool) -> None:
-        """ConfigError when this engine cannot run the plan (before a run dir exists);
+        """ConfigError when this driver cannot run the plan (before a run dir exists);
         ``shares_points``: the plan has load points (not only sequential rows)."""
 
     def describe(self) -> str:
-        """The engine in a few words, for ``kvlab run --dry-run``."""
+        """The driver in a few words, for ``kvlab run --dry-run``."""
         return str(type(self).model_fields["kind"].default)

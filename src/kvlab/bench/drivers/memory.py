@@ -1,6 +1,6 @@
-"""The in-memory engine, for tests: every request answered on a schedule, no socket.
+"""The in-memory driver, for tests: every request answered on a schedule, no socket.
 
-As httpx's ``MockTransport`` answers a client in memory, :class:`MemoryEngine` answers
+As httpx's ``MockTransport`` answers a client in memory, :class:`MemoryDriver` answers
 each request itself: the first token ``ttft_ms`` after it was sent, then one token every
 ``itl_ms`` until the asked ``max_tokens``, each at an absolute deadline on the run's
 clock; at most ``slots`` requests are served at once (the others wait for a slot, as at
@@ -27,7 +27,7 @@ from pydantic import Field
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec, build_body, record_of
 from kvlab.bench.client.responses import ResponseFacts
-from kvlab.bench.engines.engine import ClocksFn, EngineSettings
+from kvlab.bench.drivers.driver import ClocksFn, DriverSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
 from kvlab.bench.plan.schedule import run_point, sleep_until
 from kvlab.records import Record, RunClock
@@ -35,7 +35,7 @@ from kvlab.records import Record, RunClock
 _NS_PER_MS = 1_000_000
 
 
-class MemorySettings(EngineSettings):
+class MemorySettings(DriverSettings):
     """``memory``: answers after ``ttft_ms``, then a token every ``itl_ms``, at most
     ``slots`` at once (None: every request at once)."""
 
@@ -47,15 +47,15 @@ class MemorySettings(EngineSettings):
     prefix_block: int = Field(default=16, ge=1)
     refuse: tuple[str, ...] = ()
 
-    def build(self) -> MemoryEngine:
-        return MemoryEngine(self)
+    def build(self) -> MemoryDriver:
+        return MemoryDriver(self)
 
     def describe(self) -> str:
         return (f"memory: answers after {self.ttft_ms:g} ms, a token every {self.itl_ms:g} "
                 "ms" + (f", {self.slots} at once" if self.slots else ""))
 
 
-class MemoryEngine:
+class MemoryDriver:
     """Answers every request in memory on the schedule of its settings."""
 
     def __init__(self, settings: MemorySettings) -> None:

@@ -1,4 +1,4 @@
-"""The in-process engine (the default): every request from this process's event loop,
+"""The in-process driver (the default): every request from this process's event loop,
 through kvlab's own kernel-stamped HTTP client.
 
 Sequential rows and warm-ups share one connection; each load point gets a pool sized to
@@ -12,25 +12,25 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from kvlab.bench.client.endpoints import Endpoint, HarnessClient, RequestSpec
-from kvlab.bench.engines.engine import ClocksFn, EngineSettings
+from kvlab.bench.drivers.driver import ClocksFn, DriverSettings
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
 from kvlab.bench.plan.schedule import run_point
 from kvlab.records import Record, RunClock
 
 
-class InProcessSettings(EngineSettings):
+class InProcessSettings(DriverSettings):
     """``in-process``: no load workers."""
 
     kind: Literal["in-process"] = "in-process"
 
-    def build(self) -> InProcessEngine:
-        return InProcessEngine()
+    def build(self) -> InProcessDriver:
+        return InProcessDriver()
 
     def describe(self) -> str:
         return "in-process (this process's event loop)"
 
 
-class InProcessEngine:
+class InProcessDriver:
     """Sends from this process."""
 
     def __init__(self) -> None:

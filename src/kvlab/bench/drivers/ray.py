@@ -1,4 +1,4 @@
-"""The Ray engine (``kvlab run --workers N``): each load point shared out over load
+"""The Ray driver (``kvlab run --workers N``): each load point shared out over load
 workers, Ray actors with kvlab's own client, started once per run and ended on every
 exit path.
 
@@ -18,8 +18,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from kvlab.bench.client.endpoints import Endpoint, RequestSpec
-from kvlab.bench.engines.engine import ClocksFn, EngineSettings
-from kvlab.bench.engines.inprocess import InProcessEngine
+from kvlab.bench.drivers.driver import ClocksFn, DriverSettings
+from kvlab.bench.drivers.inprocess import InProcessDriver
 from kvlab.bench.plan.loads.base import LoadStrategy, RecordFn
 from kvlab.bench.workers.ray_pool import RayPool, RaySettings, ray_module
 from kvlab.errors import ConfigError
@@ -28,7 +28,7 @@ from kvlab.records import Record, RunClock
 _LOOPBACK = ("localhost", "::1")
 
 
-class RayEngineSettings(EngineSettings):
+class RayDriverSettings(DriverSettings):
     """``ray``: ``count`` load workers (None: ``per_node`` on every alive node of the
     cluster) on a local Ray, or on the cluster at ``address``."""
 
@@ -45,7 +45,7 @@ class RayEngineSettings(EngineSettings):
                               "--workers N or --workers-per-node K")
         return RaySettings(workers=self.count, address=self.address, per_node=self.per_node)
 
-    def with_workers(self, count: int | None) -> RayEngineSettings:
+    def with_workers(self, count: int | None) -> RayDriverSettings:
         if self.count is not None or count is None:
             return self
         return self.model_copy(update={"count": count})
@@ -58,8 +58,8 @@ class RayEngineSettings(EngineSettings):
                               "which one process sends): set [load] kind and values")
         ray_module()
 
-    def build(self) -> RayEngine:
-        return RayEngine(self.pool_settings())
+    def build(self) -> RayDriver:
+        return RayDriver(self.pool_settings())
 
     def describe(self) -> str:
         many = f"{self.count} load workers" if self.count is not None \
@@ -74,13 +74,13 @@ def loopback(url: str) -> bool:
     return host in _LOOPBACK or host.startswith("127.")
 
 
-class RayEngine:
+class RayDriver:
     """Load points over Ray workers; single requests from this process."""
 
     def __init__(self, settings: RaySettings) -> None:
         self.settings = settings
         self.pool: RayPool | None = None
-        self.here = InProcessEngine()
+        self.here = InProcessDriver()
 
     def start(self) -> None:
         """Start the workers (a local Ray, or join the cluster)."""
@@ -97,7 +97,7 @@ class RayEngine:
         return len(self.pool.handles) if self.pool is not None else None
 
     def facts(self) -> dict[str, Any] | None:
-        """The pool's facts (engine, nodes, each worker's host and process), once started."""
+        """The pool's facts (driver, nodes, each worker's host and process), once started."""
         return self.pool.facts if self.pool is not None else None
 
     def check_reachable(self, endpoint: Endpoint) -> None:

@@ -1,2 +1,0 @@
-"""Load engines: how a run's requests are sent (in this process, over Ray workers, or in
-memory for tests), one file each behind the interface (engine) and the registry (kinds)."""
