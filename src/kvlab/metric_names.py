@@ -10,8 +10,9 @@ prompt counter among :data:`KNOWN` (:func:`recognised`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
             "prefix_cache_hits")
@@ -43,25 +44,32 @@ class MetricNames:
         name = self.names.get(counter)
         return None if name is None else self.prefix + name
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready, for the manifest."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MetricNames:
+    def from_dict(cls, data: Mapping[str, object]) -> MetricNames:
         """What :meth:`to_dict` wrote; ValueError for anything else."""
+        def name(key: str) -> str | None:
+            value = data.get(key)
+            return None if value is None else str(value)
+
         try:
-            kv_waiting = data.get("kv_waiting")
-            names = {str(k): None if v is None else str(v)
-                     for k, v in dict(data["names"]).items()}
+            table, pair = data["names"], data.get("kv_waiting")
+            if not isinstance(table, Mapping):
+                raise TypeError("names is not a table")
+            if pair is not None and not isinstance(pair, list | tuple):
+                raise TypeError("kv_waiting is not a pair")
+            names = {str(k): None if v is None else str(v) for k, v in table.items()}
             counts = data.get("prompt_counts", "all")
             if counts not in ("all", "computed"):
                 raise ValueError(f"prompt_counts {counts!r}")
-            return cls(str(data["server"]), str(data["prefix"]), names, counts,
-                       data.get("running"), data.get("waiting"),
-                       None if kv_waiting is None else (str(kv_waiting[0]),
-                                                        str(kv_waiting[1])),
-                       data.get("kv_usage"))
+            return cls(str(data["server"]), str(data["prefix"]), names,
+                       counts, name("running"),
+                       name("waiting"),
+                       None if pair is None else (str(pair[0]), str(pair[1])),
+                       name("kv_usage"))
         except (KeyError, TypeError, IndexError) as exc:
             raise ValueError(f"not a server's metric names ({exc})") from None
 

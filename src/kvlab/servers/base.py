@@ -115,7 +115,7 @@ class ServerSettings(BaseModel):
     # exposes no ..." lines in the checks that need them.
     kv_pool: ClassVar[PoolName | None] = None
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> dict[str, object]:
         """What the run keeps beside its server's facts in the manifest: the names of
         its counters (``metric_names``; None: it declares none)."""
         return {"metric_names": None if self.metric_names is None
