@@ -8,6 +8,8 @@ from kvlab.errors import ExperimentError
 from kvlab.experiment import load_experiment, parse_experiment
 from kvlab.run.planner import mode_plan
 from kvlab.run.runplan import request_salt
+from kvlab.servers.embedded import EmbeddedSettings
+from kvlab.servers.llamacpp import LlamaCppSettings
 
 MINIMAL = 'name = "x"\n[[modes]]\nname = "a"\n'
 
@@ -28,7 +30,7 @@ def test_defaults_follow_the_protocol() -> None:
     assert (p.temperature, p.seed, p.ignore_eos, p.cache_prompt) == (0.0, 42, True, False)
     assert (p.request_timeout_s, p.ready_timeout_s) == (120.0, 180.0)
     mode = e.modes[0]
-    assert mode.server == "embedded" and mode.embedded is not None
+    assert mode.server == "embedded" and isinstance(mode.settings, EmbeddedSettings)
     assert mode_plan(e, mode).request_params()["seed"] == 42
 
 
@@ -93,7 +95,8 @@ def test_bad_values() -> None:
 def test_llamacpp_table_is_validated() -> None:
     e = parse_experiment(MINIMAL.replace('"a"\n', '"a"\nserver = "llamacpp"\n')
                          + "[modes.llamacpp]\nthreads = 2\nslots = 1\n")
-    assert e.modes[0].llamacpp_settings().threads == 2
+    assert isinstance(e.modes[0].settings, LlamaCppSettings)
+    assert e.modes[0].settings.threads == 2
     assert "modes[0].llamacpp.split_mode: 'both' is not one of" in error_of(
         MINIMAL.replace('"a"\n', '"a"\nserver = "llamacpp"\n')
         + '[modes.llamacpp]\nsplit_mode = "both"\n')
@@ -192,3 +195,17 @@ def test_a_history_the_server_keeps_needs_responses_and_sessions() -> None:
     assert 'history = "server" needs api = "openai-responses"' in error_of(messages)
     alone = MINIMAL + '[[modes]]\nname = "r"\napi = "openai-responses"\nhistory = "server"\n'
     assert 'needs [load] kind = "sessions"' in error_of(alone)
+
+
+def test_an_old_spelling_of_the_embedded_kind_reads_with_one_deprecation_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    old = MINIMAL.replace('"a"\n', '"a"\nserver = "kvlab"\n') + "[modes.kvlab]\nthreads = 2\n"
+    e = parse_experiment(old, "old.toml")
+    assert e.modes[0].server == "embedded"
+    assert isinstance(e.modes[0].settings, EmbeddedSettings)
+    assert e.modes[0].settings.threads == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["old.toml: server kind 'kvlab' is deprecated; write 'embedded' "
+                   '(server = "embedded", [modes.embedded])']
+    parse_experiment(MINIMAL, "new.toml")
+    assert capsys.readouterr().err == ""

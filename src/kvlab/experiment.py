@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -48,12 +49,10 @@ from kvlab.bench.plan.loads.sequential import SequentialLoad
 from kvlab.errors import ExperimentError
 from kvlab.rundir import ApiKind
 from kvlab.servers.embedded import EmbeddedSettings
-from kvlab.servers.external import ExternalSettings
-from kvlab.servers.kinds import SERVER_KINDS, ServerSettingsUnion
-from kvlab.servers.llamacpp import LlamaCppSettings
+from kvlab.servers.kinds import SERVER_KINDS, ServerSettingsUnion, current_kinds
 
 __all__ = [
-    "EmbeddedSettings", "Experiment", "ExternalSettings", "LoadSettings", "Mode",
+    "EmbeddedSettings", "Experiment", "LoadSettings", "Mode",
     "Protocol", "SearchSettings", "SloSettings", "Workload", "load_experiment",
     "parse_experiment", "read_experiment",
 ]
@@ -193,22 +192,6 @@ class Mode(_Strict):
     def inputs_batch(self) -> int | None:
         """Inputs per request of an embeddings mode; None: one prompt per request."""
         return None if dialect_of(self.api).generates else self.batch
-
-    @property
-    def embedded(self) -> EmbeddedSettings | None:
-        """The settings of an embedded mode (None for another kind)."""
-        return self.settings if isinstance(self.settings, EmbeddedSettings) else None
-
-    @property
-    def external(self) -> ExternalSettings | None:
-        """The settings of an external mode (None for another kind)."""
-        return self.settings if isinstance(self.settings, ExternalSettings) else None
-
-    def llamacpp_settings(self) -> LlamaCppSettings:
-        """The settings of a llamacpp mode; ExperimentError for another kind."""
-        if not isinstance(self.settings, LlamaCppSettings):
-            raise ExperimentError(f"mode {self.name} runs server {self.server!r}, not llamacpp")
-        return self.settings
 
 
 class Experiment(_Strict):
@@ -360,6 +343,9 @@ def parse_experiment(text: str, source: str = "<experiment>") -> Experiment:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{source}: not valid TOML: {exc}") from None
+    for old, new in current_kinds(data.get("modes")):
+        print(f"{source}: server kind {old!r} is deprecated; write {new!r} "
+              f'(server = "{new}", [modes.{new}])', file=sys.stderr)
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from kvlab.analysis.checks import KNEE
 from kvlab.analysis.evaluate import evaluate
-from kvlab.analysis.knee_check import KneeCheck, recorded_budgets
-from kvlab.analysis.run_view import EvaluateOptions, RunView
+from kvlab.analysis.knee_check import KneeCheck
+from kvlab.analysis.run_view import EvaluateOptions, RunView, recorded_servers
 from kvlab.memory.presets import shape_from_preset
 from kvlab.memory.served import ServedKv
+from kvlab.metric_names import EMBEDDED
 from kvlab.rundir import GaugeSample, Record, ServerFacts
 from tests.rows import MS, row
 
 GEMMA = shape_from_preset("gemma-3-270m")
-KVLAB = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
-                 kv_blocks=60)
+KVLAB = ServedKv("paged-blocks", GEMMA, "bf16", max_seqs=16, block_size=16,
+                 prefill_budget=256, kv_blocks=60)
 
 
 def _point(n: int, position: int, t0_s: float, running: int, preempted: int,
@@ -92,7 +93,7 @@ def test_one_point_late_is_within_two_is_a_miss_with_the_numbers() -> None:
 
 
 def test_a_second_budget_moves_the_prediction_with_no_other_change() -> None:
-    wider = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
+    wider = ServedKv("paged-blocks", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
                      kv_blocks=60)
     check = _check({8: (8, 0), 10: (10, 0), 11: (10, 0)}, wider)  # /metrics say 60 blocks
     assert check.knee is not None and check.knee.fits == 6  # the reported pool wins
@@ -106,7 +107,7 @@ def test_not_judged_without_a_reading_or_a_prediction() -> None:
     (check,) = _knees(records, blind)
     assert check.verdict == "not judged" and check.points[0].past is None
     assert "no /metrics reading of the requests running at c=6" in check.describe()
-    small = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, kv_blocks=4)
+    small = ServedKv("paged-blocks", GEMMA, "bf16", max_seqs=16, block_size=16, kv_blocks=4)
     unreported = [g.model_copy(update={"samples": {k: v for k, v in g.samples.items()
                                                    if "kv_blocks" not in k}}) for g in gauges]
     (check,) = _knees(records, unreported, small)
@@ -146,12 +147,20 @@ def test_a_point_without_a_reading_is_judged_by_its_neighbours_where_they_decide
     assert "at c=1, c=2, c=6" in check.describe()
 
 
-def test_budgets_come_from_the_launched_servers_facts() -> None:
-    entries = [(("a", 512), {"kv_served": KVLAB.to_dict(), "weights_bytes": 100}),
+def test_budgets_come_from_the_launched_servers_facts_and_nothing_unreadable_vanishes() -> None:
+    entries = [(("a", 512), {"kv_served": KVLAB.to_dict(), "weights_bytes": 100,
+                             "metric_names": EMBEDDED.to_dict()}),
                (("b", 512), {"kv_served": {"server": "?"}, "weights_bytes": "x"}),
-               (("c", 512), {})]
-    budgets, weights = recorded_budgets((c, ServerFacts.model_validate(f)) for c, f in entries)
-    assert budgets == {("a", 512): KVLAB} and weights == {("a", 512): 100}
+               (("c", 512), {}),
+               (("d", 512), {"kv_served": None, "metric_names": {"server": "x"}})]
+    recorded = recorded_servers((c, ServerFacts.model_validate(f)) for c, f in entries)
+    assert recorded.budgets == {("a", 512): KVLAB} and recorded.weights == {("a", 512): 100}
+    assert recorded.metric_names == {("a", 512): EMBEDDED}
+    # c recorded nothing (its kind exposes none: the checks say so); b and d recorded
+    # what cannot be read, and say what
+    assert set(recorded.unreadable) == {("b", 512), ("d", 512)}
+    assert "kv_served: kv_served is not a served KV budget" in recorded.unreadable[("b", 512)]
+    assert recorded.unreadable[("d", 512)].startswith("metric_names: not a server's")
 
 
 def test_a_knee_beyond_the_sweep_never_seen_is_its_own_verdict_not_a_confirmed_knee() -> None:

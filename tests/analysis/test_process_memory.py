@@ -8,7 +8,7 @@ from kvlab.memory.served import ServedKv
 from kvlab.rundir import GaugeSample, MemorySample
 
 MIB = 1 << 20
-VLLM = ServedKv("vllm", shape_from_preset("gemma-3-270m"), "bf16", max_seqs=128)
+VLLM = ServedKv("vllm-blocks", shape_from_preset("gemma-3-270m"), "bf16", max_seqs=128)
 METRICS = GaugeSample(mode="v", capacity=512, load="c=1", t_ns=0, samples={
     'vllm:cache_config_info{block_size="128",num_gpu_blocks="79"}': 1.0})
 

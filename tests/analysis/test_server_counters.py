@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from kvlab.analysis.server_counters import family_of, point_counters
+from dataclasses import replace
+
+from kvlab.analysis.server_counters import names_of, point_counters
+from kvlab.metric_names import VLLM
 from kvlab.rundir import GaugeSample, Outcome
 from tests.rows import row
 
@@ -90,7 +93,8 @@ def test_an_interrupted_point_is_left_out_and_its_rerun_counted() -> None:
 
 
 def test_unknown_servers_and_prefix_hits_without_reuse() -> None:
-    assert family_of({"foo:prompt_tokens_total": 1.0}) is None
+    assert names_of({"foo:prompt_tokens_total": 1.0}) is None
+    assert names_of({"vllm:prompt_tokens_total": 1.0}) == VLLM
     assert point_counters([row()], [_reading("start", 0, 0, **{"foo:x_total": 1.0}),
                                     _reading("end", 1, 1, **{"foo:x_total": 2.0})]) == []
     end = _moved(VLLM_START, prompt_tokens_total=250, generation_tokens_total=64,
@@ -99,3 +103,18 @@ def test_unknown_servers_and_prefix_hits_without_reuse() -> None:
                               [_reading("start", 0, 0, **VLLM_START),
                                _reading("end", 1, 1, **end)])
     assert point.deltas["prefix_cache_hits"] == 128 and point.prefix_hits_unasked
+
+
+def test_the_names_a_kind_recorded_read_its_counters() -> None:
+    """A kind's recorded names win over recognition: readings under a prefix kvlab knows
+    no kind by are counted when the run recorded the kind's names for the cell."""
+    names = replace(VLLM, server="sglang", prefix="sglang:")
+    start = {"sglang:" + k: v for k, v in (("prompt_tokens_total", 100.0),
+                                           ("generation_tokens_total", 10.0))}
+    end = {"sglang:prompt_tokens_total": 110.0, "sglang:generation_tokens_total": 14.0}
+    rows = [row(position=0, prompt_tokens=10, output_tokens=4)]
+    gauges = [_reading("start", 0, 0, **start), _reading("end", 1, 1, **end)]
+    assert point_counters(rows, gauges) == []  # unknown, and nothing recorded
+    (point,) = point_counters(rows, gauges, {(rows[0].mode, rows[0].capacity): names})
+    assert (point.server, point.deltas["prompt_tokens"], point.prompt.status) == (
+        "sglang", 10.0, "equal")

@@ -35,7 +35,7 @@ def _replay(cached_b: int, counted: float) -> PointHits:
     server counts them, BOS included), the second sent once the first ended, on a kvlab
     serve of 16-token blocks with its prefix cache; the server counted ``counted`` hits
     and the second row reported ``cached_b`` cached tokens."""
-    served = ServedKv("kvlab", shape_from_preset("toy"), "f32", max_seqs=4, block_size=16,
+    served = ServedKv("paged-blocks", shape_from_preset("toy"), "f32", max_seqs=4, block_size=16,
                       kv_blocks=400, prefix_caching=True)
     blocks = {(512, "a"): TraceBlocks(("1", "2"), 32, 64),
               (512, "b"): TraceBlocks(("1", "3"), 32, 64)}

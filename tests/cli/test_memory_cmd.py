@@ -217,10 +217,15 @@ def test_knee_reads_the_budget_from_saved_metrics(monkeypatch, capsys, tmp_path)
     assert code == 0 and last_json(out)["models"][0]["rows"][0]["fits"] == 6
     kvlab_metrics = tmp_path / "kvlab.txt"
     kvlab_metrics.write_text('kvlab:kv_blocks_total{model_name="gemma-3-270m"} 160\n')
-    code, out, _ = run(monkeypatch, capsys, "--knee", "kvlab", "--metrics",
+    code, out, _ = run(monkeypatch, capsys, "--knee", "embedded", "--metrics",
                        str(kvlab_metrics), *GEMMA_WORK, "--json")  # fmt: skip
     (row,) = last_json(out)["models"][0]["rows"]
     assert code == 0 and (row["fits"], row["past"], row["per_seq"]) == (10, "preempt", 16)
+    # the embedded kind's old spelling still reads, with one deprecation line
+    code, old, err = run(monkeypatch, capsys, "--knee", "kvlab", "--metrics",
+                         str(kvlab_metrics), *GEMMA_WORK, "--json")  # fmt: skip
+    assert code == 0 and last_json(old)["models"] == last_json(out)["models"]
+    assert "--knee kvlab is deprecated; write --knee embedded" in err
 
 
 def test_knee_llamacpp_table(monkeypatch, capsys):
@@ -241,7 +246,10 @@ def test_knee_llamacpp_table(monkeypatch, capsys):
         (("--knee", "llamacpp", "--kv-blocks", "79", *GEMMA_WORK), "not --kv-blocks"),
         (("--knee", "vllm", "--kv-blocks", "79", "--llamacpp", *GEMMA_WORK), "drop --llamacpp"),
         (("--knee", "vllm", "--kv-blocks", "79", "-p", "gemma-3-270m"), "--prompt-tokens N"),
-        (("--knee", "sglang", "--kv-blocks", "79", *GEMMA_WORK), "give one of vllm"),
+        (("--knee", "tgi", "--kv-blocks", "79", *GEMMA_WORK),
+         "no such server kind; give one of embedded, llamacpp, vllm"),
+        (("--knee", "external", "--kv-blocks", "79", *GEMMA_WORK),
+         "'external': the kind declares no KV pool (kv_pool); give one of"),
         (("--knee", "vllm", "--kv-blocks", "10", *GEMMA_WORK), "raise num_gpu_blocks"),
         (("--knee", "vllm", "--metrics", "/nonexistent", *GEMMA_WORK), "no such file or URL"),
     ],

@@ -25,18 +25,29 @@ def test_a_shape_survives_json() -> None:
         ModelShape.from_dict({"name": "x"})
 
 
-def test_a_budget_survives_json_and_an_unknown_server_is_refused() -> None:
-    served = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
-                      kv_blocks=60)
+def test_a_budget_survives_json_and_an_unknown_pool_is_refused() -> None:
+    served = ServedKv("paged-blocks", GEMMA, "bf16", max_seqs=16, block_size=16,
+                      prefill_budget=256, kv_blocks=60)
     assert ServedKv.from_dict(served.to_dict()) == served
-    with pytest.raises(ConfigError, match="unknown server"):
+    with pytest.raises(ConfigError, match="unknown pool 'sglang'"):
         ServedKv("sglang", GEMMA, "bf16", max_seqs=1)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="not a served KV budget"):
         ServedKv.from_dict({"server": "kvlab"})
 
 
+def test_a_manifest_written_before_pools_reads_with_its_kinds_rule() -> None:
+    """Manifests before ``pool`` named the server kind (the embedded one as "kvlab")."""
+    for old, pool in (("kvlab", "paged-blocks"), ("vllm", "vllm-blocks"),
+                      ("llamacpp", "llamacpp-slots")):
+        new = ServedKv(pool, GEMMA, "bf16", max_seqs=4)  # type: ignore[arg-type]
+        recorded = {k: v for k, v in new.to_dict().items() if k != "pool"}
+        assert ServedKv.from_dict({**recorded, "server": old}) == new
+    with pytest.raises(ConfigError, match="unknown pool"):
+        ServedKv.from_dict({**recorded, "pool": "sglang"})
+
+
 def test_vllm_reads_its_pool_from_metrics() -> None:
-    served = ServedKv("vllm", GEMMA, "bf16", max_seqs=128)
+    served = ServedKv("vllm-blocks", GEMMA, "bf16", max_seqs=128)
     knee = served.knee(WORK, VLLM_METRICS)
     assert knee == vllm_knee(GEMMA, WORK, 79, 128)
     assert (knee.fits, knee.per_seq, knee.capacity) == (6, 12, 78)
@@ -46,7 +57,7 @@ def test_vllm_reads_its_pool_from_metrics() -> None:
 
 
 def test_kvlab_prefers_the_reported_pool_to_the_launch_one() -> None:
-    served = ServedKv("kvlab", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
+    served = ServedKv("paged-blocks", GEMMA, "bf16", max_seqs=16, block_size=16, prefill_budget=256,
                       kv_blocks=104)
     reported = "kvlab:kv_blocks_total 60.0\n"
     assert served.knee(WORK, reported) == kvlab_knee(GEMMA, WORK, 60, dtype="bf16")
@@ -56,20 +67,20 @@ def test_kvlab_prefers_the_reported_pool_to_the_launch_one() -> None:
 
 
 def test_llamacpp_is_its_command_line() -> None:
-    served = ServedKv("llamacpp", GEMMA, "f16", max_seqs=6, n_ctx=3072, type_v="f16")
+    served = ServedKv("llamacpp-slots", GEMMA, "f16", max_seqs=6, n_ctx=3072, type_v="f16")
     knee = served.knee(WORK, "llamacpp:requests_processing 0\n")
     assert knee == llamacpp_knee(GEMMA, WORK, 3072, 6)
     assert (knee.fits, knee.past) == (6, Past.QUEUE)
     assert served.kv_bytes() == knee.budget_bytes
     with pytest.raises(ConfigError, match="-c is not recorded"):
-        ServedKv("llamacpp", GEMMA, "f16", max_seqs=6).knee(WORK)
+        ServedKv("llamacpp-slots", GEMMA, "f16", max_seqs=6).knee(WORK)
 
 
 def test_each_server_names_where_its_budget_comes_from_and_its_prefix_pool() -> None:
     toy = shape_from_preset("toy")  # no sliding-window layers: one block group
-    vllm = ServedKv("vllm", toy, "bf16", max_seqs=8, prefix_caching=True)
-    kvlab = ServedKv("kvlab", toy, "bf16", max_seqs=8, kv_blocks=60, prefix_caching=True)
-    llama = ServedKv("llamacpp", GEMMA, "f16", max_seqs=4, n_ctx=2048)
+    vllm = ServedKv("vllm-blocks", toy, "bf16", max_seqs=8, prefix_caching=True)
+    kvlab = ServedKv("paged-blocks", toy, "bf16", max_seqs=8, kv_blocks=60, prefix_caching=True)
+    llama = ServedKv("llamacpp-slots", GEMMA, "f16", max_seqs=4, n_ctx=2048)
     assert "cache_config_info" in vllm.budget_source(VLLM_METRICS)
     assert kvlab.budget_source() == "its launch (--kv-blocks); no /metrics reading"
     assert llama.budget_source().startswith("its command line (-c, -np)")
@@ -78,6 +89,6 @@ def test_each_server_names_where_its_budget_comes_from_and_its_prefix_pool() -> 
     with pytest.raises(ConfigError, match="not an LRU of blocks"):
         llama.prefix_pool()
     with pytest.raises(ConfigError, match="launched without prefix caching"):
-        ServedKv("kvlab", toy, "bf16", max_seqs=8, kv_blocks=60).prefix_pool()
+        ServedKv("paged-blocks", toy, "bf16", max_seqs=8, kv_blocks=60).prefix_pool()
     with pytest.raises(ConfigError, match="from its /metrics"):
         vllm.kv_bytes()

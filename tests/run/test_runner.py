@@ -110,7 +110,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path) -> None:
     counters = evaluation.server_counters
     assert [(c.mode, c.load, c.rows) for c in counters] == [
         ("llama", None, 2), ("llama-nocache", None, 1), ("chat", None, 2)]
-    assert all(c.server == "kvlab" and c.prompt.status == c.generation.status == "equal"
+    assert all(c.server == "embedded" and c.prompt.status == c.generation.status == "equal"
                for c in counters), [c.to_dict() for c in counters]
     assert all(p.status == "verified" for p in evaluation.prefix_reuse)
     assert "## Server counters (/metrics)" in report
@@ -390,7 +390,7 @@ def test_server_counters_per_load_point_equal_the_records(tmp_path) -> None:
     assert [(c.mode, c.load) for c in counters] == [("slot", "c=1"), ("slot", "c=2"),
                                                     ("batch", "c=1"), ("batch", "c=2")]
     for c in counters:
-        assert (c.server, c.rows) == ("kvlab", 3)
+        assert (c.server, c.rows) == ("embedded", 3)
         assert c.prompt.status == c.generation.status == "equal", c.to_dict()
         assert c.generation.delta == 3 * 8 and c.prompt.delta > 0
     # cache_prompt false: neither the slot nor batching's prefix cache reuses a token
@@ -492,7 +492,7 @@ def test_an_external_endpoints_metrics_are_read_with_its_key(tmp_path, monkeypat
                             ).write(tmp_path)
         result = run_experiment(RunRequest(path), RunOutput(tmp_path / "runs"))
     (point,) = result.evaluation.server_counters
-    assert (point.server, point.mode, point.rows) == ("kvlab", "chat", 1)
+    assert (point.server, point.mode, point.rows) == ("embedded", "chat", 1)
     assert point.prompt.status == point.generation.status == "equal"
     assert (result.run_dir.path / "gauges.jsonl").is_file()
     for file in result.run_dir.path.rglob("*"):

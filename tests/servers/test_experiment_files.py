@@ -6,11 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.experiment import load_experiment
+from kvlab.experiment import Mode, load_experiment
 from kvlab.run.planner import mode_plan
-from kvlab.servers.llamacpp import LlamaServer
+from kvlab.servers.embedded import EmbeddedSettings
+from kvlab.servers.llamacpp import LlamaCppSettings, LlamaServer
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def _llamacpp(mode: Mode) -> LlamaCppSettings:
+    assert isinstance(mode.settings, LlamaCppSettings), mode.server
+    return mode.settings
+
+
+def _embedded(mode: Mode) -> EmbeddedSettings:
+    assert isinstance(mode.settings, EmbeddedSettings), mode.server
+    return mode.settings
 
 
 def test_cpu_experiment_is_t1_vs_t2_at_three_capacities() -> None:
@@ -18,13 +29,13 @@ def test_cpu_experiment_is_t1_vs_t2_at_three_capacities() -> None:
     assert [m.name for m in exp.modes] == ["t1", "t2"] and exp.compare == [("t1", "t2")]
     assert exp.workload.capacities == [512, 2048, 4096] and exp.workload.queries == 30
     assert exp.workload.output_tokens == 64 and exp.workload.warmup == 1
-    assert [m.llamacpp_settings().threads for m in exp.modes] == [1, 2]
+    assert [_llamacpp(m).threads for m in exp.modes] == [1, 2]
 
 
 def test_gpu_experiment_argv_has_the_tutorial_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVLAB_GGUF", "/models/qwen-q8_0.gguf")
     exp = load_experiment(EXPERIMENTS / "llamacpp-gpu-mono-vs-dual.toml")
-    mono, dual = (m.llamacpp_settings() for m in exp.modes)
+    mono, dual = (_llamacpp(m) for m in exp.modes)
     assert (mono.gpus, dual.gpus) == (1, 2)
     mono_argv = " ".join(LlamaServer(mono, 4096).argv())
     dual_argv = " ".join(LlamaServer(dual, 4096).argv())
@@ -85,12 +96,12 @@ def test_gemma_experiment_compares_the_engine_and_llama_server_at_equal_settings
     exp = load_experiment(EXPERIMENTS / "gemma-embedded-vs-llamacpp.toml")
     recompute, cached, llama = exp.modes
     assert exp.compare == [("recompute", "kv-cache"), ("kv-cache", "llama-server")]
-    assert recompute.embedded and cached.embedded  # the same model, with and without cache
-    assert recompute.embedded.model == cached.embedded.model == "gemma-3-270m"
-    assert (recompute.embedded.no_cache, cached.embedded.no_cache) == (True, False)
-    settings = llama.llamacpp_settings()
+    engine, kv_cache = _embedded(recompute), _embedded(cached)  # one model, no cache / cache
+    assert engine.model == kv_cache.model == "gemma-3-270m"
+    assert (engine.no_cache, kv_cache.no_cache) == (True, False)
+    settings = _llamacpp(llama)
     assert settings.model is None  # the bundled GGUF, the file the engine loads
-    assert recompute.embedded.threads == cached.embedded.threads == settings.threads
+    assert engine.threads == kv_cache.threads == settings.threads
     for capacity in exp.all_capacities():  # equal capacity: -c and --ctx-size
         argv = EmbeddedServer(capacity, model="gemma-3-270m", no_cache=True).argv()
         assert argv[argv.index("--model") + 1] == "gemma-3-270m"
@@ -105,8 +116,8 @@ def test_continuous_batching_is_one_slot_vs_batching_on_the_same_model() -> None
     one, batched = exp.modes
     assert exp.compare == [("one-slot", "batching")]
     assert [v for v in exp.load.values] == [1, 2, 4, 8, 16]
-    assert one.embedded.model == batched.embedded.model == "gemma-3-270m"
-    assert one.embedded.threads == batched.embedded.threads
+    assert _embedded(one).model == _embedded(batched).model == "gemma-3-270m"
+    assert _embedded(one).threads == _embedded(batched).threads
     one_argv = one.settings.build(256).argv()
     batched_argv = batched.settings.build(256).argv()
     assert "--slots" not in one_argv and "--kv-blocks" not in one_argv

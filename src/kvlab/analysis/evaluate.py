@@ -250,7 +250,7 @@ def evaluate(view: RunView, *, options: EvaluateOptions | None = None) -> Evalua
     options = options or EvaluateOptions()
     records, resamples, strict = view.records, options.resamples, options.strict
     compare_pairs, search = view.compare_pairs, view.search
-    counters = point_counters(records, view.gauges)
+    counters = point_counters(records, view.gauges, view.metric_names)
     verdicts = point_verdicts(counters, strict=strict)
     errors = client_errors(judge(records, verdicts, view.plan or None), view.calibration,
                            view.client_error_limit, view.workers)

@@ -31,13 +31,12 @@ manifest by the server kind that launched it):
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvlab.analysis.load import LoadSummary
-from kvlab.analysis.server_counters import Family, PointCounters, exposition, family_of
+from kvlab.analysis.server_counters import PointCounters, exposition, names_of
 from kvlab.analysis.summaries import Summary
 from kvlab.analysis.summary_metrics import ITL, TTFT
 from kvlab.analysis.valid_rows import ValidRows
@@ -45,7 +44,8 @@ from kvlab.errors import KvlabError
 from kvlab.labels import read_label
 from kvlab.memory.knee import Knee, Workload
 from kvlab.memory.served import ServedKv
-from kvlab.rundir import GaugeSample, Record, ServerFacts
+from kvlab.metric_names import MetricNames
+from kvlab.rundir import GaugeSample, Record
 
 Verdict = Literal["within one step", "agrees: none in the sweep", "miss", "not judged"]
 NONE_IN_SWEEP: Verdict = "agrees: none in the sweep"
@@ -237,14 +237,14 @@ def _range(values: list[int]) -> tuple[int, int] | None:
     return (min(values), max(values)) if values else None
 
 
-def _named(family: Family | None, pick: Callable[[Family], str | None]) -> str | None:
+def _named(family: MetricNames | None, pick: Callable[[MetricNames], str | None]) -> str | None:
     """The full name of one of ``family``'s gauges (None: it has none)."""
     name = pick(family) if family is not None else None
     return None if family is None or name is None else family.prefix + name
 
 
 def _point(summary: Summary, users: int, in_flight: int, readings: Sequence[GaugeSample],
-           family: Family | None, counters: PointCounters | None,
+           family: MetricNames | None, counters: PointCounters | None,
            window: tuple[int, int] | None) -> KneePoint:
     """``window``: the run-clock span (ns) from the point's first send to its last answer;
     only the readings taken inside it count (start and end are at rest, and so is a poll
@@ -271,8 +271,9 @@ def _point(summary: Summary, users: int, in_flight: int, readings: Sequence[Gaug
 
 def knee_check(cell: CellKey, served: ServedKv, valid: ValidRows, summaries: Sequence[Summary],
                loads: Sequence[LoadSummary], counters: Sequence[PointCounters],
-               gauges: Sequence[GaugeSample]) -> KneeCheck | None:
-    """The check of one (mode, capacity); None when it has no closed-loop point."""
+               gauges: Sequence[GaugeSample], server: str = "") -> KneeCheck | None:
+    """The check of one (mode, capacity); None when it has no closed-loop point.
+    ``server``: its kind, as the run recorded it (the reports name it)."""
     mode, capacity = cell
     sweep: dict[int, Summary] = {}
     for s in summaries:
@@ -284,7 +285,9 @@ def knee_check(cell: CellKey, served: ServedKv, valid: ValidRows, summaries: Seq
         return None
     loads_of = {s.load for s in sweep.values()}
     mine = [g for g in gauges if (g.mode, g.capacity) == cell]
-    family = family_of(mine[0].samples) if mine else None
+    recorded = next((c.names for c in counters if (c.mode, c.capacity) == cell and c.names),
+                    None)
+    family = recorded or (names_of(mine[0].samples) if mine else None)
     in_flight = {x.load: x.max_in_flight for x in loads if (x.mode, x.capacity) == cell}
     deltas = {c.load: c for c in counters if (c.mode, c.capacity) == cell}
     rows = [r for r in valid.rows if (r.mode, r.capacity) == cell and r.load in loads_of]
@@ -304,32 +307,18 @@ def knee_check(cell: CellKey, served: ServedKv, valid: ValidRows, summaries: Seq
             knee = served.knee(Workload(prompts[1], outputs[1]), metrics)
         except KvlabError as exc:
             why = f"not predicted: {exc}"
-    return KneeCheck(mode, capacity, served.server, prompts, outputs, budget, knee, points,
+    return KneeCheck(mode, capacity, server, prompts, outputs, budget, knee, points,
                      why)
-
-
-def recorded_budgets(entries: Iterable[tuple[CellKey, ServerFacts]]
-                     ) -> tuple[dict[CellKey, ServedKv], dict[CellKey, int]]:
-    """Per (mode, capacity), from its launched server's facts (the manifest): the KV
-    budget the server kind recorded (``kv_served``) and the weights' bytes
-    (``weights_bytes``); a later entry of a cell wins (a resume starts it again)."""
-    budgets: dict[CellKey, ServedKv] = {}
-    weights: dict[CellKey, int] = {}
-    for cell, facts in entries:
-        if facts.kv_served is not None:
-            with contextlib.suppress(KvlabError):
-                budgets[cell] = ServedKv.from_dict(facts.kv_served)
-        if facts.weights_bytes is not None:
-            weights[cell] = facts.weights_bytes
-    return budgets, weights
 
 
 def knee_checks(budgets: Mapping[CellKey, ServedKv], valid: ValidRows,
                 summaries: Sequence[Summary], loads: Sequence[LoadSummary],
-                counters: Sequence[PointCounters], gauges: Sequence[GaugeSample]
-                ) -> list[KneeCheck]:
+                counters: Sequence[PointCounters], gauges: Sequence[GaugeSample],
+                servers: Mapping[CellKey, str] | None = None) -> list[KneeCheck]:
     """One check per (mode, capacity) with a recorded budget and a closed-loop sweep, in
-    the order of ``budgets``."""
-    checks = [knee_check(cell, served, valid, summaries, loads, counters, gauges)
+    the order of ``budgets``; ``servers``: each cell's kind, as the run recorded it."""
+    kinds = servers or {}
+    checks = [knee_check(cell, served, valid, summaries, loads, counters, gauges,
+                         kinds.get(cell) or "unknown")
               for cell, served in budgets.items()]
     return [c for c in checks if c is not None]

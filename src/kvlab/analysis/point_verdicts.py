@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvlab.analysis.server_counters import FAMILIES, Check, PointCounters
+from kvlab.analysis.server_counters import Check, PointCounters
 from kvlab.analysis.validate import Reason, Violation
 from kvlab.rundir import Record
 
@@ -67,20 +67,18 @@ class PointVerdict:
                 "detail": self.detail, "refuses": self.refuses}
 
 
-def _metric(server: str, counter: str) -> str:
-    """The server's own name of one of server_counters.COUNTERS."""
-    family = next((f for f in FAMILIES if f.server == server), None)
-    name = family.names.get(counter) if family else None
-    return f"{family.prefix}{name}" if family and name else counter
+def _metric(p: PointCounters, counter: str) -> str:
+    """The server's own name of one of metric_names.COUNTERS."""
+    return (p.names.full(counter) if p.names else None) or counter
 
 
 def _differs(p: PointCounters, counter: str, check: Check, strict: bool) -> PointVerdict:
-    family = next((f for f in FAMILIES if f.server == p.server), None)
+    family = p.names
     rule = (_RULE[family.prompt_counts] if family and counter == "prompt_tokens"
             else "the server counts every generated token")
     then = "refused (--strict)" if strict else "flagged; kvlab evaluate --strict refuses it"
     left_out = f"; {check.why}" if check.why else ""
-    detail = (f"Δ {_metric(p.server, counter)} = {check.delta:g} but the records sum to "
+    detail = (f"Δ {_metric(p, counter)} = {check.delta:g} but the records sum to "
               f"{check.records} ({rule}{left_out}): {then}")
     return PointVerdict(p.mode, p.capacity, p.load, p.positions, Reason.COUNTERS_DIFFER,
                         detail, strict)
@@ -110,7 +108,7 @@ def point_verdicts(points: Sequence[PointCounters], *, strict: bool = False
             hits = p.deltas["prefix_cache_hits"]
             out.append(PointVerdict(
                 p.mode, p.capacity, p.load, p.positions, Reason.PREFIX_REUSE,
-                f"the server's {_metric(p.server, 'prefix_cache_hits')} rose by {hits:g} "
+                f"the server's {_metric(p, 'prefix_cache_hits')} rose by {hits:g} "
                 "over the point under cache_prompt = false: its prompts were answered "
                 "partly from its prefix cache (start it with prefix caching off, or send "
                 "a per-request salt: protocol.cache_salt)", True))

@@ -6,7 +6,8 @@ Each load point (or the sequential rows of one mode and capacity) is bracketed i
 position lies between the two readings' positions, so warm-ups (sent before the
 ``start`` reading) are never in it, and requests that failed are. Counters are shown
 as deltas over the point: prompt and generated tokens, preemptions, prefix-cache
-queries and hits, under the server's own names (:data:`FAMILIES`).
+queries and hits, under the server's own names (:class:`kvlab.metric_names.MetricNames`:
+those its kind recorded in the manifest, else the known ones its readings match).
 
 The check: Δ prompt tokens equals the prompt tokens the server reported request by
 request, summed over the point's records. vLLM's ``prompt_tokens`` counts every prompt
@@ -25,58 +26,13 @@ the failure (:attr:`PointCounters.unread`); nothing is checked on it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
 
 from kvlab.analysis.validate import reuse_asked
+from kvlab.metric_names import COUNTERS, MetricNames, recognised
 from kvlab.rundir import GaugeSample, Outcome, Record
 
-COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
-            "prefix_cache_hits")
-
-
-@dataclass(frozen=True)
-class Family:
-    """How one server names its counters (``None``: the server has no such counter).
-    ``prompt_counts``: "all" prompt tokens, or only those "computed" (cached left out).
-
-    And its gauges of the queue (names without the prefix; None: it has none):
-    ``running`` (requests being computed), ``waiting`` (requests held back, for any
-    reason), ``kv_waiting`` (the name and one label of a gauge that counts only the
-    requests held back for want of KV), ``kv_usage`` (the pool's use, 0..1)."""
-
-    server: str
-    prefix: str
-    names: dict[str, str | None]  # COUNTERS item -> metric name without the prefix
-    prompt_counts: Literal["all", "computed"]
-    running: str | None = None
-    waiting: str | None = None
-    kv_waiting: tuple[str, str] | None = None  # (name, 'label="value"')
-    kv_usage: str | None = None
-
-
-FAMILIES: tuple[Family, ...] = (
-    Family("vllm", "vllm:", {
-        "prompt_tokens": "prompt_tokens_total", "generation_tokens": "generation_tokens_total",
-        "preemptions": "num_preemptions_total",
-        "prefix_cache_queries": "prefix_cache_queries_total",
-        "prefix_cache_hits": "prefix_cache_hits_total"}, "all",
-        running="num_requests_running", waiting="num_requests_waiting",
-        kv_waiting=("num_requests_waiting_by_reason", 'reason="capacity"'),
-        kv_usage="kv_cache_usage_perc"),
-    Family("llamacpp", "llamacpp:", {
-        "prompt_tokens": "prompt_tokens_total", "generation_tokens": "tokens_predicted_total",
-        "preemptions": None, "prefix_cache_queries": None,
-        "prefix_cache_hits": "prompt_tokens_cached_total"}, "computed",
-        running="requests_processing", waiting="requests_deferred"),
-    Family("kvlab", "kvlab:", {
-        "prompt_tokens": "prompt_tokens_total", "generation_tokens": "generation_tokens_total",
-        "preemptions": "num_preemptions_total",
-        "prefix_cache_queries": "prefix_cache_queries_total",
-        "prefix_cache_hits": "prefix_cache_hits_total"}, "computed",
-        running="num_requests_running", waiting="num_requests_waiting",
-        kv_usage="kv_cache_usage_perc"),
-)
+CellKey = tuple[str, int]  # (mode, capacity)
 
 
 def counter(samples: dict[str, float], name: str) -> float | None:
@@ -91,11 +47,12 @@ def exposition(samples: Mapping[str, float]) -> str:
     return "\n".join(f"{key} {value}" for key, value in samples.items())
 
 
-def family_of(samples: dict[str, float]) -> Family | None:
-    """The server whose prompt counter the sample carries (None: none kvlab knows)."""
-    return next((f for f in FAMILIES
-                 if counter(samples, f.prefix + str(f.names["prompt_tokens"])) is not None),
-                None)
+def names_of(samples: dict[str, float], recorded: MetricNames | None = None
+             ) -> MetricNames | None:
+    """The names a point's counters are read by: those its server kind recorded, else
+    the known ones its prompt counter matches (an endpoint kvlab did not launch, a run
+    recorded before kinds recorded theirs); None: neither."""
+    return recorded if recorded is not None else recognised(samples)
 
 
 @dataclass(frozen=True)
@@ -148,7 +105,7 @@ class PointCounters:
     mode: str
     capacity: int
     load: str | None
-    server: str  # the family: vllm, llamacpp or kvlab
+    server: str  # whose names the counters were read by (MetricNames.server)
     rows: int  # records in the point, failed ones included
     deltas: dict[str, float | None]
     prompt: Check
@@ -157,6 +114,7 @@ class PointCounters:
     seconds: float  # between the start and end readings
     positions: tuple[int, int]  # the run positions the readings bracket: [first, end)
     unread: str | None = None  # why /metrics could not be read at a bracket (None: read)
+    names: MetricNames | None = field(default=None, compare=False)  # None: unread, unknown
 
     def covers(self, row: Record) -> bool:
         """True when ``row`` was sent between this point's two readings."""
@@ -193,11 +151,14 @@ def _spans(gauges: Iterable[GaugeSample]) -> list[tuple[GaugeSample, GaugeSample
     return pairs
 
 
-def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample]
+def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample],
+                   names: Mapping[CellKey, MetricNames] | None = None
                    ) -> list[PointCounters]:
     """Every completed point's deltas and checks, in the order the points ran.
     ``records``: all of the run's records (superseded attempts included: the server
-    served them too)."""
+    served them too); ``names``: per (mode, capacity), the metric names its server kind
+    recorded (:func:`names_of` otherwise)."""
+    recorded = names or {}
     out = []
     for start, end in _spans(gauges):
         if start.position is None or end.position is None:
@@ -206,17 +167,18 @@ def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample]
         rows = [r for r in records if r.mode == start.mode and r.capacity == start.capacity
                 and lo <= r.position < hi]
         unread = start.error or end.error
+        mine = recorded.get((start.mode, start.capacity))
         if unread:
-            out.append(_unread(start, end, rows, unread))
+            out.append(_unread(start, end, rows, unread, mine))
             continue
-        family = family_of(start.samples)
+        family = names_of(start.samples, mine)
         if family is None:
             continue
         deltas: dict[str, float | None] = {}
         for name in COUNTERS:
-            metric = family.names[name]
-            a = counter(start.samples, family.prefix + metric) if metric else None
-            b = counter(end.samples, family.prefix + metric) if metric else None
+            metric = family.full(name)
+            a = counter(start.samples, metric) if metric else None
+            b = counter(end.samples, metric) if metric else None
             deltas[name] = None if a is None or b is None else b - a
         prompt_sum = "prompt" if family.prompt_counts == "all" else "computed prompt"
         out.append(PointCounters(
@@ -225,17 +187,18 @@ def point_counters(records: Sequence[Record], gauges: Iterable[GaugeSample]
                    "a prompt token count" if prompt_sum == "prompt"
                    else "a prompt and a cached token count"),
             _check(deltas["generation_tokens"], rows, "output", "an output token count"),
-            any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9, (lo, hi)))
+            any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9, (lo, hi),
+            names=family))
     return out
 
 
 def _unread(start: GaugeSample, end: GaugeSample, rows: Sequence[Record],
-            why: str) -> PointCounters:
+            why: str, recorded: MetricNames | None) -> PointCounters:
     """A point whose /metrics read failed at a bracket: its rows, no delta, no check."""
-    family = family_of(start.samples) or family_of(end.samples)
+    family = names_of(start.samples, recorded) or names_of(end.samples)
     unchecked = Check(None, None, "not checkable", f"the /metrics read failed: {why}")
     return PointCounters(
         start.mode, start.capacity, start.load, family.server if family else "unknown",
         len(rows), dict.fromkeys(COUNTERS), unchecked, unchecked,
         any(reuse_asked(r) for r in rows), (end.t_ns - start.t_ns) / 1e9,
-        (start.position or 0, end.position or 0), why)
+        (start.position or 0, end.position or 0), why, names=family)

@@ -35,7 +35,7 @@ def fetch(
 @app.command(rich_help_panel=SERVERS)
 def preflight(
     experiment: Path | None = typer.Argument(
-        None, help="Experiment file whose llamacpp modes to check (binary, model, GPUs)."),
+        None, help="Experiment file whose llama-server modes to check (binary, model, GPUs)."),
     smoke: bool = typer.Option(
         True, "--smoke/--no-smoke",
         help="Start each llama-server once on the bundled Gemma 3 270M and generate 8 "
@@ -50,10 +50,8 @@ def preflight(
     settings = None
     if experiment is not None:
         from kvlab.experiment import load_experiment
-        from kvlab.servers.llamacpp import LlamaCppSettings
 
-        modes = load_experiment(experiment).modes
-        settings = [m.settings for m in modes if isinstance(m.settings, LlamaCppSettings)]
+        settings = [m.settings for m in load_experiment(experiment).modes]
     report = run_preflight(settings, smoke=smoke)
     if json_out:
         print_json(report.to_json())

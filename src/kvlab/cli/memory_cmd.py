@@ -94,14 +94,15 @@ def memory(
     ),
     knee: str = typer.Option(
         None, "--knee", metavar="SERVER",
-        help="Predict the concurrency knee on SERVER (vllm, llamacpp or kvlab): the most "
-        "requests of --prompt-tokens + --output-tokens that run at once in the server's "
+        help="Predict the concurrency knee on SERVER, a server kind with a KV pool (vllm, "
+        "llamacpp or embedded; the old spelling kvlab still reads): the most requests "
+        "of --prompt-tokens + --output-tokens that run at once in the server's "
         "KV budget with no queueing and no preemption, and what the next one meets "
         "(preempt, queue or error). Budget: vllm --kv-blocks (num_gpu_blocks of /metrics' "
         "cache_config_info, or --num-gpu-blocks-override), --kv-space-gib or --metrics; "
-        "kvlab --kv-blocks or --metrics; llamacpp -L (its -c) with --slots (-np) and "
-        "--unified (-kvu). --slots is also vLLM's max_num_seqs (default 128) and kvlab "
-        "serve's --slots (default 16).",
+        "embedded --kv-blocks or --metrics; llamacpp -L (its -c) with --slots (-np) and "
+        "--unified (-kvu). --slots is also vLLM's max_num_seqs (default 128) and the "
+        "embedded server's --slots (default 16).",
     ),
     prompt_tokens: int = typer.Option(
         None, "--prompt-tokens", help="With --knee: prompt tokens per request, as the "
@@ -110,8 +111,9 @@ def memory(
         None, "--output-tokens", help="With --knee: tokens generated per request."),
     kv_blocks: list[str] = typer.Option(
         None, "--kv-blocks", metavar=LIST_METAVAR,
-        help="With --knee vllm or kvlab: the pool's blocks (vLLM: num_gpu_blocks, the null "
-        "block included; kvlab serve: --kv-blocks). " + list_help("--kv-blocks", "79", "121")),
+        help="With --knee vllm or embedded: the pool's blocks (vLLM: num_gpu_blocks, the "
+        "null block included; embedded: kvlab serve --kv-blocks). "
+        + list_help("--kv-blocks", "79", "121")),
     kv_space_gib: list[str] = typer.Option(
         None, "--kv-space-gib", metavar=LIST_METAVAR,
         help="With --knee vllm: the KV space in GiB (VLLM_CPU_KVCACHE_SPACE, which vLLM "
@@ -119,14 +121,15 @@ def memory(
         "does."),
     metrics: str = typer.Option(
         None, "--metrics", metavar="URL|FILE",
-        help="With --knee vllm or kvlab: read the budget from the server's /metrics "
-        "(vLLM: cache_config_info's num_gpu_blocks and block_size; kvlab: kv_blocks_total)."),
+        help="With --knee vllm or embedded: read the budget from the server's /metrics "
+        "(vLLM: cache_config_info's num_gpu_blocks and block_size; embedded: "
+        "kv_blocks_total)."),
     block_size: int = typer.Option(
         None, "--block-size", help="With --knee: tokens per KV block (default: vLLM-CPU's "
-        "128, kvlab serve's 16)."),
+        "128, the embedded server's 16)."),
     prefill_budget: int = typer.Option(
         None, "--prefill-budget", help="With --knee: prompt tokens one step computes "
-        "(vLLM's max_num_batched_tokens, default 2048 on CPU; kvlab serve's "
+        "(vLLM's max_num_batched_tokens, default 2048 on CPU; the embedded server's "
         "--prefill-budget, default 256)."),
     out: Path = typer.Option(
         None, "--out", metavar="FILE",

@@ -3,6 +3,7 @@ KV budget."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,9 @@ from kvlab.memory.knee import (
     llamacpp_knee,
     vllm_knee,
 )
+from kvlab.memory.served import PoolName
 from kvlab.memory.vllm_blocks import kv_space_bytes, vllm_blocks_for_bytes
+from kvlab.servers.kinds import OLD_SPELLINGS, SERVER_KINDS
 
 
 @dataclass(frozen=True)
@@ -52,11 +55,15 @@ class KneeArgs:
     dtype: str | None = None
 
     def __post_init__(self) -> None:
-        if self.server not in _SERVERS:
-            raise ConfigError(f"--knee {self.server!r}: give one of {', '.join(_SERVERS)}")
+        pools = _pools()
+        if self.server not in pools:
+            why = ("the kind declares no KV pool (kv_pool)" if self.server in SERVER_KINDS
+                   else "no such server kind")
+            raise ConfigError(f"--knee {self.server!r}: {why}; give one of "
+                              f"{', '.join(pools)}")
         budgets = {"--kv-blocks": self.kv_blocks, "--kv-space-gib": self.kv_space_gib,
                    "--metrics": self.metrics, "-L/--context (-c)": self.contexts}
-        allowed = _SERVERS[self.server].budgets
+        allowed = self.pool.budgets
         given = [name for name, value in budgets.items() if value]
         wrong = [name for name in given if name not in allowed]
         if wrong:
@@ -65,9 +72,14 @@ class KneeArgs:
         if len(given) != 1:
             raise ConfigError(f"--knee {self.server} needs one KV budget: "
                               f"{' or '.join(sorted(allowed))}")
-        if not _SERVERS[self.server].paged and (self.block_size or self.prefill_budget):
-            raise ConfigError("llama-server has no blocks: drop --block-size and "
+        if not self.pool.paged and (self.block_size or self.prefill_budget):
+            raise ConfigError(f"--knee {self.server} has no blocks: drop --block-size and "
                               "--prefill-budget (its budget is -L as -c, and --slots as -np)")
+
+    @property
+    def pool(self) -> _Pool:
+        """How the server's kind holds its KV budget, as --knee reads it."""
+        return _POOLS[_pools()[self.server]]
 
 
 def read_metrics(source: str) -> str:
@@ -97,7 +109,7 @@ def _llamacpp_knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]
             for c in args.contexts]
 
 
-def _kvlab_knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
+def _paged_knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
     budgets = [(f"{b} blocks", b) for b in args.kv_blocks]
     if args.metrics:
         blocks = kvlab_blocks(read_metrics(args.metrics))
@@ -134,26 +146,43 @@ def _vllm_knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
 
 
 @dataclass(frozen=True)
-class _Server:
-    """What ``--knee SERVER`` means for one server: where its budget may come from,
-    whether it has blocks, and its knee per budget."""
+class _Pool:
+    """What ``--knee SERVER`` means for a server whose KV pool follows one rule (the
+    kind's ``kv_pool``): where its budget may come from, whether it has blocks, and its
+    knee per budget."""
 
     budgets: frozenset[str]
     paged: bool
     knees: Callable[[ModelShape, KneeArgs], list[tuple[str, Knee]]]
 
 
-_SERVERS: dict[str, _Server] = {
-    "vllm": _Server(frozenset({"--kv-blocks", "--kv-space-gib", "--metrics"}), True,
-                    _vllm_knees),
-    "llamacpp": _Server(frozenset({"-L/--context (-c)"}), False, _llamacpp_knees),
-    "kvlab": _Server(frozenset({"--kv-blocks", "--metrics"}), True, _kvlab_knees),
+_POOLS: dict[PoolName, _Pool] = {
+    "vllm-blocks": _Pool(frozenset({"--kv-blocks", "--kv-space-gib", "--metrics"}), True,
+                         _vllm_knees),
+    "llamacpp-slots": _Pool(frozenset({"-L/--context (-c)"}), False, _llamacpp_knees),
+    "paged-blocks": _Pool(frozenset({"--kv-blocks", "--metrics"}), True, _paged_knees),
 }
+
+
+def _pools() -> dict[str, PoolName]:
+    """Each server kind with a KV pool (its settings' ``kv_pool``) -> that pool."""
+    return {kind: cls.kv_pool for kind, cls in SERVER_KINDS.items()
+            if cls.kv_pool is not None}
+
+
+def current_kind(name: str) -> str:
+    """``--knee``'s SERVER as a kind: an older spelling (``kvlab``) is read as its kind,
+    with one deprecation line on stderr."""
+    new = OLD_SPELLINGS.get(name)
+    if new is None:
+        return name
+    print(f"--knee {name} is deprecated; write --knee {new}", file=sys.stderr)
+    return new
 
 
 def knees(shape: ModelShape, args: KneeArgs) -> list[tuple[str, Knee]]:
     """(the budget as given, the knee) per budget."""
-    return _SERVERS[args.server].knees(shape, args)
+    return args.pool.knees(shape, args)
 
 
 def knee_view(shape: ModelShape, args: KneeArgs, title: str) -> dict[str, Any]:
@@ -189,6 +218,7 @@ def knee_document(server: str, shapes: list[ModelShape], bad: list[str],
     if len(slots) > 1:
         raise ConfigError("--knee takes one --slots value (the server's cap on running "
                           "sequences)")
+    server = current_kind(server)
     knee_args = KneeArgs(
         server=server, work=Workload(args["prompt_tokens"], args["output_tokens"]),
         kv_blocks=int_list(args["kv_blocks"], "--kv-blocks"),

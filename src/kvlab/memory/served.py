@@ -3,10 +3,12 @@ said what it allocated.
 
 A run keeps one :class:`ServedKv` per launched server in its manifest (the server's
 facts, ``kv_served``): the model's shape and the settings the knee depends on, in the
-server's own units. The budget itself is the server's word where it reports one on
-``/metrics`` (:mod:`kvlab.memory.budget_metrics`): vLLM's ``num_gpu_blocks`` and block
-size (``cache_config_info``), kvlab serve's ``kv_blocks_total``. llama-server reports
-none there; its budget is its command line (``-c``, ``-np``), which ``/props`` echoes.
+server's own units, and the rule its pool follows (``pool``, one of :data:`POOLS`: a
+server kind picks the rule of the pool it keeps, so no kind is named here). The budget
+itself is the server's word where it reports one on ``/metrics``
+(:mod:`kvlab.memory.budget_metrics`): vLLM's ``num_gpu_blocks`` and block size
+(``cache_config_info``), kvlab serve's ``kv_blocks_total``. llama-server reports none
+there; its budget is its command line (``-c``, ``-np``), which ``/props`` echoes.
 :meth:`ServedKv.knee` then gives :mod:`kvlab.memory.knee`'s prediction for a workload.
 """
 
@@ -30,8 +32,14 @@ from kvlab.memory.llamacpp import predict_llamacpp_kv
 from kvlab.memory.shapes import ModelShape
 from kvlab.memory.vllm_blocks import vllm_block_bytes
 
-ServerName = Literal["vllm", "kvlab", "llamacpp"]
-SERVERS: tuple[ServerName, ...] = ("vllm", "kvlab", "llamacpp")
+PoolName = Literal["vllm-blocks", "paged-blocks", "llamacpp-slots"]
+"""How a server holds its KV budget: vLLM's blocks (read from its /metrics), a pool of
+blocks like the embedded engine's (``kv_blocks_total`` or the launch's ``--kv-blocks``),
+llama.cpp's cells over slots (its command line)."""
+
+# manifests written before ``pool`` named the rule: the ``server`` they named instead
+_OLD_SERVER: dict[str, PoolName] = {"vllm": "vllm-blocks", "kvlab": "paged-blocks",
+                                    "llamacpp": "llamacpp-slots"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class ServedKv:
     ``unified`` (``-kvu``), ``type_v``, ``ubatch``, ``batch``.
     """
 
-    server: ServerName
+    pool: PoolName
     shape: ModelShape
     dtype: str
     max_seqs: int
@@ -63,13 +71,13 @@ class ServedKv:
     batch: int = 2048
 
     def __post_init__(self) -> None:
-        if self.server not in SERVERS:
-            raise ConfigError(f"kv_served: unknown server {self.server!r} (one of "
-                              f"{', '.join(SERVERS)})")
+        if self.pool not in POOLS:
+            raise ConfigError(f"kv_served: unknown pool {self.pool!r} (one of "
+                              f"{', '.join(POOLS)})")
 
     @property
     def _pool(self) -> _Pool:
-        return _POOLS[self.server]
+        return POOLS[self.pool]
 
     def knee(self, work: Workload, metrics: str | None = None) -> Knee:
         """The knee of ``work`` under this budget; ``metrics``: the server's /metrics
@@ -91,7 +99,7 @@ class ServedKv:
         if self._pool.no_lru:
             raise ConfigError(self._pool.no_lru)
         if not self.prefix_caching:
-            raise ConfigError(f"{self.server} was launched without prefix caching")
+            raise ConfigError("the server was launched without prefix caching")
         if self.shape.n_swa_layers:
             raise ConfigError("sliding-window layers keep their own blocks; the LRU "
                               "prediction covers one block group")
@@ -105,8 +113,11 @@ class ServedKv:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServedKv:
-        """What :meth:`to_dict` wrote; ConfigError for anything else."""
+        """What :meth:`to_dict` wrote; ConfigError for anything else. A manifest written
+        before ``pool`` (its ``server`` named the kind) is read with that kind's rule."""
         names = {f.name for f in fields(cls)}
+        if "pool" not in data and data.get("server") in _OLD_SERVER:
+            data = {**data, "pool": _OLD_SERVER[str(data["server"])]}
         try:
             shape = ModelShape.from_dict(dict(data["shape"]))
             return cls(**{**{k: v for k, v in data.items() if k in names}, "shape": shape})
@@ -116,7 +127,7 @@ class ServedKv:
 
 class _Pool(ABC):
     """How one kind of server holds its KV budget: its knee, its bytes, where the budget
-    is read from and the pool its prefix cache keeps. One per :data:`ServerName`."""
+    is read from and the pool its prefix cache keeps. One per :data:`PoolName`."""
 
     @abstractmethod
     def knee(self, kv: ServedKv, work: Workload, metrics: str | None) -> Knee: ...
@@ -163,8 +174,9 @@ class _LlamaCppSlots(_Pool):
         return kv.n_ctx
 
 
-class _KvlabBlocks(_Pool):
-    """kvlab serve: a pool of blocks, /metrics' ``kv_blocks_total`` or ``--kv-blocks``."""
+class _PagedBlocks(_Pool):
+    """A pool of blocks (the embedded server's): /metrics' ``kv_blocks_total`` or
+    ``--kv-blocks``."""
 
     def knee(self, kv: ServedKv, work: Workload, metrics: str | None) -> Knee:
         return kvlab_knee(kv.shape, work, self._blocks(kv, metrics), kv.block_size or 16,
@@ -219,6 +231,6 @@ class _VllmBlocks(_Pool):
         return vllm_blocks(metrics)
 
 
-# each server name's budget: the one place its kind decides anything here
-_POOLS: dict[ServerName, _Pool] = {"vllm": _VllmBlocks(), "kvlab": _KvlabBlocks(),
-                                   "llamacpp": _LlamaCppSlots()}
+POOLS: dict[PoolName, _Pool] = {"vllm-blocks": _VllmBlocks(), "paged-blocks": _PagedBlocks(),
+                                "llamacpp-slots": _LlamaCppSlots()}
+"""Each rule's knee, bytes and prefix pool: the one place a pool's rule decides anything."""

@@ -41,7 +41,6 @@ from kvlab.bench.plan.order import Block, OrderChoice, sequence_of
 from kvlab.bench.plan.workload import PreparedPrompt, Query
 from kvlab.rundir import ApiKind
 from kvlab.servers.base import ServerSettings
-from kvlab.servers.external import ExternalSettings
 from kvlab.servers.process import ServerProcess
 
 
@@ -303,8 +302,8 @@ class RunPlan:
         out: dict[str, Any] = {"server": mode.server, "api": str(mode.api)}
         if launch.url is not None:
             out["url"] = redact_url(launch.url)
-        elif isinstance(mode.settings, ExternalSettings):
-            out["endpoint"] = mode.settings.endpoint or mode.settings.base_url
+        elif (address := mode.settings.address()) is not None:
+            out["endpoint"] = address.describe()
         else:
             server = mode.settings.build(launch.capacity)
             if isinstance(server, ServerProcess):

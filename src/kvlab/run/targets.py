@@ -38,7 +38,6 @@ from kvlab.run.runplan import Launch, ModePlan
 from kvlab.run.tree_memory import TreeMemoryRecorder
 from kvlab.rundir import RunClock, RunDir
 from kvlab.servers.base import Server
-from kvlab.servers.external import ExternalSettings
 
 
 class Target(Protocol):
@@ -82,8 +81,8 @@ def endpoint_for(mode: ModePlan, server: Server | None, timeout_s: float) -> End
     if server is not None:
         return Endpoint(server.base_url, mode.api, model=mode.settings.model_name(),
                         name=mode.name, timeout_s=timeout_s)
-    external = mode.settings
-    assert isinstance(external, ExternalSettings)
+    external = mode.settings.address()
+    assert external is not None, f"mode {mode.name}: no server and no address"
     if external.endpoint is not None:
         from kvlab.bench.client.endpoint_config import load_endpoints, select_endpoint
 
@@ -182,7 +181,7 @@ class ServerTarget:
         if self.server is None:
             return None
         self.server.stop()
-        return self.server.facts()
+        return {**self.mode.settings.recorded(), **self.server.facts()}
 
 
 _SPEC = re.compile(r"^(?P<mode>[A-Za-z0-9][A-Za-z0-9._-]*)(@(?P<cap>[0-9]+))?=(?P<url>.+)$")

@@ -60,8 +60,9 @@ class ServerFacts(_Facts):
     command line (launched kinds), version (``""``: the kind records none), the log's
     path, and for a server kvlab did not launch (``launched`` False) its URL. A launched
     kind that knows them also records its KV budget (``kv_served``: the data of
-    ``memory.served.ServedKv``) and its weights' bytes (``weights_bytes``); None: not
-    recorded, or not of its type."""
+    ``memory.served.ServedKv``), its weights' bytes (``weights_bytes``) and the names of
+    its /metrics counters (``metric_names``: ``metric_names.MetricNames``' data); None:
+    not recorded, or not of its type."""
 
     kind: str | None = None
     argv: list[str] | None = None
@@ -72,6 +73,7 @@ class ServerFacts(_Facts):
     base_url: str | None = None
     kv_served: Annotated[dict[str, object] | None, WrapValidator(_unrecorded)] = None
     weights_bytes: Annotated[int | None, WrapValidator(_unrecorded)] = None
+    metric_names: Annotated[dict[str, object] | None, WrapValidator(_unrecorded)] = None
     kv_check: dict[str, object] | None = None  # servers.kvlog.KvCheck's data (llama-server)
 
 

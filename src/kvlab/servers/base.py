@@ -13,11 +13,14 @@ capacity; :mod:`kvlab.servers.kinds` lists the kinds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from kvlab.memory.served import PoolName
+from kvlab.metric_names import MetricNames
 from kvlab.servers.process import STOP_GRACE_S
 
 
@@ -62,6 +65,22 @@ class Server(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Address:
+    """Where the requests of a server kvlab does not launch go: an endpoint name of
+    .env (``endpoint``) or a URL, the model id, and the NAME of the environment variable
+    holding its key (never the key)."""
+
+    endpoint: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+
+    def describe(self) -> str:
+        """The endpoint's name, else its URL (the dry run's words)."""
+        return self.endpoint or self.base_url or ""
+
+
 class ServerSettings(BaseModel):
     """The settings of one server kind: the ``[modes.<kind>]`` table of a mode.
 
@@ -79,11 +98,38 @@ class ServerSettings(BaseModel):
     interleaves: ClassVar[bool] = True
     # The program named in messages ("llama-server").
     program: ClassVar[str] = "server"
+    # Older spellings of the kind an experiment file may still give (server = "..." or
+    # the [modes.<spelling>] table): read as this kind, with one deprecation line.
+    old_spellings: ClassVar[tuple[str, ...]] = ()
+
+    # What the run's checks read of it, declared here so that no module outside
+    # servers/ asks which kind it is. The names of its /metrics counters and gauges
+    # (kvlab.metric_names: prompt, cached and generated tokens, preemptions, queue, KV
+    # use); None: kvlab reads none (an endpoint's readings may still be recognised).
+    metric_names: ClassVar[MetricNames | None] = None
+    # The rule its KV pool follows (kvlab.memory.served.POOLS: the knee, the bytes, the
+    # prefix pool; `kvlab memory --knee KIND`); None: it has no KV budget kvlab reads.
+    # Its server then records the budget as launched (facts()["kv_served"], a ServedKv
+    # of this pool) and its weights' bytes (facts()["weights_bytes"]); its process
+    # tree is the one of its `pid`. A kind without them gets "not measured: <kind>
+    # exposes no ..." lines in the checks that need them.
+    kv_pool: ClassVar[PoolName | None] = None
+
+    def recorded(self) -> dict[str, object]:
+        """What the run keeps beside its server's facts in the manifest: the names of
+        its counters (``metric_names``; None: it declares none)."""
+        return {"metric_names": None if self.metric_names is None
+                else self.metric_names.to_dict()}
 
     def build(self, capacity: int) -> Server | None:
         """The server of one capacity (context tokens per sequence); None for a kind
         kvlab does not launch."""
         raise NotImplementedError
+
+    def address(self) -> Address | None:
+        """Where requests go when :meth:`build` gives no server (a kind kvlab does not
+        launch); None for a launched kind."""
+        return None
 
     def capacity_problem(self, capacity: int) -> str | None:
         """Why these settings cannot serve ``capacity`` (context tokens per sequence), as

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 import kvlab
 from kvlab.errors import ConfigError, KvlabError
-from kvlab.memory.served import ServedKv
+from kvlab.memory.served import PoolName, ServedKv
 from kvlab.memory.shapes import ModelShape
+from kvlab.metric_names import EMBEDDED
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.process import ServerProcess, free_port
 
@@ -42,6 +43,9 @@ class EmbeddedSettings(ServerSettings):
     prefix_cache: bool = True
 
     program = "kvlab serve"
+    old_spellings = ("kvlab", "kvlab-serve", "kvlab serve")
+    metric_names = EMBEDDED
+    kv_pool: ClassVar[PoolName] = "paged-blocks"
 
     def build(self, capacity: int) -> EmbeddedServer:
         return EmbeddedServer(capacity, self.preset, self.no_cache, self.threads,
@@ -144,7 +148,8 @@ def served_facts(props: dict[str, Any] | None) -> dict[str, Any]:
     served = None
     if paged and shape:
         try:
-            served = ServedKv("kvlab", ModelShape.from_dict(shape), str(kv.get("kv_dtype")),
+            served = ServedKv(EmbeddedSettings.kv_pool, ModelShape.from_dict(shape),
+                              str(kv.get("kv_dtype")),
                               max_seqs=int((props or {})["total_slots"]),
                               block_size=int(paged["block_size"]),
                               prefill_budget=int(paged["prefill_budget"]),

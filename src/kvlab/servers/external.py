@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from kvlab.servers.base import Server, ServerSettings
+from kvlab.servers.base import Address, Server, ServerSettings
 
 
 class ExternalSettings(ServerSettings):
@@ -37,3 +37,7 @@ class ExternalSettings(ServerSettings):
     def build(self, capacity: int) -> Server | None:
         """Nothing to launch: the requests go to the endpoint."""
         return None
+
+    def address(self) -> Address:
+        """The endpoint name or URL, the model id and the key's variable, as given."""
+        return Address(self.endpoint, self.base_url, self.model, self.api_key_env)

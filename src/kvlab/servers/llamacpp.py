@@ -12,14 +12,15 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from kvlab.errors import ConfigError, KvlabError
 from kvlab.memory.gguf_file import shape_from_gguf
 from kvlab.memory.llamacpp import ctx_size_for
-from kvlab.memory.served import ServedKv
+from kvlab.memory.served import PoolName, ServedKv
+from kvlab.metric_names import LLAMACPP
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.binary import LlamaBinary, binary_version, find_llama_server, package_version
 from kvlab.servers.fetch import ModelFile, bundled_model_path, resolve_model
@@ -63,6 +64,8 @@ class LlamaCppSettings(ServerSettings):
 
     program = "llama-server"
     interleaves = False  # interleaving would keep several llama-servers up at once
+    metric_names = LLAMACPP
+    kv_pool: ClassVar[PoolName] = "llamacpp-slots"
 
     def build(self, capacity: int) -> LlamaServer:
         return LlamaServer(self, capacity)
@@ -251,7 +254,7 @@ class LlamaServer(ServerProcess):
             shape = shape_from_gguf(self.model.path)
         except (KvlabError, OSError):
             return None
-        return ServedKv("llamacpp", shape, s.cache_type_k, max_seqs=s.slots,
+        return ServedKv(LlamaCppSettings.kv_pool, shape, s.cache_type_k, max_seqs=s.slots,
                         n_ctx=ctx_size_for(self.capacity, s.slots), type_v=s.cache_type_v,
                         ubatch=s.ubatch or 512).to_dict()
 

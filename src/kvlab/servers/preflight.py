@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kvlab.errors import ConfigError, KvlabError
 
 if TYPE_CHECKING:
-    from kvlab.servers.llamacpp import LlamaCppSettings
+    from kvlab.servers.base import ServerSettings
 
 
 @dataclass(frozen=True)
@@ -218,12 +218,13 @@ def _smoke(binary: Path | None) -> dict[str, Any]:
         return {"ok": False, "binary": str(binary or "llama-server"), "error": str(exc)}
 
 
-def run_preflight(llamacpp: Sequence[LlamaCppSettings] | None = None,
+def run_preflight(modes: Sequence[ServerSettings] | None = None,
                   smoke: bool = True) -> Preflight:
-    """Host facts, plus the server/model/GPU needs of an experiment's llamacpp modes.
+    """Host facts, plus the server/model/GPU needs of an experiment's llama-server modes.
 
-    ``llamacpp``: the settings of those modes (the caller reads the experiment); None
-    checks the default llama-server and the bundled model; an empty list checks none.
+    ``modes``: the server settings of an experiment's modes (the caller reads the
+    experiment; those of other kinds are not this check's); None checks the default
+    llama-server and the bundled model; modes without a llama-server check none.
     With ``smoke``, every llama-server found also generates a few tokens on the bundled
     model, since a binary built for other CPU features starts and then dies at its
     first computation.
@@ -232,7 +233,10 @@ def run_preflight(llamacpp: Sequence[LlamaCppSettings] | None = None,
     binaries: list[Path | None] = [None]
     models: list[Path | None] = [None]
     needed = 0
-    if llamacpp is not None:
+    if modes is not None:
+        from kvlab.servers.llamacpp import LlamaCppSettings
+
+        llamacpp = [s for s in modes if isinstance(s, LlamaCppSettings)]
         binaries = list(dict.fromkeys(s.binary for s in llamacpp))
         models = list(dict.fromkeys(s.model for s in llamacpp))
         needed = max((s.gpus for s in llamacpp), default=0)

@@ -25,7 +25,7 @@ import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 from pydantic import Field, field_validator, model_validator
@@ -33,7 +33,8 @@ from pydantic import Field, field_validator, model_validator
 from kvlab.errors import ConfigError, KvlabError, ServerLaunchError
 from kvlab.memory.hf_config import read_config_json, shape_from_hf_dict
 from kvlab.memory.knee import VLLM_CPU_MAX_NUM_SEQS
-from kvlab.memory.served import ServedKv
+from kvlab.memory.served import PoolName, ServedKv
+from kvlab.metric_names import VLLM
 from kvlab.servers.base import ServerSettings
 from kvlab.servers.chat_template import LLAMACPP_CHATML
 from kvlab.servers.process import STOP_GRACE_S, ServerProcess, log_tail
@@ -86,6 +87,8 @@ class VllmSettings(ServerSettings):
 
     program = "vLLM"
     interleaves = False  # ~6.6 GB each: never two at once
+    metric_names = VLLM
+    kv_pool: ClassVar[PoolName] = "vllm-blocks"
 
     @field_validator("kv_cache_space_gib", mode="before")
     @classmethod
@@ -291,7 +294,7 @@ class VllmServer(ServerProcess):
         dtype: str = self.settings.dtype
         if dtype == "auto":
             dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-        return ServedKv("vllm", shape, KV_DTYPES.get(dtype, "bf16"),
+        return ServedKv(VllmSettings.kv_pool, shape, KV_DTYPES.get(dtype, "bf16"),
                         max_seqs=self.settings.max_num_seqs or VLLM_CPU_MAX_NUM_SEQS,
                         prefix_caching=self.settings.prefix_caching).to_dict()
 

@@ -12,10 +12,9 @@ from dataclasses import replace
 from kvlab.analysis.capacity import Objectives, SearchPlan
 from kvlab.analysis.client_error import DEFAULT_LIMIT, client_error_verdicts, client_errors
 from kvlab.analysis.evaluate import Evaluation, evaluate
-from kvlab.analysis.knee_check import recorded_budgets
 from kvlab.analysis.load import Slo
 from kvlab.analysis.point_verdicts import point_verdicts
-from kvlab.analysis.run_view import EvaluateOptions, RunView
+from kvlab.analysis.run_view import EvaluateOptions, Recorded, RunView, recorded_servers
 from kvlab.analysis.saturation import Calibration, load_calibration
 from kvlab.analysis.server_counters import point_counters
 from kvlab.analysis.session_turns import PlannedTurn
@@ -79,6 +78,12 @@ def cell_plans(run: RunDir) -> dict[GroupKey, CellPlan]:
             for k, (rows, finished) in run.state.cell_plans(sent).items()}
 
 
+def recorded_of(run: RunDir) -> Recorded:
+    """What each launched server's kind recorded in the manifest (KV budget, weights,
+    counters' names), read once (:func:`kvlab.analysis.run_view.recorded_servers`)."""
+    return recorded_servers(((e.mode, e.capacity), e.known) for e in run.state.servers)
+
+
 def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
     """``run`` as its evaluation reads it: its experiment's pairs, mode order, SLOs and
     slip threshold (defaults for a run without one, e.g. a peer's file), the client
@@ -90,17 +95,17 @@ def view_of(run: RunDir, definitions: Sequence[str] = ()) -> RunView:
     (analysis.definitions)."""
     experiment = known_experiment(run)
     records = run.records
-    budgets, weights = recorded_budgets(((e.mode, e.capacity), known)
-                                        for e in run.state.servers
-                                        if (known := e.known) is not None)
+    recorded = recorded_of(run)
     servers = {(e.mode, e.capacity): known.kind or "" for e in run.state.servers
                if (known := e.known) is not None and known.launched is not False}
     workers, calibration = _client_limits(run)
     common = RunView(records, run_id=run.run_id, calibration=calibration,
                      definition_sets=tuple(definitions), order=run.state.order,
                      repeat_aa=run.state.repeat_aa, workers=workers, gauges=run.gauges,
-                     budgets=budgets, weights=weights, memory=run.process_memory,
-                     trace=trace_blocks(run.prepared), servers=servers,
+                     budgets=recorded.budgets, weights=recorded.weights,
+                     metric_names=recorded.metric_names, unreadable=recorded.unreadable,
+                     memory=run.process_memory, trace=trace_blocks(run.prepared),
+                     servers=servers,
                      plan=cell_plans(run))
     if experiment is None:
         return replace(common, mode_order=modes_in_order(records))
@@ -136,7 +141,8 @@ def _client_limits(run: RunDir
 def valid_rows_of(run: RunDir, *, strict: bool = False) -> ValidRows:
     """The validated rows of ``run``, as its evaluation judges them: row checks and the
     point verdicts of its server counters (``strict`` as in :func:`evaluate_run_dir`)."""
-    verdicts = point_verdicts(point_counters(run.records, run.gauges), strict=strict)
+    counters = point_counters(run.records, run.gauges, recorded_of(run).metric_names)
+    verdicts = point_verdicts(counters, strict=strict)
     workers, calibration = _client_limits(run)
     experiment = known_experiment(run)
     limit = DEFAULT_LIMIT if experiment is None else experiment.load.client_error_limit
