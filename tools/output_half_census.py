@@ -49,6 +49,9 @@ RUN_READERS = (
     "report/section.py", "cli/bench_cmds.py",
     # prepared.json's readers before they moved into rundir/
     "bench/plan/workload.py", "bench/plan/sessions/turn.py",
+    # the manifest's server facts: its KV budget and its counters' names, and the run
+    # view that reads them
+    "memory/served.py", "metric_names.py", "analysis/run_view.py",
 )
 READER_PACKAGES = ("rundir/", "store/")
 #: the files of a run directory (rundir/files.py defines them once)

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from pydantic import TypeAdapter, ValidationError
+
 COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
             "prefix_cache_hits")
 """The counters kvlab reads of a server, under its own names (:attr:`MetricNames.names`)."""
@@ -50,28 +52,18 @@ class MetricNames:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> MetricNames:
-        """What :meth:`to_dict` wrote; ValueError for anything else."""
-        def name(key: str) -> str | None:
-            value = data.get(key)
-            return None if value is None else str(value)
-
+        """What :meth:`to_dict` wrote, validated field by field; ValueError for anything
+        else."""
         try:
-            table, pair = data["names"], data.get("kv_waiting")
-            if not isinstance(table, Mapping):
-                raise TypeError("names is not a table")
-            if pair is not None and not isinstance(pair, list | tuple):
-                raise TypeError("kv_waiting is not a pair")
-            names = {str(k): None if v is None else str(v) for k, v in table.items()}
-            counts = data.get("prompt_counts", "all")
-            if counts not in ("all", "computed"):
-                raise ValueError(f"prompt_counts {counts!r}")
-            return cls(str(data["server"]), str(data["prefix"]), names,
-                       counts, name("running"),
-                       name("waiting"),
-                       None if pair is None else (str(pair[0]), str(pair[1])),
-                       name("kv_usage"))
-        except (KeyError, TypeError, IndexError) as exc:
-            raise ValueError(f"not a server's metric names ({exc})") from None
+            return _READER.validate_python(dict(data))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "the table"
+            raise ValueError(f"not a server's metric names ({where}: {first['msg']})"
+                             ) from None
+
+
+_READER = TypeAdapter(MetricNames)
 
 
 VLLM = MetricNames("vllm", "vllm:", {

@@ -116,13 +116,20 @@ class ServedKv:
         """What :meth:`to_dict` wrote; ConfigError for anything else. A manifest written
         before ``pool`` (its ``server`` named the kind) is read with that kind's rule."""
         names = {f.name for f in fields(cls)}
-        if "pool" not in data and data.get("server") in _OLD_SERVER:
-            data = {**data, "pool": _OLD_SERVER[str(data["server"])]}
+        data = migrate(data)
         try:
             shape = ModelShape.from_dict(dict(data["shape"]))
             return cls(**{**{k: v for k, v in data.items() if k in names}, "shape": shape})
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"kv_served is not a served KV budget ({exc})") from None
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A ``kv_served`` written before ``pool`` (its ``server`` named the kind) with the
+    pool of that kind's rule; any other as it is."""
+    if "pool" not in data and data.get("server") in _OLD_SERVER:
+        return {**data, "pool": _OLD_SERVER[str(data["server"])]}
+    return data
 
 
 class _Pool(ABC):
