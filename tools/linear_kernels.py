@@ -59,10 +59,12 @@ def _kernels(w: torch.Tensor) -> dict[str, Callable[[torch.Tensor], torch.Tensor
     }
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         for name, hint in (("packed", 1), ("packed16", 16)):
-            p = torch.ops.mkldnn._reorder_linear_weight(w, hint)
-            out[name] = (lambda p: lambda x: torch.ops.mkldnn._linear_pointwise(
-                x, p, None, "none", [], ""))(p)
+            out[name] = _packed(torch.ops.mkldnn._reorder_linear_weight(w, hint))
     return out
+
+
+def _packed(p: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda x: torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")
 
 
 def main() -> None:

@@ -2,12 +2,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.engine import KVCache, generate
-import torch.nn.functional as F
-
 from kvlab.engine.gemma import (
     RMSNorm,
     apply_rope,
