@@ -8,8 +8,9 @@ step-and-floor rows read from each server's /metrics), before and after issue 41
 
 Nothing is measured here: every figure is read from those files. With ``--profiles``
 (``kvlab engine-profile`` documents, as LABEL=PATH) it prints the step against the floor
-phase by phase instead, and with ``--kernels`` (``tools/linear_kernels.py`` documents) the
-bf16 products kernel by kernel:
+phase by phase instead, with ``--kernels`` (``tools/linear_kernels.py`` documents) the
+bf16 products kernel by kernel, with ``--ab`` (``tools/engine_ab.py`` documents) their
+steps in run order:
 
     python tools/roofline_table.py --profiles main=p0.json branch=p1.json --kernels k.json
 """
@@ -135,10 +136,31 @@ def kernels(paths: list[Path]) -> str:
     return "\n".join(out) + "\n"
 
 
+def ab_runs(labelled: list[str]) -> str:
+    """tools/engine_ab.py documents in run order: step, layers + gather and head (ms,
+    medians) per variant and batch size."""
+    out = ["| run | variant | batch | step | layers + gather | head | load |",
+           "|---|---|---|---|---|---|---|"]
+    for item in labelled:
+        label, _, path = item.partition("=")
+        doc = _load(Path(path))
+        load = f"{doc['load_before'][0]:.2f} → {doc['load_after'][0]:.2f}"
+        for variant, rows in doc["variants"].items():
+            for r in rows:
+                phases = r["phases_ms"]
+                layers = sum(v for k, v in phases.items() if k.startswith("layers")) \
+                    + phases.get("gather", 0.0)
+                out.append(f"| {label} | {variant} | {r['batch']} | {r['step_ms']:.1f} | "
+                           f"{layers:.1f} | {phases.get('head', 0.0):.1f} | {load} |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", nargs="+", metavar="LABEL=PATH",
                         help="engine-profile documents: print the step against the floor")
+    parser.add_argument("--ab", nargs="+", metavar="LABEL=PATH",
+                        help="tools/engine_ab.py documents, in run order")
     parser.add_argument("--kernels", type=Path, nargs="+",
                         help="tools/linear_kernels.py documents: print the products")
     for name in ("batch-before", "batch-after"):
@@ -148,9 +170,11 @@ def main() -> None:
         parser.add_argument(f"--{name}", type=Path)
     parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 16])
     args = parser.parse_args()
-    if args.profiles or args.kernels:
-        print(profiles(args.profiles or []) if args.profiles else "")
-        print(kernels(args.kernels) if args.kernels else "")
+    if args.profiles or args.kernels or args.ab:
+        for part in (args.profiles and profiles(args.profiles),
+                     args.kernels and kernels(args.kernels), args.ab and ab_runs(args.ab)):
+            if part:
+                print(part, end="")
         return
     print(table(args))
 
