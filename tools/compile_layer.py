@@ -34,6 +34,8 @@ class LayerWork(nn.Module):
         self.o = nn.Linear(1024, C, bias=False, dtype=BF16)
         self.gate_up = nn.Linear(C, 2 * FFN, bias=False, dtype=BF16)
         self.down = nn.Linear(FFN, C, bias=False, dtype=BF16)
+        self.scale: torch.Tensor
+        self.qk_scale: torch.Tensor
         self.register_buffer("scale", 1 + 0.1 * torch.randn(C, generator=gen))
         self.register_buffer("qk_scale", 1 + 0.1 * torch.randn(5, HD, generator=gen))
 
