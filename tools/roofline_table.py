@@ -6,7 +6,13 @@ step-and-floor rows read from each server's /metrics), before and after issue 41
     python tools/roofline_table.py --batch-before b0.json --batch-after b1.json \\
         --served-before e0.json --served-after e1.json > docs/lessons/roofline-runs/table-run1.txt
 
-Nothing is measured here: every figure is read from those files.
+Nothing is measured here: every figure is read from those files. With ``--profiles``
+(``kvlab engine-profile`` documents, as LABEL=PATH) it prints the step against the floor
+phase by phase instead, with ``--kernels`` (``tools/linear_kernels.py`` documents) the
+bf16 products kernel by kernel, with ``--ab`` (``tools/engine_ab.py`` documents) their
+steps in run order:
+
+    python tools/roofline_table.py --profiles main=p0.json branch=p1.json --kernels k.json
 """
 
 from __future__ import annotations
@@ -92,15 +98,85 @@ def table(args: argparse.Namespace) -> str:
     return "\n".join(out)
 
 
+def profiles(labelled: list[str]) -> str:
+    """The step against the floor, per engine-profile document, format and batch size."""
+    out = ["| run | format | batch | floor | step | × floor | layers + gather | head | "
+           "rest | copy GB/s | load |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for item in labelled:
+        label, _, path = item.partition("=")
+        doc = _load(Path(path))
+        load = doc["load_average"].split(",")[0]
+        for fmt in doc["formats"]:
+            for step in fmt["steps"]:
+                phases = step["phases_ms"]
+                layers = sum(v for k, v in phases.items() if k.startswith("layers")) \
+                    + phases.get("gather", 0.0)
+                head = phases.get("head", 0.0)
+                rest = step["step_ms"] - layers - head
+                out.append(
+                    f"| {label} | {fmt['dtype']} | {step['batch']} | {fmt['floor_ms']:.1f} | "
+                    f"{step['step_ms']:.1f} | {step['step_ms'] / fmt['floor_ms']:.2f} | "
+                    f"{layers:.1f} | {head:.1f} | {rest:.1f} | "
+                    f"{doc['copy_gb_per_s']:.1f} | {load} |")
+    return "\n".join(out) + "\n"
+
+
+def kernels(paths: list[Path]) -> str:
+    """The bf16 products of one decode step (ms), per kernel and rows, per document."""
+    out = ["| kernel | rows | layers' products | head | load | copy GB/s |",
+           "|---|---|---|---|---|---|"]
+    for path in paths:
+        doc = _load(path)
+        load = f"{doc['load_before'][0]:.2f} → {doc['load_after'][0]:.2f}"
+        copy = f"{doc['copy_bandwidth_before'] / 1e9:.1f}–{doc['copy_bandwidth_after'] / 1e9:.1f}"
+        for name, rows in doc["kernels"].items():
+            for r in rows:
+                out.append(f"| {name} | {r['rows']} | {r['layers_ms']:.1f} | "
+                           f"{r['head_ms']:.1f} | {load} | {copy} |")
+    return "\n".join(out) + "\n"
+
+
+def ab_runs(labelled: list[str]) -> str:
+    """tools/engine_ab.py documents in run order: step, layers + gather and head (ms,
+    medians) per variant and batch size."""
+    out = ["| run | variant | batch | step | layers + gather | head | load |",
+           "|---|---|---|---|---|---|---|"]
+    for item in labelled:
+        label, _, path = item.partition("=")
+        doc = _load(Path(path))
+        load = f"{doc['load_before'][0]:.2f} → {doc['load_after'][0]:.2f}"
+        for variant, rows in doc["variants"].items():
+            for r in rows:
+                phases = r["phases_ms"]
+                layers = sum(v for k, v in phases.items() if k.startswith("layers")) \
+                    + phases.get("gather", 0.0)
+                out.append(f"| {label} | {variant} | {r['batch']} | {r['step_ms']:.1f} | "
+                           f"{layers:.1f} | {phases.get('head', 0.0):.1f} | {load} |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", nargs="+", metavar="LABEL=PATH",
+                        help="engine-profile documents: print the step against the floor")
+    parser.add_argument("--ab", nargs="+", metavar="LABEL=PATH",
+                        help="tools/engine_ab.py documents, in run order")
+    parser.add_argument("--kernels", type=Path, nargs="+",
+                        help="tools/linear_kernels.py documents: print the products")
     for name in ("batch-before", "batch-after"):
         parser.add_argument(f"--{name}", type=Path, nargs="+",
                             help="engine-batch --json documents (several: their mean)")
     for name in ("served-before", "served-after"):
         parser.add_argument(f"--{name}", type=Path)
     parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 16])
-    print(table(parser.parse_args()))
+    args = parser.parse_args()
+    if args.profiles or args.kernels or args.ab:
+        for part in (args.profiles and profiles(args.profiles),
+                     args.kernels and kernels(args.kernels), args.ab and ab_runs(args.ab)):
+            if part:
+                print(part, end="")
+        return
+    print(table(args))
 
 
 if __name__ == "__main__":

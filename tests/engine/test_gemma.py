@@ -2,11 +2,20 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.engine import KVCache, generate
-from kvlab.engine.gemma import RMSNorm, apply_rope, build_gemma, rope_angles
+from kvlab.engine.gemma import (
+    RMSNorm,
+    apply_rope,
+    build_gemma,
+    rms_norm,
+    rope_angles,
+    rope_tables,
+    rotate,
+)
 from kvlab.engine.gemma_config import GemmaConfig
 from kvlab.errors import ConfigError, EngineError, PromptTooLongError
 from tests.rounding import assert_close_up_to_rounding, assert_same_generation
@@ -40,6 +49,40 @@ def test_rope_rotates_pairs_and_keeps_norms() -> None:
     qs = apply_rope(q.expand(1, 1, 10, 8), cos, sin)[0, 0]
     ks = apply_rope(k.expand(1, 1, 10, 8), cos, sin)[0, 0]
     assert torch.allclose(qs[5] @ ks[3], qs[7] @ ks[5], atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_norm_is_torchs_rms_norm_bit_for_bit(dtype: torch.dtype) -> None:
+    """rms_norm makes fewer torch calls than F.rms_norm, with the same numbers; one
+    scale row per head normalises several heads at once, as each would be alone."""
+    gen = torch.Generator().manual_seed(0)
+    x = (3 * torch.randn(2, 3, 5, 16, generator=gen)).to(dtype)  # (B, T, heads, hd)
+    scale = 1 + 0.1 * torch.randn(5, 16, generator=gen)  # one row per head
+    alone = [F.rms_norm(x[:, :, h].float(), (16,), scale[h], 1e-6).to(dtype) for h in range(5)]
+    assert torch.equal(rms_norm(x, scale, 1e-6), torch.stack(alone, dim=2))
+
+
+def test_a_fused_norm_keeps_its_scale_and_an_unfused_one_follows_its_weight() -> None:
+    norm, x = RMSNorm(4, eps=0.0), torch.tensor([[1.0, -1.0, 1.0, -1.0]])
+    norm.fuse()
+    assert torch.equal(norm(x), x)
+    with torch.no_grad():
+        norm.weight.fill_(1.0)
+    assert torch.equal(norm(x), x)  # kept from its first forward after fuse()
+    norm.fuse()
+    assert torch.equal(norm(x), 2 * x)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_rotate_is_apply_rope_bit_for_bit(batched: bool) -> None:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 3, 8, generator=gen).to(torch.bfloat16)  # (B, T, heads, hd)
+    positions = torch.tensor([[3, 4, 5, 6, 7, 8], [0, 1, 2, 9, 10, 11]]) if batched \
+        else torch.arange(6)
+    cos, sin = rope_angles(positions, 8, 10_000.0, torch.bfloat16)
+    want = apply_rope(x.transpose(1, 2), cos, sin).transpose(1, 2)  # (B, T, heads, hd)
+    assert torch.equal(rotate(x, *rope_tables(positions, 8, 10_000.0, torch.bfloat16)),
+                       want)
 
 
 @given(

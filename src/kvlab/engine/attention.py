@@ -26,7 +26,7 @@ def attend(
         # Decoding one token with shared KV heads: a group's query heads become the
         # rows of one query against their KV head, so each cached K/V head is read
         # once as a small matrix product instead of once per query head.
-        grouped = q.view(B, n_kv_heads, n_heads // n_kv_heads, head_dim)  # (B, kvh, grp, hd)
+        grouped = q.reshape(B, n_kv_heads, n_heads // n_kv_heads, head_dim)  # (B,kvh,grp,hd)
         y = F.scaled_dot_product_attention(grouped, k, v, attn_mask=mask, scale=scale)
         return y.view(B, n_heads, 1, head_dim)  # (B, nh, 1, hd)
     return F.scaled_dot_product_attention(

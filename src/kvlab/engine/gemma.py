@@ -41,11 +41,35 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.zeros(dim))
+        self.frozen = False  # once fused: 1 + weight is computed once, then kept
+        self._scale: torch.Tensor | None = None
+
+    def fuse(self) -> None:
+        """For serving: from the next forward on, 1 + weight is computed once (from the
+        weight as it is then, in its dtype) and kept, not recomputed at every call."""
+        self.frozen, self._scale = True, None
+
+    def scale(self) -> torch.Tensor:
+        """1 + weight in float32 (dim,)."""
+        if self._scale is not None:
+            return self._scale
+        scale = 1.0 + self.weight.detach().float()  # (dim,)
+        if self.frozen:
+            self._scale = scale
+        return scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # x / sqrt(mean(x²) + eps) * (1 + weight), in one fused torch op
-        scale = 1.0 + self.weight.float()  # (dim,)
-        return F.rms_norm(x.float(), scale.shape, scale, self.eps).to(x.dtype)  # (..., dim)
+        return rms_norm(x, self.scale(), self.eps)  # (..., dim)
+
+
+def rms_norm(x: torch.Tensor, scale: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x²) + eps) * scale over the last dim, in float32, returned in x's
+    dtype; ``scale`` (..., dim) broadcasts (one row per head normalises several heads
+    with their own weights in one pass). The same operations, in the same order, as
+    ``F.rms_norm`` on float32, in fewer torch calls: a decode step makes 108 of them."""
+    xf = x.float()  # (..., dim)
+    inv = xf.pow(2).mean(-1, keepdim=True).add_(eps).rsqrt_()  # (..., 1)
+    return (xf * inv).mul_(scale).to(x.dtype)  # (..., dim)
 
 
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float,
@@ -73,6 +97,26 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+def rope_tables(positions: torch.Tensor, head_dim: int, base: float,
+                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and signed sin (T, 1, hd), or (B, T, 1, hd) for positions (B, T), for heads
+    laid out (B, T, heads, hd): sin's first half negated, so that :func:`rotate` is
+    :func:`apply_rope` with one negation fewer per call (the same numbers: a sign flip
+    is exact)."""
+    cos, sin = rope_angles(positions, head_dim, base, dtype)  # (T, hd) or (B, 1, T, hd)
+    if cos.dim() == 4:
+        cos, sin = cos[:, 0], sin[:, 0]  # (B, T, hd)
+    half = head_dim // 2
+    sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+    return cos.unsqueeze(-2), sin.unsqueeze(-2)  # (..., T, 1, hd)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """:func:`apply_rope` for x (B, T, heads, hd) and :func:`rope_tables`' angles."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([x[..., half:], x[..., :half]], dim=-1) * signed_sin
+
+
 class Attention(nn.Module):
     """Grouped-query attention with QK-norm and RoPE; local (windowed) or global."""
 
@@ -89,6 +133,7 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(config.head_dim, config.norm_eps)
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps)
         self.qkv: nn.Linear | None = None  # q, k and v in one product, once fused
+        self._qk_scale: torch.Tensor | None = None  # see qk_scale
 
     def fuse(self) -> None:
         """Stack q, k and v into one (nh + 2 kvh) * hd x C matrix: one product reads
@@ -99,22 +144,35 @@ class Attention(nn.Module):
         self.qkv = _stacked(self.q, self.k, self.v)
         del self.q, self.k, self.v
 
+    def qk_scale(self) -> torch.Tensor:
+        """(nh + kvh, hd) float32: q_norm's 1 + weight on each query head, then k_norm's
+        on each key head (kept once both norms are fused)."""
+        if self._qk_scale is not None:
+            return self._qk_scale
+        nh, kvh, hd = self.n_heads, self.n_kv_heads, self.head_dim
+        scale = torch.cat([self.q_norm.scale().expand(nh, hd),
+                           self.k_norm.scale().expand(kvh, hd)])  # (nh + kvh, hd)
+        if self.q_norm.frozen and self.k_norm.frozen:
+            self._qk_scale = scale
+        return scale
+
     def forward(
         self, x: torch.Tensor, layer: int, cache: KVStore | None,
         rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         B, T, _ = x.shape
         nh, kvh, hd = self.n_heads, self.n_kv_heads, self.head_dim
-        if self.qkv is not None:  # (B, T, (nh + 2 kvh) * hd), split without a copy
-            q, k, v = self.qkv(x).split([nh * hd, kvh * hd, kvh * hd], dim=-1)
+        if self.qkv is not None:  # q, k and v heads side by side: (B, T, nh + 2 kvh, hd)
+            heads = self.qkv(x).view(B, T, nh + 2 * kvh, hd)
         else:
-            q, k, v = self.q(x), self.k(x), self.v(x)
-        q = q.view(B, T, nh, hd).transpose(1, 2)  # (B, nh, T, hd)
-        k = k.view(B, T, kvh, hd).transpose(1, 2)  # (B, kvh, T, hd)
-        v = v.view(B, T, kvh, hd).transpose(1, 2)  # (B, kvh, T, hd)
-        cos, sin = rope  # (T, hd) or (B, 1, T, hd): this layer's base at the new positions
-        q = apply_rope(self.q_norm(q), cos, sin)  # (B, nh, T, hd)
-        k = apply_rope(self.k_norm(k), cos, sin)  # (B, kvh, T, hd)
+            heads = torch.cat([self.q(x), self.k(x), self.v(x)], -1).view(B, T, -1, hd)
+        # QK-norm and RoPE on the query and key heads together, each head by its own
+        # norm's scale: one pass instead of two (the same numbers, element by element)
+        qk = rms_norm(heads[:, :, :nh + kvh], self.qk_scale(), self.q_norm.eps)
+        qk = rotate(qk, *rope)  # (B, T, nh + kvh, hd); rope: (T, 1, hd) or (B, T, 1, hd)
+        q = qk[:, :, :nh].transpose(1, 2)  # (B, nh, T, hd)
+        k = qk[:, :, nh:].transpose(1, 2)  # (B, kvh, T, hd)
+        v = heads[:, :, nh + kvh:].transpose(1, 2)  # (B, kvh, T, hd)
         if cache is not None:  # stores k, v; attends over what each query may see
             y = cache.attend(layer, q, k, v, scale=self.scale)  # (B, nh, T, hd)
         else:  # the new tokens only: causal, cut by the window if it is shorter
@@ -216,7 +274,7 @@ class Gemma3(nn.Module):
         x = self.embed(ids)  # (B, T, C)
         x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)  # (B, T, C)
         c = self.config  # the rotation's cos and sin, once per base for every layer
-        rope = {base: rope_angles(positions, c.head_dim, base, x.dtype)
+        rope = {base: rope_tables(positions, c.head_dim, base, x.dtype)
                 for base in (c.rope_base_local, c.rope_base_global)}
         for layer, block in enumerate(self.blocks):
             clock.phase(self._groups[layer])

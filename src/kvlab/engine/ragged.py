@@ -141,19 +141,18 @@ class RaggedBatch:
         of q (1, nh, N, hd): decode rows together, each chunk alone."""
         plan = self._groups[self.pool.layer_group[layer]]
         pool_k, pool_v = self.kv.k[layer], self.kv.v[layer]  # (cells, kvh, hd)
-        pool_k[plan.write] = k[0].transpose(0, 1)  # (N, kvh, hd)
-        pool_v[plan.write] = v[0].transpose(0, 1)
+        pool_k.index_copy_(0, plan.write, k[0].transpose(0, 1))  # (N, kvh, hd)
+        pool_v.index_copy_(0, plan.write, v[0].transpose(0, 1))
+        if not self.chunks:  # decode rows only, row r is token r: no scatter back
+            assert plan.rows_read is not None and plan.rows_mask is not None
+            out = self._attend_rows(pool_k, pool_v, q[0].transpose(0, 1)[:, :, None],
+                                    plan.rows_read, plan.rows_mask, scale)  # (R,nh,1,hd)
+            return out.transpose(0, 2)  # (1, nh, N, hd)
         y = torch.empty_like(q)  # (1, nh, N, hd)
-        if plan.rows_read is not None:
-            R, S = plan.rows_read.shape
+        if plan.rows_read is not None and plan.rows_mask is not None:
             q_rows = q[0, :, self.row_index].transpose(0, 1)[:, :, None]  # (R, nh, 1, hd)
-            cells = plan.rows_read.view(-1)  # (R*S,)
-            running = self.clock.phase("gather")  # the copy out of the paged pool
-            keys = pool_k.index_select(0, cells).view(R, S, *pool_k.shape[1:])  # (R,S,kvh,hd)
-            values = pool_v.index_select(0, cells).view(R, S, *pool_v.shape[1:])
-            self.clock.phase(running)
-            out = attend(q_rows, keys.transpose(1, 2), values.transpose(1, 2),
-                         plan.rows_mask, scale)  # (R, nh, 1, hd)
+            out = self._attend_rows(pool_k, pool_v, q_rows, plan.rows_read, plan.rows_mask,
+                                    scale)  # (R, nh, 1, hd)
             y[0, :, self.row_index] = out[:, :, 0].transpose(0, 1)  # (nh, R, hd)
         for s, (cells, mask) in zip(self.chunks, plan.chunks, strict=True):
             running = self.clock.phase("gather")
@@ -163,6 +162,19 @@ class RaggedBatch:
             part = q[:, :, s.offset:s.offset + s.n_new]  # (1, nh, T, hd)
             y[:, :, s.offset:s.offset + s.n_new] = attend(part, keys, values, mask, scale)
         return y
+
+    def _attend_rows(self, pool_k: torch.Tensor, pool_v: torch.Tensor, q_rows: torch.Tensor,
+                     read: torch.Tensor, mask: torch.Tensor, scale: float | None
+                     ) -> torch.Tensor:
+        """Attention (R, nh, 1, hd) of the decode rows' queries q_rows (R, nh, 1, hd) over
+        the cells ``read`` (R, S) of the pool, padding hidden by ``mask``."""
+        R, S = read.shape
+        cells = read.view(-1)  # (R*S,)
+        running = self.clock.phase("gather")  # the copy out of the paged pool
+        keys = pool_k.index_select(0, cells).view(R, S, *pool_k.shape[1:])  # (R,S,kvh,hd)
+        values = pool_v.index_select(0, cells).view(R, S, *pool_v.shape[1:])
+        self.clock.phase(running)
+        return attend(q_rows, keys.transpose(1, 2), values.transpose(1, 2), mask, scale)
 
     def advance(self) -> None:
         """Commit every sequence's new tokens (after the forward)."""
