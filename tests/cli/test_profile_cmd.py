@@ -46,6 +46,8 @@ def test_engine_profile_breaks_each_step_down_and_agrees_with_torch_profiler(
     for step in fmt["steps"]:
         assert groups | {"schedule", "batch", "embed", "gather", "head", "sample"} \
             <= set(step["phases_ms"])
+        # the copy bandwidth measured again after each of the 2 timed steps
+        assert len(step["paired_copy_gb_per_s"]) == 2 and step["paired_floor_ratio"] > 0
     trace = fmt["trace"]
     assert trace["batch"] == 4 and trace["agreement"] == {
         "relative": 0.05, "absolute_ms": 0.25, "per_range_ms": 0.02}

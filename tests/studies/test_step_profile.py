@@ -3,6 +3,7 @@ one step traced by torch.profiler agreeing with the step clock."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kvlab.engine.gemma import build_gemma
@@ -33,6 +34,24 @@ def test_phases_partition_each_step() -> None:
     for p in found:
         assert FORWARD | {"schedule", "batch", "sample", "finish"} <= set(p.phases_ms)
         assert p.step_ms > 0 and all(v >= 0 for v in p.phases_ms.values())
+
+
+def test_each_step_meets_the_floor_of_its_own_seconds() -> None:
+    """A probe after each timed step: the ratio is the median of step_i / floor_i,
+    floor_i = weight bytes / the i-th probe's bandwidth, not the median step over one
+    floor (the bandwidths here halve from step to step, so the two differ)."""
+    model = to_format(build_gemma(TINY), "bfloat16")
+    speeds = iter([8e9, 4e9, 2e9])
+    (found,) = profile_steps(model, [2], context=20, steps=3,
+                             bandwidth=lambda: next(speeds), weight_bytes=10**6)
+    assert found.bandwidths == (8e9, 4e9, 2e9)
+    floors_ms = [1e3 * 10**6 / bw for bw in (8e9, 4e9, 2e9)]
+    ratios = sorted(t / f for t, f in zip(found.each_ms, floors_ms, strict=True))
+    assert found.paired_ratio == pytest.approx(ratios[1], rel=1e-9)
+    assert found.to_dict()["paired_copy_gb_per_s"] == [8.0, 4.0, 2.0]
+    assert "between" not in found.phases_ms  # the gap between steps held the probes
+    (plain,) = profile_steps(model, [2], context=20, steps=2)
+    assert plain.paired_ratio is None and plain.bandwidths == ()
 
 
 def test_the_clock_agrees_with_torch_profiler() -> None:

@@ -47,9 +47,11 @@ def engine_profile(
     """Each phase of the serving scheduler's decode step (schedule, batch, embed, the
     layers in three groups, gather, head, sample, finish) in ms per step, median over
     --steps, at each batch size and weight format, beside the memory floor (weight
-    bytes / copy bandwidth); then one step traced by torch.profiler, each phase's clock
-    time against the profiler's (within 5 % or 0.25 ms, + 0.02 ms per range) and the share
-    of it spent inside torch operators."""
+    bytes / copy bandwidth): once measured before the steps, and again after each timed
+    step ("x floor, paired": the median of each step over the floor of its own seconds,
+    since a shared host's bandwidth moves within a minute); then one step traced by
+    torch.profiler, each phase's clock time against the profiler's (within 5 % or 0.25
+    ms, + 0.02 ms per range) and the share of it spent inside torch operators."""
     require_engine("kvlab engine-profile")
     import copy
 
@@ -74,7 +76,7 @@ def engine_profile(
     for fmt in formats:
         served = to_format(copy.deepcopy(base), fmt.name)
         weights = weight_nbytes(served)
-        found = profile_steps(served, sizes, context, steps)
+        found = profile_steps(served, sizes, context, steps, copy_bandwidth, weights)
         trace = trace_step(served, trace_batch, context) if trace_batch else None
         results.append({"dtype": fmt.name, "weight_bytes": weights,
                         "floor_ms": 1e3 * weights / bandwidth,
@@ -92,6 +94,10 @@ def engine_profile(
     _print(document)
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _print(document: dict[str, Any]) -> None:
     for result in document["formats"]:
         steps = result["steps"]
@@ -101,11 +107,12 @@ def _print(document: dict[str, Any]) -> None:
                             f"{result['floor_ms']:.1f} ms ({result['weight_bytes'] / 1e6:,.0f}"
                             f" MB / {document['copy_gb_per_s']:.1f} GB/s)",
                       title_justify="left")
-        for column in ("batch", "step", "x floor", *names):
+        for column in ("batch", "step", "x floor", "x floor, paired", *names):
             table.add_column(column, justify="right")
         for s in steps:
             table.add_row(str(s["batch"]), f"{s['step_ms']:.1f}",
                           f"{s['step_ms'] / result['floor_ms']:.2f}",
+                          _ratio(s.get("paired_floor_ratio")),
                           *(f"{s['phases_ms'].get(n, 0.0):.2f}" for n in names))
         console.print(table)
         trace = result["trace"]

@@ -5,6 +5,10 @@
 random tokens, once they all decode, and reads its step clock
 (:mod:`kvlab.engine.phases`): the median time per step of each phase, at each batch
 size, beside the memory floor (bytes of weights a step reads / the copy bandwidth).
+Given a bandwidth probe, it measures the copy bandwidth again right after each timed
+step, so that each step meets a floor of the same seconds: on a shared host the
+bandwidth a process gets moves by a quarter within a minute, and a floor measured once
+before the steps compares two different machines.
 
 :func:`trace_step` runs one more step with each phase also opened as a
 ``torch.profiler.record_function`` range, under ``torch.profiler``: per phase, the
@@ -19,6 +23,7 @@ benchmark, never a test of speed.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +48,17 @@ class StepProfile:
     batch: int
     step_ms: float
     phases_ms: dict[str, float]
+    # each timed step over the floor measured right after it (weight bytes / the copy
+    # bandwidth then): their median, and the bandwidths (bytes/s); empty without a probe
+    paired_ratio: float | None = None
+    bandwidths: tuple[float, ...] = ()
+    each_ms: tuple[float, ...] = ()  # every timed step, in order
 
     def to_dict(self) -> dict[str, Any]:
-        return {"batch": self.batch, "step_ms": self.step_ms, "phases_ms": self.phases_ms}
+        return {"batch": self.batch, "step_ms": self.step_ms, "phases_ms": self.phases_ms,
+                "paired_floor_ratio": self.paired_ratio,
+                "paired_copy_gb_per_s": [b / 1e9 for b in self.bandwidths],
+                "each_step_ms": list(self.each_ms)}
 
 
 @dataclass(frozen=True)
@@ -149,22 +162,33 @@ def decoding(model: LanguageModel, batch: int, context: int, seed: int = 0,
 
 
 def profile_steps(model: LanguageModel, batch_sizes: list[int], context: int = 64,
-                  steps: int = 5) -> list[StepProfile]:
+                  steps: int = 5, bandwidth: Callable[[], float] | None = None,
+                  weight_bytes: int = 0) -> list[StepProfile]:
     """The median step and median phases (ms) over ``steps`` decode steps at each batch
-    size, after one step of warm-up."""
+    size, after one step of warm-up. With a ``bandwidth`` probe (bytes/s) and the
+    ``weight_bytes`` a step reads, each timed step is followed by a probe, and the
+    median of step / (weight_bytes / probe) is kept as the paired floor ratio."""
     out = []
     with torch.inference_mode():
         for b in batch_sizes:
             scheduler = decoding(model, b, context)
             scheduler.step()  # warm-up
             runs: list[dict[str, int]] = []
+            probes: list[float] = []
             for _ in range(steps):
                 scheduler.step()
                 runs.append(dict(scheduler.clock.last))
+                if bandwidth is not None:
+                    probes.append(bandwidth())
+                    runs[-1].pop("between", None)  # the time since the last step: a probe
             names = list(dict.fromkeys(n for r in runs for n in r))
             totals = [sum(v for k, v in r.items() if k != "between") for r in runs]
             phases = {n: statistics.median(r.get(n, 0) for r in runs) / 1e6 for n in names}
-            out.append(StepProfile(b, statistics.median(totals) / 1e6, phases))
+            ratio = statistics.median(t / 1e9 / (weight_bytes / bw)
+                                      for t, bw in zip(totals, probes, strict=True)) \
+                if probes and weight_bytes > 0 else None
+            out.append(StepProfile(b, statistics.median(totals) / 1e6, phases, ratio,
+                                   tuple(probes), tuple(t / 1e6 for t in totals)))
     return out
 
 
