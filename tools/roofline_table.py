@@ -10,9 +10,11 @@ Nothing is measured here: every figure is read from those files. With ``--profil
 (``kvlab engine-profile`` documents, as LABEL=PATH) it prints the step against the floor
 phase by phase instead, with ``--kernels`` (``tools/linear_kernels.py`` documents) the
 bf16 products kernel by kernel, with ``--ab`` (``tools/engine_ab.py`` documents) their
-steps in run order:
+steps in run order; with ``--served`` (one ``evaluation.json``) every mode of that run in
+run order, and ``--ratio A/B`` the output tokens/s of mode A over mode B at each N:
 
     python tools/roofline_table.py --profiles main=p0.json branch=p1.json --kernels k.json
+    python tools/roofline_table.py --served e.json --ratio kvlab-bfloat16/vllm
 """
 
 from __future__ import annotations
@@ -98,10 +100,45 @@ def table(args: argparse.Namespace) -> str:
     return "\n".join(out)
 
 
+def served_modes(evaluation: dict[str, Any], ns: list[int], ratios: list[str]) -> str:
+    """Each mode of one run, in run order: output tokens/s (mean effective ITL, ms) at
+    each N, the ITL's growth from the smallest N to the largest; then each ratio A/B."""
+    modes = list(dict.fromkeys(s["mode"] for s in evaluation.get("summaries", [])))
+    out = ["| mode | " + " | ".join(f"N = {n}" for n in ns)
+           + f" | ITL N{max(ns)} / N{min(ns)} |", "|---" * (len(ns) + 2) + "|"]
+    for mode in modes:
+        cells = [_served(evaluation, mode, n) for n in ns]
+        low, high = _served(evaluation, mode, min(ns)), _served(evaluation, mode, max(ns))
+        growth = high[0] / low[0] if low and high else None
+        out.append(f"| {mode} | " + " | ".join(
+            f"{c[1]:.1f} ({c[0]:.1f})" if c else "—" for c in cells)
+            + f" | {_f(growth, '.2f')} |")
+    out.append("")
+    for ratio in ratios:
+        a, _, b = ratio.partition("/")
+        values = []
+        for n in ns:
+            x, y = _served(evaluation, a, n), _served(evaluation, b, n)
+            values.append(_f(x[1] / y[1] if x and y else None, ".2f"))
+        out.append(f"- {a} over {b}, output tok/s at N = {', '.join(map(str, ns))}: "
+                   + " / ".join(values))
+    steps = [p for p in evaluation.get("step_floor", []) if p["step_ms"]
+             and p["load"] in {f"c={n}" for n in ns}]
+    if steps:
+        out += ["", "| mode | point | served ITL | server's mean step | head | floor at load "
+                "| served / step | step / floor |", "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {p['mode']} | {p['load']} | {p['served_itl_ms']:.1f} | "
+                f"{p['step_ms']:.1f} | {_f(p['phases_ms'].get('head'))} | "
+                f"{_f(p['floor_ms'])} | {_f(p['served_over_step'], '.2f')} | "
+                f"{_f(p['step_over_floor'], '.2f')} |" for p in steps]
+    return "\n".join(out) + "\n"
+
+
 def profiles(labelled: list[str]) -> str:
     """The step against the floor, per engine-profile document, format and batch size."""
-    out = ["| run | format | batch | floor | step | × floor | layers + gather | head | "
-           "rest | copy GB/s | load |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| run | format | batch | floor | step | × floor | × paired floor | "
+           "layers + gather | head | rest | copy GB/s | load |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for item in labelled:
         label, _, path = item.partition("=")
         doc = _load(Path(path))
@@ -116,6 +153,7 @@ def profiles(labelled: list[str]) -> str:
                 out.append(
                     f"| {label} | {fmt['dtype']} | {step['batch']} | {fmt['floor_ms']:.1f} | "
                     f"{step['step_ms']:.1f} | {step['step_ms'] / fmt['floor_ms']:.2f} | "
+                    f"{_f(step.get('paired_floor_ratio'), '.2f')} | "
                     f"{layers:.1f} | {head:.1f} | {rest:.1f} | "
                     f"{doc['copy_gb_per_s']:.1f} | {load} |")
     return "\n".join(out) + "\n"
@@ -168,8 +206,15 @@ def main() -> None:
                             help="engine-batch --json documents (several: their mean)")
     for name in ("served-before", "served-after"):
         parser.add_argument(f"--{name}", type=Path)
+    parser.add_argument("--served", type=Path,
+                        help="one evaluation.json: every mode in run order")
+    parser.add_argument("--ratio", nargs="+", default=[], metavar="A/B",
+                        help="with --served: mode A's output tokens/s over mode B's")
     parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 16])
     args = parser.parse_args()
+    if args.served:
+        print(served_modes(_load(args.served), args.n, args.ratio), end="")
+        return
     if args.profiles or args.kernels or args.ab:
         for part in (args.profiles and profiles(args.profiles),
                      args.kernels and kernels(args.kernels), args.ab and ab_runs(args.ab)):
